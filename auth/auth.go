@@ -1,0 +1,121 @@
+// Package auth turns a bearer token into a Principal and answers what that
+// principal may do.
+//
+// Every endpoint but GET /health requires `Authorization: Bearer <token>`
+// (seed 002, "Authentication"). Permissions are plain strings:
+//
+//	read:events                 pull and acknowledge durable consumers (seed 000)
+//	manage:destinations         create, list, pause, resume and delete event destinations
+//	publish:PATTERN             publish events whose type matches PATTERN: an exact
+//	                            type, a prefix ending in "*" ("myapp.*"), or "*"
+//	*                           everything
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"strings"
+
+	"github.com/heraldevents/herald/herr"
+)
+
+// Permissions Herald checks.
+const (
+	PermReadEvents         = "read:events"
+	PermManageDestinations = "manage:destinations"
+	PermPublishPrefix      = "publish:"
+	PermAll                = "*"
+)
+
+// Principal is an authenticated caller.
+type Principal struct {
+	// ID names the caller; it is stamped on published events as
+	// principal_identity. It is never the token.
+	ID          string
+	Permissions []string
+}
+
+// Can reports whether p holds perm (or "*").
+func (p *Principal) Can(perm string) bool {
+	for _, have := range p.Permissions {
+		if have == PermAll || have == perm {
+			return true
+		}
+	}
+	return false
+}
+
+// CanPublish reports whether p may publish events of eventType.
+func (p *Principal) CanPublish(eventType string) bool {
+	for _, have := range p.Permissions {
+		if have == PermAll {
+			return true
+		}
+		pattern, ok := strings.CutPrefix(have, PermPublishPrefix)
+		if !ok {
+			continue
+		}
+		if pattern == "*" || pattern == eventType {
+			return true
+		}
+		if prefix, ok := strings.CutSuffix(pattern, "*"); ok && strings.HasPrefix(eventType, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// Require returns herr.PermissionDenied unless p holds perm.
+func (p *Principal) Require(perm string) error {
+	if p.Can(perm) {
+		return nil
+	}
+	return herr.New(herr.PermissionDenied, "permission %q is required", perm)
+}
+
+// Authenticator resolves a bearer token. It returns herr.Unauthenticated for
+// an unknown token; its errors never contain the token.
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) (*Principal, error)
+}
+
+// StaticTokens is an Authenticator over a fixed token → principal table,
+// compared in constant time. The local adapter's HERALD_DEV_TOKEN is one
+// entry of it with every permission.
+type StaticTokens map[string]*Principal
+
+// DevToken returns the local adapter's authenticator: token grants
+// everything, as principal "dev".
+func DevToken(token string) StaticTokens {
+	return StaticTokens{token: {ID: "dev", Permissions: []string{PermAll}}}
+}
+
+// Authenticate implements Authenticator.
+func (t StaticTokens) Authenticate(_ context.Context, token string) (*Principal, error) {
+	if token != "" {
+		sum := sha256.Sum256([]byte(token))
+		for known, p := range t {
+			ks := sha256.Sum256([]byte(known))
+			if subtle.ConstantTimeCompare(sum[:], ks[:]) == 1 {
+				return p, nil
+			}
+		}
+	}
+	return nil, herr.New(herr.Unauthenticated, "the bearer token is missing, invalid or expired")
+}
+
+type ctxKey struct{}
+
+// WithPrincipal returns ctx carrying p.
+func WithPrincipal(ctx context.Context, p *Principal) context.Context {
+	return context.WithValue(ctx, ctxKey{}, p)
+}
+
+// FromContext returns the principal in ctx, or herr.Unauthenticated.
+func FromContext(ctx context.Context) (*Principal, error) {
+	if p, ok := ctx.Value(ctxKey{}).(*Principal); ok && p != nil {
+		return p, nil
+	}
+	return nil, herr.New(herr.Unauthenticated, "the request is not authenticated")
+}

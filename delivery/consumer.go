@@ -1,0 +1,213 @@
+package delivery
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/filter"
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore"
+	"github.com/heraldevents/herald/pubsubx"
+)
+
+// Pull limits of seed 000 ("Pull a batch").
+const (
+	DefaultPullLimit  = 20
+	MaxPullLimit      = 100
+	DefaultVisibility = 60 * time.Second
+	MaxVisibility     = 600 * time.Second
+	MaxWorkerIDLength = 200
+)
+
+// CreateDestination creates a durable consumer at the head of the stream:
+// its broker subscription first (so nothing published after this call
+// returns is missed), then its record. typ must be
+// leasestore.TypeDurableConsumer (herr.Malformed otherwise: seed 000 answers
+// 400 for other types).
+func (s *Service) CreateDestination(ctx context.Context, p *auth.Principal, typ string, groups filter.Groups) (*leasestore.Consumer, error) {
+	if err := p.Require(auth.PermManageDestinations); err != nil {
+		return nil, err
+	}
+	if typ != leasestore.TypeDurableConsumer {
+		return nil, herr.New(herr.Malformed, "type must be %q", leasestore.TypeDurableConsumer)
+	}
+	if err := groups.Validate("filter_groups"); err != nil {
+		return nil, err
+	}
+	id := uuid.NewString()
+	sub := "herald-dc-" + id
+	if err := s.cfg.Broker.CreateSubscription(ctx, sub, groups); err != nil {
+		return nil, brokerErr(err)
+	}
+	c, err := s.cfg.Store.CreateConsumer(ctx, leasestore.Consumer{
+		ID: id, Type: typ, Filters: groups, Subscription: sub, CreatedAt: s.cfg.Now(),
+	})
+	if err != nil {
+		_ = s.cfg.Broker.DeleteSubscription(context.WithoutCancel(ctx), sub)
+		return nil, err
+	}
+	return c, nil
+}
+
+// GetDestination returns one consumer or herr.NotFound.
+func (s *Service) GetDestination(ctx context.Context, p *auth.Principal, id string) (*leasestore.Consumer, error) {
+	if err := p.Require(auth.PermManageDestinations); err != nil {
+		return nil, err
+	}
+	return s.cfg.Store.GetConsumer(ctx, id)
+}
+
+// ListDestinations returns every consumer.
+func (s *Service) ListDestinations(ctx context.Context, p *auth.Principal) ([]*leasestore.Consumer, error) {
+	if err := p.Require(auth.PermManageDestinations); err != nil {
+		return nil, err
+	}
+	return s.cfg.Store.ListConsumers(ctx)
+}
+
+// DeleteDestination deletes the consumer's record, then its subscription.
+func (s *Service) DeleteDestination(ctx context.Context, p *auth.Principal, id string) error {
+	if err := p.Require(auth.PermManageDestinations); err != nil {
+		return err
+	}
+	c, err := s.cfg.Store.DeleteConsumer(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Broker.DeleteSubscription(ctx, c.Subscription); err != nil && herr.CodeOf(err) != herr.NotFound {
+		// The consumer is gone; a leftover subscription only costs storage.
+		s.cfg.Logger.WarnContext(ctx, "delete subscription failed", "subscription", c.Subscription, "err", err)
+	}
+	return nil
+}
+
+// SetPaused pauses or resumes a consumer.
+func (s *Service) SetPaused(ctx context.Context, p *auth.Principal, id string, paused bool) (*leasestore.Consumer, error) {
+	if err := p.Require(auth.PermManageDestinations); err != nil {
+		return nil, err
+	}
+	return s.cfg.Store.SetPaused(ctx, id, paused)
+}
+
+// PullRequest is a pull as the REST layer parsed it.
+type PullRequest struct {
+	Destination string
+	Worker      string
+	Limit       int
+	Visibility  time.Duration
+}
+
+// Validate checks the seed 000 ranges; errors are herr.OutOfRange.
+func (r *PullRequest) Validate() error {
+	if r.Limit < 1 || r.Limit > MaxPullLimit {
+		return herr.New(herr.OutOfRange, "limit must be between 1 and %d", MaxPullLimit)
+	}
+	if r.Visibility < time.Second || r.Visibility > MaxVisibility {
+		return herr.New(herr.OutOfRange, "visibility must be between 1 and %d seconds", int(MaxVisibility/time.Second))
+	}
+	if len([]rune(r.Worker)) > MaxWorkerIDLength {
+		return herr.New(herr.OutOfRange, "workerId must be at most %d characters", MaxWorkerIDLength)
+	}
+	return nil
+}
+
+// Pull leases the next batch (see leasestore.Store.Pull). It returns
+// (nil, nil) when the consumer is caught up.
+func (s *Service) Pull(ctx context.Context, p *auth.Principal, r PullRequest) (*leasestore.Lease, error) {
+	if err := p.Require(auth.PermReadEvents); err != nil {
+		return nil, err
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	c, err := s.cfg.Store.GetConsumer(ctx, r.Destination)
+	if err != nil {
+		return nil, err
+	}
+	if c.Type != leasestore.TypeDurableConsumer {
+		return nil, herr.New(herr.Malformed, "event destination %q is not of type %s", c.ID, leasestore.TypeDurableConsumer)
+	}
+	src := &brokerSource{broker: s.cfg.Broker, sub: c.Subscription, groups: c.Filters, wait: s.cfg.ReceiveWait}
+	return s.cfg.Store.Pull(ctx, leasestore.PullParams{
+		Consumer: c.ID, Worker: r.Worker, Limit: r.Limit, Visibility: r.Visibility, Source: src,
+	})
+}
+
+// Acknowledge settles a lease (see leasestore.Store.Acknowledge).
+func (s *Service) Acknowledge(ctx context.Context, p *auth.Principal, a leasestore.AckParams) (*leasestore.AckResult, error) {
+	if err := p.Require(auth.PermReadEvents); err != nil {
+		return nil, err
+	}
+	return s.cfg.Store.Acknowledge(ctx, a)
+}
+
+// brokerSource adapts a broker subscription to leasestore.Source and
+// re-checks the consumer's filters: a broker may filter less than Herald's
+// filter groups say (a shallow prefix cannot be pushed down), so events that
+// do not match are acked at the broker and never leased.
+type brokerSource struct {
+	broker pubsubx.Broker
+	sub    string
+	groups filter.Groups
+	wait   time.Duration
+}
+
+// maxFilteredRounds bounds how many receives one pull spends skipping
+// events that fail the filter before it answers with what it has.
+const maxFilteredRounds = 4
+
+func (b *brokerSource) Receive(ctx context.Context, max int) ([]leasestore.Incoming, error) {
+	for range maxFilteredRounds {
+		msgs, err := b.broker.Receive(ctx, b.sub, max, b.wait)
+		if err != nil {
+			return nil, brokerErr(err)
+		}
+		var out []leasestore.Incoming
+		var skip []*pubsubx.Message
+		for _, m := range msgs {
+			if b.groups.Match(m.EventType(), m.ResourceID()) {
+				out = append(out, leasestore.Incoming{Body: m.Body, Handle: m})
+			} else {
+				skip = append(skip, m)
+			}
+		}
+		if len(skip) > 0 {
+			if err := b.broker.Ack(ctx, b.sub, skip); err != nil {
+				return nil, brokerErr(err)
+			}
+		}
+		if len(out) > 0 || len(msgs) == 0 {
+			return out, nil
+		}
+	}
+	return nil, nil
+}
+
+func (b *brokerSource) Settle(ctx context.Context, in []leasestore.Incoming, taken int) error {
+	msgs := make([]*pubsubx.Message, len(in))
+	for i := range in {
+		msgs[i] = in[i].Handle.(*pubsubx.Message)
+	}
+	var err error
+	if taken > 0 {
+		err = b.broker.Ack(ctx, b.sub, msgs[:taken])
+	}
+	if taken < len(msgs) {
+		if nerr := b.broker.Nack(ctx, b.sub, msgs[taken:]); err == nil {
+			err = nerr
+		}
+	}
+	return err
+}
+
+// brokerErr keeps a broker error's code unless it says nothing useful.
+func brokerErr(err error) error {
+	switch herr.CodeOf(err) {
+	case herr.Unknown, herr.Internal:
+		return herr.Wrap(herr.Unavailable, err, "the message broker is unavailable; retry with backoff")
+	}
+	return err
+}

@@ -1,0 +1,193 @@
+// Package delivery is Herald's core: it publishes events to the broker and
+// runs durable consumers over pubsubx (the broker) and leasestore (leases
+// and cursors). Transports (REST today; gRPC and WebSocket later) are thin
+// faces on a *Service.
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/cloudevent"
+	"github.com/heraldevents/herald/filter"
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore"
+	"github.com/heraldevents/herald/pubsubx"
+)
+
+// Publish limits (README "Limits").
+const (
+	// MaxMessageBytes caps an event's message (its JSON encoding): 256 KiB.
+	MaxMessageBytes = 256 << 10
+	// MaxBatchEvents caps one batch publish.
+	MaxBatchEvents = 100
+	// MaxResourceIDBytes caps resource.resource_id.
+	MaxResourceIDBytes = filter.MaxResourceIDLength
+	// publishConcurrency bounds parallel sends of one batch.
+	publishConcurrency = 16
+)
+
+// Config wires a Service.
+type Config struct {
+	Broker pubsubx.Broker
+	Store  *leasestore.Store
+	// Source is the CloudEvents `source` of every event (default "/herald").
+	Source string
+	// ReceiveWait is how long a pull waits at the broker when nothing is
+	// ready before answering "caught up" (default 0: answer at once).
+	ReceiveWait time.Duration
+	// Now defaults to time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Service is the core. It holds no per-consumer state in memory: any number
+// of Services sharing a broker and a store behave as one.
+type Service struct {
+	cfg Config
+}
+
+// New returns a Service.
+func New(cfg Config) *Service {
+	if cfg.Source == "" {
+		cfg.Source = "/herald"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Service{cfg: cfg}
+}
+
+// Event is a publish request's event (seed 002, "PublishEvent").
+type Event struct {
+	EventType  string
+	Message    json.RawMessage // a JSON object; nil means {}
+	OccurredAt time.Time       // zero means the publish time
+	ResourceID string          // "" for none
+}
+
+// Validate checks e against the publish rules. Errors are
+// herr.InvalidArgument naming the field.
+func (e *Event) Validate() error {
+	if e.EventType == "" {
+		return herr.New(herr.InvalidArgument, "event_type is required")
+	}
+	if !filter.EventTypePattern.MatchString(e.EventType) {
+		return herr.New(herr.InvalidArgument, "event_type must be 1-255 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
+	}
+	if len(e.Message) > MaxMessageBytes {
+		return herr.New(herr.InvalidArgument, "message is %d bytes; the limit is %d bytes (256 KiB)", len(e.Message), MaxMessageBytes)
+	}
+	if len(e.Message) > 0 {
+		trimmed := bytes.TrimLeft(e.Message, " \t\r\n")
+		if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(e.Message) {
+			return herr.New(herr.InvalidArgument, "message must be a JSON object")
+		}
+	}
+	if len(e.ResourceID) > MaxResourceIDBytes {
+		return herr.New(herr.InvalidArgument, "resource.resource_id is longer than %d bytes", MaxResourceIDBytes)
+	}
+	for _, r := range e.ResourceID {
+		if r < 0x20 || r == 0x7f {
+			return herr.New(herr.InvalidArgument, "resource.resource_id must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// Published describes an accepted event.
+type Published struct {
+	ID          string
+	PublishedAt time.Time
+}
+
+// Publish validates, authorizes, encodes and sends one event. Errors are
+// herr-coded: InvalidArgument, PermissionDenied, or Unavailable when the
+// broker did not accept the event (it was not published).
+func (s *Service) Publish(ctx context.Context, p *auth.Principal, e Event) (*Published, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	if !p.CanPublish(e.EventType) {
+		return nil, herr.New(herr.PermissionDenied, "not authorized to publish events of type %q", e.EventType)
+	}
+	now := s.cfg.Now().UTC()
+	if e.OccurredAt.IsZero() {
+		e.OccurredAt = now
+	}
+	data := e.Message
+	if len(data) == 0 {
+		data = json.RawMessage("{}")
+	}
+	id := uuid.NewString()
+	body, err := cloudevent.Encode(cloudevent.Input{
+		ID: id, Source: s.cfg.Source, Type: e.EventType, Subject: e.ResourceID,
+		Time: e.OccurredAt, PublishedAt: now, PrincipalIdentity: p.ID, Data: compact(data),
+	})
+	if err != nil {
+		return nil, herr.Wrap(herr.InvalidArgument, err, "event is not a valid CloudEvent")
+	}
+	msg := &pubsubx.Message{Body: body, Metadata: map[string]string{
+		pubsubx.AttrEventType: e.EventType, pubsubx.AttrEventID: id,
+	}}
+	if e.ResourceID != "" {
+		msg.Metadata[pubsubx.AttrResourceID] = e.ResourceID
+	}
+	if err := s.cfg.Broker.Send(ctx, msg); err != nil {
+		s.cfg.Logger.WarnContext(ctx, "publish failed", "event_type", e.EventType, "err", err)
+		code := herr.CodeOf(err)
+		if code != herr.Canceled && code != herr.DeadlineExceeded {
+			code = herr.Unavailable
+		}
+		return nil, herr.Wrap(code, err, "Unable to publish to the message broker")
+	}
+	return &Published{ID: id, PublishedAt: now}, nil
+}
+
+// compact removes insignificant whitespace so the stored event is small;
+// already compact input (the common case) is returned as is.
+func compact(m json.RawMessage) json.RawMessage {
+	if !bytes.ContainsAny(m, " \t\r\n") {
+		return m
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(m))
+	if err := json.Compact(&buf, m); err != nil {
+		return m
+	}
+	return buf.Bytes()
+}
+
+// BatchResult is one event's outcome in a batch publish.
+type BatchResult struct {
+	Published *Published
+	Err       error
+}
+
+// PublishBatch publishes events in parallel; each gets its own result, in
+// order. Invalid events fail alone; the valid ones are published.
+func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []Event) []BatchResult {
+	out := make([]BatchResult, len(events))
+	sem := make(chan struct{}, publishConcurrency)
+	var wg sync.WaitGroup
+	for i := range events {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i].Published, out[i].Err = s.Publish(ctx, p, events[i])
+		}()
+	}
+	wg.Wait()
+	return out
+}

@@ -1,0 +1,234 @@
+// Package filter holds filter groups, the subscription filters of seed 002
+// ("FilterGroup Structure", "Filter Types"), and decides whether an event
+// matches them.
+//
+// # Matching
+//
+// A list of groups matches an event when any group matches. An empty list
+// matches every event. A group matches when its EventType equals the event's
+// type exactly and, if it has filters, any one filter matches the event's
+// resource id. A group with no filters matches every event of its type.
+//
+// Filter types, with p the filter's ResourceID and id the event's resource id:
+//
+//   - Eq (and Unspecified, which defaults to Eq): id == p. p must not be empty.
+//   - StartsWithGreedy (deep prefix): id starts with p. "" matches every id.
+//   - StartsWithLazy (shallow prefix): id starts with p and what follows,
+//     after one leading "/" and one trailing "/" are trimmed, has no "/" left.
+//     "/users/" matches "/users/7" and "/users/7/" but not "/users/7/photos";
+//     "/users" matches "/users/7" as well. "" matches "" and one-segment ids
+//     ("a", "/a", "/a/").
+//
+// Brokers push down what they can (exact type, deep prefix); Match is always
+// re-run in the handler, so the result is exact on every backend.
+package filter
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/heraldevents/herald/herr"
+)
+
+// Type is a resource filter type. Its JSON form is the seed's lower-case name
+// ("eq", "starts_with_lazy", "starts_with_greedy", "unspecified"); the proto
+// enum names ("FILTER_TYPE_EQ", …) and numbers are accepted on input too.
+type Type int
+
+// Filter types, numbered as seed 002's ResourceFilter.FilterType enum.
+const (
+	Unspecified      Type = 0
+	Eq               Type = 1
+	StartsWithLazy   Type = 2
+	StartsWithGreedy Type = 3
+)
+
+var typeNames = map[Type]string{
+	Unspecified:      "unspecified",
+	Eq:               "eq",
+	StartsWithLazy:   "starts_with_lazy",
+	StartsWithGreedy: "starts_with_greedy",
+}
+
+func (t Type) String() string {
+	if s, ok := typeNames[t]; ok {
+		return s
+	}
+	return fmt.Sprintf("filter_type(%d)", int(t))
+}
+
+// MarshalJSON writes the seed's lower-case name.
+func (t Type) MarshalJSON() ([]byte, error) { return json.Marshal(t.String()) }
+
+// UnmarshalJSON accepts the lower-case name, the proto enum name, or the
+// enum number.
+func (t *Type) UnmarshalJSON(b []byte) error {
+	var n int
+	if err := json.Unmarshal(b, &n); err == nil {
+		if _, ok := typeNames[Type(n)]; !ok {
+			return fmt.Errorf("unknown filter_type %d", n)
+		}
+		*t = Type(n)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("filter_type must be a string")
+	}
+	name := strings.ToLower(strings.TrimPrefix(strings.ToUpper(s), "FILTER_TYPE_"))
+	for k, v := range typeNames {
+		if v == name {
+			*t = k
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown filter_type %q (want eq, starts_with_lazy, starts_with_greedy or unspecified)", s)
+}
+
+// ResourceFilter is one resource-id condition of a group.
+type ResourceFilter struct {
+	FilterType Type   `json:"filter_type"`
+	ResourceID string `json:"resource_id"`
+}
+
+// Group selects events of one event type, optionally narrowed by resource id.
+type Group struct {
+	EventType string           `json:"event_type"`
+	Filters   []ResourceFilter `json:"filters"`
+}
+
+// Groups is a list of filter groups; see the package doc for its semantics.
+type Groups []Group
+
+// Limits on filter groups. They keep a consumer's filters small enough for
+// every broker's filter syntax (an SNS filter policy allows 150 value
+// combinations; Pub/Sub filters 256 bytes of expression per clause).
+const (
+	MaxGroups           = 20
+	MaxFiltersPerGroup  = 20
+	MaxResourceIDLength = 1024
+)
+
+// EventTypePattern is the rule an event type follows: 1–255 characters,
+// letters, digits, '.', '_' and '-', starting with a letter or digit.
+var EventTypePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$`)
+
+// Validate checks groups against the rules above. Errors are
+// herr.InvalidArgument with a message naming the offending field.
+func (gs Groups) Validate(field string) error {
+	if len(gs) > MaxGroups {
+		return herr.New(herr.InvalidArgument, "%s: at most %d filter groups are allowed, got %d", field, MaxGroups, len(gs))
+	}
+	for i, g := range gs {
+		if !EventTypePattern.MatchString(g.EventType) {
+			return herr.New(herr.InvalidArgument, "%s[%d].event_type must be 1-255 characters of letters, digits, '.', '_' or '-'", field, i)
+		}
+		if len(g.Filters) > MaxFiltersPerGroup {
+			return herr.New(herr.InvalidArgument, "%s[%d].filters: at most %d filters are allowed", field, i, MaxFiltersPerGroup)
+		}
+		for j, f := range g.Filters {
+			if len(f.ResourceID) > MaxResourceIDLength {
+				return herr.New(herr.InvalidArgument, "%s[%d].filters[%d].resource_id is longer than %d bytes", field, i, j, MaxResourceIDLength)
+			}
+			if (f.FilterType == Eq || f.FilterType == Unspecified) && f.ResourceID == "" {
+				return herr.New(herr.InvalidArgument, "%s[%d].filters[%d].resource_id must not be empty for an eq filter", field, i, j)
+			}
+			if _, ok := typeNames[f.FilterType]; !ok {
+				return herr.New(herr.InvalidArgument, "%s[%d].filters[%d].filter_type is unknown", field, i, j)
+			}
+		}
+	}
+	return nil
+}
+
+// Parse decodes a JSON array of filter groups and validates it. An empty
+// string is an empty list. Malformed JSON is herr.Malformed; invalid groups
+// are herr.InvalidArgument. field names the parameter in messages.
+func Parse(field, s string) (Groups, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var gs Groups
+	if err := json.Unmarshal([]byte(s), &gs); err != nil {
+		return nil, herr.Wrap(herr.Malformed, err, field+" must be a JSON array of filter groups")
+	}
+	if err := gs.Validate(field); err != nil {
+		return nil, err
+	}
+	return gs, nil
+}
+
+// Match reports whether an event with this type and resource id passes gs.
+func (gs Groups) Match(eventType, resourceID string) bool {
+	if len(gs) == 0 {
+		return true
+	}
+	for i := range gs {
+		if gs[i].match(eventType, resourceID) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *Group) match(eventType, resourceID string) bool {
+	if g.EventType != eventType {
+		return false
+	}
+	if len(g.Filters) == 0 {
+		return true
+	}
+	for _, f := range g.Filters {
+		if f.Match(resourceID) {
+			return true
+		}
+	}
+	return false
+}
+
+// Match reports whether resourceID passes f alone.
+func (f ResourceFilter) Match(resourceID string) bool {
+	switch f.FilterType {
+	case StartsWithGreedy:
+		return strings.HasPrefix(resourceID, f.ResourceID)
+	case StartsWithLazy:
+		if !strings.HasPrefix(resourceID, f.ResourceID) {
+			return false
+		}
+		rest := resourceID[len(f.ResourceID):]
+		rest = strings.TrimPrefix(rest, "/")
+		rest = strings.TrimSuffix(rest, "/")
+		return !strings.Contains(rest, "/")
+	default: // Eq and Unspecified
+		return f.ResourceID != "" && resourceID == f.ResourceID
+	}
+}
+
+// Equal reports whether two lists hold the same groups in the same order,
+// comparing Unspecified and Eq as the same type.
+func (gs Groups) Equal(other Groups) bool {
+	if len(gs) != len(other) {
+		return false
+	}
+	for i := range gs {
+		a, b := gs[i], other[i]
+		if a.EventType != b.EventType || len(a.Filters) != len(b.Filters) {
+			return false
+		}
+		for j := range a.Filters {
+			if a.Filters[j].ResourceID != b.Filters[j].ResourceID || norm(a.Filters[j].FilterType) != norm(b.Filters[j].FilterType) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func norm(t Type) Type {
+	if t == Unspecified {
+		return Eq
+	}
+	return t
+}

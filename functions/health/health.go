@@ -1,0 +1,17 @@
+// Package health serves GET /health (seed 002, "Service Health"): 200 with
+// {"status":"ok"} while the process serves requests. It needs no token.
+package health
+
+import (
+	"net/http"
+
+	"github.com/heraldevents/herald/functions/httpx"
+)
+
+// Handler serves GET /health.
+type Handler struct{}
+
+// ServeHTTP implements http.Handler.
+func (Handler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

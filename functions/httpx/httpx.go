@@ -1,0 +1,181 @@
+// Package httpx holds what every REST function shares: the one mapping from
+// herr codes to HTTP statuses, JSON error bodies, body decoding with size
+// limits, and bearer-token authentication.
+//
+// Error bodies have one shape:
+//
+//	{"code": "invalid_argument", "message": "event_type is required"}
+//
+// The message is caller-safe (see package herr): never a token, never a raw
+// backend error.
+package httpx
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore"
+)
+
+// Status maps a herr code to its HTTP status. It is the only such mapping.
+func Status(c herr.Code) int {
+	switch c {
+	case herr.Malformed, herr.OutOfRange:
+		return http.StatusBadRequest
+	case herr.InvalidArgument:
+		return http.StatusUnprocessableEntity
+	case herr.Unauthenticated:
+		return http.StatusUnauthorized
+	case herr.PermissionDenied:
+		return http.StatusForbidden
+	case herr.NotFound:
+		return http.StatusNotFound
+	case herr.AlreadyExists, herr.FailedPrecondition, herr.Aborted:
+		return http.StatusConflict
+	case herr.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case herr.Unavailable:
+		return http.StatusServiceUnavailable
+	case herr.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case herr.Canceled:
+		return 499 // client closed request
+	case herr.Unimplemented:
+		return http.StatusNotImplemented
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// InFlight is set on 429 from a pull: events leased and unacknowledged.
+	InFlight *int64 `json:"in_flight,omitempty"`
+}
+
+// WriteError writes err as a JSON error response. Unexpected errors are
+// logged with their cause; the client gets only the safe message.
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	code := herr.CodeOf(err)
+	status := Status(code)
+	body := ErrorBody{Code: code.String(), Message: herr.MessageOf(err)}
+	var full *leasestore.WindowFullError
+	if errors.As(err, &full) {
+		n := full.InFlight
+		body.InFlight = &n
+		secs := int((full.RetryAfter + 999_999_999) / 1_000_000_000)
+		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+	}
+	if status >= 500 {
+		slog.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	}
+	WriteJSON(w, status, body)
+}
+
+// WriteJSON writes v as JSON with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, `{"code":"internal","message":"internal error"}`, http.StatusInternalServerError)
+		return
+	}
+	WriteRawJSON(w, status, b)
+}
+
+// WriteRawJSON writes an already encoded JSON body.
+func WriteRawJSON(w http.ResponseWriter, status int, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// ReadBody reads the request body up to limit bytes. A larger body is
+// herr.InvalidArgument naming the limit (HTTP 422: the request is
+// well-formed but too large to accept).
+func ReadBody(r *http.Request, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, herr.Wrap(herr.Malformed, err, "could not read the request body")
+	}
+	if int64(len(b)) > limit {
+		return nil, herr.New(herr.InvalidArgument, "request body is larger than %d bytes", limit)
+	}
+	return b, nil
+}
+
+// DecodeJSON reads and decodes a JSON body into v. Bad JSON (or JSON of the
+// wrong shape) is herr.Malformed.
+func DecodeJSON(r *http.Request, limit int64, v any) error {
+	b, err := ReadBody(r, limit)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return herr.Wrap(herr.Malformed, err, "request body is not valid JSON of the expected shape: "+jsonProblem(err))
+	}
+	return nil
+}
+
+// jsonProblem describes a decoding error without quoting the input.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return "syntax error at byte " + strconv.FormatInt(se.Offset, 10)
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			field = "(root)"
+		}
+		return field + " must be " + te.Type.String()
+	default:
+		return "invalid JSON"
+	}
+}
+
+// Authenticate wraps next so that it runs only for requests with a valid
+// bearer token, with the principal in the request context. Others get 401.
+func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := bearer(r.Header.Get("Authorization"))
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+			WriteError(w, r, herr.New(herr.Unauthenticated, "an Authorization: Bearer <token> header is required"))
+			return
+		}
+		p, err := a.Authenticate(r.Context(), token)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
+			WriteError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+	})
+}
+
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// Principal returns the authenticated principal of r. Handlers behind
+// Authenticate always have one.
+func Principal(r *http.Request) (*auth.Principal, error) {
+	return auth.FromContext(r.Context())
+}

@@ -1,0 +1,179 @@
+// Package publish serves seed 002's Publisher REST API:
+//
+//	POST /api/v1beta/events        {"event": Event}      → {"result": PublishingResult}
+//	POST /api/v1beta/events/batch  {"events": [Event]}   → {"results": [PublishingResult]}
+//
+// Status codes: 400 for a body that is not JSON of the documented shape,
+// 401/403 for auth, 422 for a well-formed single event that breaks a rule
+// (or an empty or over-long batch), 200 otherwise. A broker failure is a
+// 200 with success:false and a failure_reason: the event was not published.
+// In a batch every event has its own result; an invalid event fails alone.
+package publish
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/httpx"
+	"github.com/heraldevents/herald/herr"
+)
+
+// Body size caps. An event's message may be 256 KiB (delivery.MaxMessageBytes);
+// the caps leave room for the rest of the JSON around it.
+const (
+	maxSingleBody = delivery.MaxMessageBytes + 64<<10
+	maxBatchBody  = delivery.MaxBatchEvents * maxSingleBody
+)
+
+// WireEvent is the REST shape of an event.
+type WireEvent struct {
+	EventType  string          `json:"event_type"`
+	Message    json.RawMessage `json:"message,omitempty"`
+	OccurredAt string          `json:"occurred_at,omitempty"`
+	Resource   *WireResource   `json:"resource,omitempty"`
+}
+
+// WireResource is the optional resource of an event.
+type WireResource struct {
+	ResourceID string `json:"resource_id"`
+}
+
+// Result is seed 002's PublishingResult.
+type Result struct {
+	Event         *WireEvent `json:"event"`
+	Success       bool       `json:"success"`
+	FailureReason string     `json:"failure_reason,omitempty"`
+}
+
+// toEvent converts and checks the parts JSON decoding cannot.
+func (w *WireEvent) toEvent() (delivery.Event, error) {
+	e := delivery.Event{EventType: w.EventType, Message: w.Message}
+	if string(w.Message) == "null" {
+		e.Message = nil
+	}
+	if w.Resource != nil {
+		e.ResourceID = w.Resource.ResourceID
+	}
+	if w.OccurredAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, w.OccurredAt)
+		if err != nil {
+			return e, herr.New(herr.InvalidArgument, "occurred_at must be an RFC 3339 timestamp such as 2024-10-16T14:30:00Z")
+		}
+		e.OccurredAt = t
+	}
+	return e, e.Validate()
+}
+
+// echo is the event as the result reports it: normalized, with the
+// publish time filled in for a missing occurred_at.
+func echo(w *WireEvent, e delivery.Event) *WireEvent {
+	out := *w
+	if !e.OccurredAt.IsZero() {
+		out.OccurredAt = e.OccurredAt.UTC().Format(time.RFC3339Nano)
+	}
+	if len(out.Message) == 0 {
+		out.Message = json.RawMessage("{}")
+	}
+	return &out
+}
+
+// Handler serves both endpoints.
+type Handler struct {
+	Service *delivery.Service
+}
+
+// Single serves POST /api/v1beta/events.
+func (h *Handler) Single(w http.ResponseWriter, r *http.Request) {
+	p, err := httpx.Principal(r)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	var req struct {
+		Event *WireEvent `json:"event"`
+	}
+	if err := httpx.DecodeJSON(r, maxSingleBody, &req); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	if req.Event == nil {
+		httpx.WriteError(w, r, herr.New(herr.InvalidArgument, "event is required"))
+		return
+	}
+	e, err := req.Event.toEvent()
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	res := Result{Event: echo(req.Event, e)}
+	pub, err := h.Service.Publish(r.Context(), p, e)
+	switch {
+	case err == nil:
+		res.Success = true
+		if e.OccurredAt.IsZero() {
+			res.Event.OccurredAt = pub.PublishedAt.Format(time.RFC3339Nano)
+		}
+	case herr.CodeOf(err) == herr.Unavailable:
+		res.FailureReason = herr.MessageOf(err)
+	default:
+		httpx.WriteError(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]Result{"result": res})
+}
+
+// Batch serves POST /api/v1beta/events/batch.
+func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
+	p, err := httpx.Principal(r)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	var req struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := httpx.DecodeJSON(r, maxBatchBody, &req); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	switch n := len(req.Events); {
+	case n == 0:
+		httpx.WriteError(w, r, herr.New(herr.InvalidArgument, "events must hold at least one event"))
+		return
+	case n > delivery.MaxBatchEvents:
+		httpx.WriteError(w, r, herr.New(herr.InvalidArgument, "events holds %d events; a batch holds at most %d", n, delivery.MaxBatchEvents))
+		return
+	}
+	results := make([]Result, len(req.Events))
+	events := make([]delivery.Event, 0, len(req.Events))
+	index := make([]int, 0, len(req.Events)) // events[k] is request event index[k]
+	for i, raw := range req.Events {
+		var we WireEvent
+		if err := json.Unmarshal(raw, &we); err != nil {
+			results[i] = Result{Event: &we, FailureReason: "event is not a JSON object of the documented shape"}
+			continue
+		}
+		e, err := we.toEvent()
+		results[i].Event = echo(&we, e)
+		if err != nil {
+			results[i].FailureReason = herr.MessageOf(err)
+			continue
+		}
+		events = append(events, e)
+		index = append(index, i)
+	}
+	for k, br := range h.Service.PublishBatch(r.Context(), p, events) {
+		res := &results[index[k]]
+		if br.Err != nil {
+			res.FailureReason = herr.MessageOf(br.Err)
+			continue
+		}
+		res.Success = true
+		if events[k].OccurredAt.IsZero() {
+			res.Event.OccurredAt = br.Published.PublishedAt.Format(time.RFC3339Nano)
+		}
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string][]Result{"results": results})
+}

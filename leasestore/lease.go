@@ -1,0 +1,303 @@
+package leasestore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldevents/herald/herr"
+)
+
+// Source is the broker side of a pull: where new work comes from.
+type Source interface {
+	// Receive returns up to max events in delivery order. They stay out of
+	// circulation until Settle.
+	Receive(ctx context.Context, max int) ([]Incoming, error)
+	// Settle acks the first taken events (custody passed to a lease) and
+	// nacks the rest, making them available again at once.
+	Settle(ctx context.Context, in []Incoming, taken int) error
+}
+
+// Incoming is one received event: its encoded body and the source's handle.
+type Incoming struct {
+	Body   []byte
+	Handle any
+}
+
+// PullParams are the arguments of Pull, as in seed 000 "Pull a batch".
+type PullParams struct {
+	Consumer   string
+	Worker     string        // "" is the shared identity
+	Limit      int           // 1–100, checked by the caller
+	Visibility time.Duration // 1–600 s, checked by the caller
+	Source     Source
+}
+
+// Lease is a leased batch. Events[i] has position Start+i.
+type Lease struct {
+	ID         string
+	Generation int64
+	Attempt    int64
+	Start      int64
+	Events     [][]byte
+	ExpiresAt  time.Time
+}
+
+// WindowFullError is returned by Pull when MaxInFlight events are leased and
+// unacknowledged. Its code is herr.ResourceExhausted.
+type WindowFullError struct {
+	InFlight   int64
+	RetryAfter time.Duration // until the earliest live lease expires (at least 1 s)
+}
+
+func (e *WindowFullError) Error() string {
+	return fmt.Sprintf("%d events are leased and unacknowledged; the in-flight window of %d is full: acknowledge leases to free it", e.InFlight, MaxInFlight)
+}
+
+// Unwrap lets herr.CodeOf see ResourceExhausted.
+func (e *WindowFullError) Unwrap() error {
+	return &herr.Error{Code: herr.ResourceExhausted, Message: e.Error()}
+}
+
+// Pull leases the next batch to p.Worker, following seed 000:
+//
+//  1. the worker's live lease, if it holds one, unchanged;
+//  2. else the oldest expired or failed lease, with generation and attempt
+//     one higher;
+//  3. else, if MaxInFlight events are in flight, a *WindowFullError;
+//  4. else up to p.Limit new events from p.Source in a new lease.
+//
+// It returns (nil, nil) when the consumer is caught up.
+func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
+	var (
+		received []Incoming // custody held by this call until settled
+		taken    int        // how many of received the payload holds
+		leaseID  string
+		out      *Lease
+	)
+	// release hands back whatever this call holds if it does not end with
+	// a new lease.
+	release := func() {
+		if len(received) == 0 {
+			return
+		}
+		bg := context.WithoutCancel(ctx)
+		_ = p.Source.Settle(bg, received, 0)
+		if leaseID != "" {
+			_ = s.coll.Delete(bg, &payloadDoc{Key: payloadKey(p.Consumer, leaseID)})
+		}
+		received = nil
+	}
+
+	err := s.retry(ctx, func() (bool, error) {
+		d, err := s.get(ctx, p.Consumer)
+		if err != nil {
+			return false, err
+		}
+		if d.Paused {
+			return false, herr.New(herr.FailedPrecondition, "durable consumer %q is paused", p.Consumer)
+		}
+		now := s.opts.Now()
+		nowMs := now.UnixMilli()
+		expires := now.Add(p.Visibility)
+
+		// 1. The worker's own live lease comes back unchanged.
+		for i := range d.Leases {
+			if l := &d.Leases[i]; l.Worker == p.Worker && l.live(nowMs) {
+				out, err = s.load(ctx, d.ID, l)
+				return err == nil, err
+			}
+		}
+		// 2. Expired and failed leases go before new work.
+		if i := d.reclaimable(nowMs); i >= 0 {
+			l := &d.Leases[i]
+			l.Worker, l.Requeued = p.Worker, false
+			l.Generation++
+			l.Attempt++
+			l.Expires = expires.UnixMilli()
+			ok, err := s.write(ctx, s.coll.Replace, d)
+			if !ok || err != nil {
+				return false, err
+			}
+			out, err = s.load(ctx, d.ID, l)
+			return err == nil, err
+		}
+		// 3. The in-flight window.
+		inFlight := d.inFlight()
+		room := MaxInFlight - inFlight
+		if room <= 0 {
+			retryAfter := time.Second
+			if e := d.earliestExpiry(nowMs); e > 0 {
+				retryAfter = max(retryAfter, time.Duration(e-nowMs)*time.Millisecond)
+			}
+			return false, &WindowFullError{InFlight: inFlight, RetryAfter: retryAfter}
+		}
+		// 4. New work. Received events survive a lost race: the next try
+		// writes them at the consumer's new next position.
+		if received == nil {
+			received, err = p.Source.Receive(ctx, int(min(int64(p.Limit), room)))
+			if err != nil {
+				return false, err
+			}
+			if len(received) == 0 {
+				return true, nil // caught up
+			}
+		}
+		n := min(s.fit(received), int(room))
+		if n != taken {
+			if leaseID == "" {
+				leaseID = uuid.NewString()
+			}
+			pd := &payloadDoc{Key: payloadKey(d.ID, leaseID), Kind: kindPayload, Consumer: d.ID, Events: make([][]byte, n)}
+			for i := range n {
+				pd.Events[i] = received[i].Body
+			}
+			if err := s.coll.Put(ctx, pd); err != nil {
+				return false, storeErr(err)
+			}
+			taken = n
+		}
+		l := leaseRec{
+			ID: leaseID, Start: d.Next, Count: int64(n), Worker: p.Worker,
+			Attempt: 1, Expires: expires.UnixMilli(),
+		}
+		d.Next += int64(n)
+		d.Leases = append(d.Leases, l)
+		ok, err := s.write(ctx, s.coll.Replace, d)
+		if !ok || err != nil {
+			return false, err
+		}
+		events := make([][]byte, n)
+		for i := range n {
+			events[i] = received[i].Body
+		}
+		out = &Lease{ID: l.ID, Generation: 0, Attempt: 1, Start: l.Start, Events: events, ExpiresAt: time.UnixMilli(l.Expires)}
+		// Custody has passed to the lease: only now ack at the broker.
+		if err := p.Source.Settle(ctx, received, n); err != nil {
+			// The lease is written; an unacked message comes back as a
+			// duplicate after its ack deadline, which at-least-once allows.
+			_ = err
+		}
+		received = nil
+		return true, nil
+	})
+	if err != nil || out == nil {
+		release()
+	}
+	return out, err
+}
+
+// fit returns how many of in, from the front, fit in one payload record
+// (at least one).
+func (s *Store) fit(in []Incoming) int {
+	total := 0
+	for i, e := range in {
+		total += len(e.Body) + 16 // per-element overhead of the stored list
+		if total > s.opts.MaxPayloadBytes && i > 0 {
+			return i
+		}
+	}
+	return len(in)
+}
+
+func (s *Store) load(ctx context.Context, consumer string, l *leaseRec) (*Lease, error) {
+	pd := &payloadDoc{Key: payloadKey(consumer, l.ID)}
+	if err := s.coll.Get(ctx, pd); err != nil {
+		return nil, storeErr(err)
+	}
+	if int64(len(pd.Events)) != l.Count {
+		return nil, herr.New(herr.Internal, "lease %s payload holds %d events, lease says %d", l.ID, len(pd.Events), l.Count)
+	}
+	return &Lease{
+		ID: l.ID, Generation: l.Generation, Attempt: l.Attempt, Start: l.Start,
+		Events: pd.Events, ExpiresAt: time.UnixMilli(l.Expires),
+	}, nil
+}
+
+// AckStatus is what a worker reports for a lease.
+type AckStatus string
+
+// Acknowledge statuses (seed 000, "Acknowledge a batch").
+const (
+	StatusOK     AckStatus = "ok"
+	StatusFailed AckStatus = "failed"
+)
+
+// Outcome is the result of an acknowledgement.
+type Outcome string
+
+// Outcomes (seed 000, "Acknowledge a batch").
+const (
+	OutcomeCommitted Outcome = "committed"
+	OutcomeRequeued  Outcome = "requeued"
+	OutcomeStale     Outcome = "stale"
+)
+
+// AckParams are the arguments of Acknowledge.
+type AckParams struct {
+	Consumer   string
+	LeaseID    string
+	Generation int64
+	Status     AckStatus
+}
+
+// AckResult is an acknowledgement's outcome and the cursor after it.
+type AckResult struct {
+	Outcome   Outcome
+	Committed int64 // cursor position; 0 = nothing committed yet
+}
+
+// Acknowledge settles a lease:
+//
+//   - ok for the lease's current generation commits it (even after it
+//     expired, as long as nobody has been given it since) and advances the
+//     cursor over the contiguous run of acknowledged leases;
+//   - failed for the current generation requeues it ahead of new work; a
+//     failed that arrives again reads requeued again;
+//   - anything for an older generation, or for a lease already committed,
+//     is stale and changes nothing.
+//
+// Acknowledging is allowed while the consumer is paused.
+func (s *Store) Acknowledge(ctx context.Context, p AckParams) (*AckResult, error) {
+	if p.Status != StatusOK && p.Status != StatusFailed {
+		return nil, herr.New(herr.InvalidArgument, "status must be ok or failed")
+	}
+	var res *AckResult
+	var committedLease string
+	err := s.retry(ctx, func() (bool, error) {
+		committedLease = ""
+		d, err := s.get(ctx, p.Consumer)
+		if err != nil {
+			return false, err
+		}
+		i := d.lease(p.LeaseID)
+		if i < 0 || d.Leases[i].Generation != p.Generation {
+			res = &AckResult{Outcome: OutcomeStale, Committed: d.Committed}
+			return true, nil
+		}
+		l := &d.Leases[i]
+		switch p.Status {
+		case StatusOK:
+			d.commit(i)
+			committedLease = p.LeaseID
+			res = &AckResult{Outcome: OutcomeCommitted, Committed: d.Committed}
+		case StatusFailed:
+			res = &AckResult{Outcome: OutcomeRequeued, Committed: d.Committed}
+			if l.Requeued {
+				return true, nil
+			}
+			l.Requeued, l.Worker = true, ""
+		}
+		return s.write(ctx, s.coll.Replace, d)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if committedLease != "" {
+		// Best effort: an orphaned payload is unreachable and harmless.
+		_ = s.coll.Delete(context.WithoutCancel(ctx), &payloadDoc{Key: payloadKey(p.Consumer, committedLease)})
+	}
+	return res, nil
+}

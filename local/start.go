@@ -1,0 +1,76 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Instance is a Herald started by Start.
+type Instance struct {
+	// URL is the base URL, e.g. "http://127.0.0.1:41234".
+	URL string
+	// Token is a bearer token with every permission.
+	Token string
+	// Server is the running server.
+	Server *Server
+}
+
+// Option adjusts the Config that Start uses.
+type Option func(*Config)
+
+// WithConfig replaces the whole Config (Addr is ignored: Start picks a free
+// port).
+func WithConfig(c Config) Option { return func(dst *Config) { *dst = c } }
+
+// WithClock makes the store and publisher read time from now.
+func WithClock(now func() time.Time) Option { return func(c *Config) { c.Now = now } }
+
+var startCount atomic.Int64
+
+// Start runs an in-process Herald on a free 127.0.0.1 port with fresh
+// in-memory drivers, and stops it with t.Cleanup. It fails the test if
+// Herald cannot start.
+func Start(t testing.TB, opts ...Option) *Instance {
+	t.Helper()
+	n := startCount.Add(1)
+	cfg := Config{
+		DevToken: "test-token",
+		// A fresh named broker and collection per instance, so parallel
+		// tests never share state.
+		TopicURL: fmt.Sprintf("mem://herald-test-%d", n),
+		StoreURL: fmt.Sprintf("mem://herald-test-%d/key", n),
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := New(ctx, cfg)
+	if err != nil {
+		cancel()
+		t.Fatalf("local.Start: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		t.Fatalf("local.Start: listen: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("local.Start: serve: %v", err)
+		}
+		_ = srv.Close()
+	})
+	return &Instance{URL: "http://" + ln.Addr().String(), Token: srv.cfg.DevToken, Server: srv}
+}

@@ -1,0 +1,84 @@
+package pubsubx
+
+import (
+	"context"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/heraldevents/herald/herr"
+)
+
+// Opener opens a Broker from a parsed URL. Drivers register one per scheme.
+// An Opener rejects query parameters it does not know with herr.InvalidArgument.
+type Opener func(ctx context.Context, u *url.URL) (Broker, error)
+
+var (
+	openersMu sync.RWMutex
+	openers   = map[string]Opener{}
+)
+
+// Register makes a driver available under scheme. It panics if scheme is
+// registered twice; drivers call it from init.
+func Register(scheme string, o Opener) {
+	openersMu.Lock()
+	defer openersMu.Unlock()
+	if _, dup := openers[scheme]; dup {
+		panic("pubsubx: scheme registered twice: " + scheme)
+	}
+	openers[scheme] = o
+}
+
+// Open opens the Broker named by rawURL, for example "mem://herald". The
+// driver's package must be imported (usually for its side effect) so that
+// its scheme is registered.
+func Open(ctx context.Context, rawURL string) (Broker, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, herr.Wrap(herr.InvalidArgument, err, "topic URL is not a valid URL")
+	}
+	openersMu.RLock()
+	o, ok := openers[u.Scheme]
+	openersMu.RUnlock()
+	if !ok {
+		return nil, herr.New(herr.InvalidArgument, "topic URL scheme %q is not supported (known: %s)", u.Scheme, strings.Join(Schemes(), ", "))
+	}
+	return o(ctx, u)
+}
+
+// Schemes lists the registered schemes, sorted.
+func Schemes() []string {
+	openersMu.RLock()
+	defer openersMu.RUnlock()
+	out := make([]string, 0, len(openers))
+	for s := range openers {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// CheckQuery returns a herr.InvalidArgument error naming the first query
+// parameter of u that is not in known. Drivers call it before opening.
+func CheckQuery(u *url.URL, known ...string) error {
+	q := u.Query()
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		found := false
+		for _, kn := range known {
+			if k == kn {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return herr.New(herr.InvalidArgument, "%s URL: unknown query parameter %q", u.Scheme, k)
+		}
+	}
+	return nil
+}
