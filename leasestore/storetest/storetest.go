@@ -14,5 +14,10 @@ import (
 type Harness interface {
 	// MakeCollections returns n clients of one fresh, empty collection
 	// whose key field is "key" (n ≥ 1). The suite closes them.
-	MakeCollections(ctx context.Context, t *testing.T, n int) ([]*docstore.Collection, error)
+	MakeCollections(ctx context.Context, t testing.TB, n int) ([]*docstore.Collection, error)
 }
+
+// HarnessMaker makes a Harness; the suite calls it once per top-level test
+// or benchmark, so a harness may start its server in it (cleaned up with
+// t.Cleanup).
+type HarnessMaker func(ctx context.Context, t testing.TB) (Harness, error)

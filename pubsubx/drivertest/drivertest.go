@@ -15,13 +15,13 @@ import (
 type Harness interface {
 	// MakeBroker opens a broker on a topic of its own (a unique name), so
 	// tests never see each other's messages. The suite closes it.
-	MakeBroker(ctx context.Context, t *testing.T) (pubsubx.Broker, error)
+	MakeBroker(ctx context.Context, t testing.TB) (pubsubx.Broker, error)
 	// MakeSecondClient opens another client on b's topic, as a second
 	// handler instance would (another process, same URL).
-	MakeSecondClient(ctx context.Context, t *testing.T, b pubsubx.Broker) (pubsubx.Broker, error)
+	MakeSecondClient(ctx context.Context, t testing.TB, b pubsubx.Broker) (pubsubx.Broker, error)
 	// MakeUnreachableBroker opens a broker whose server does not answer
 	// (a closed port), to check that failures are retryable codes.
-	MakeUnreachableBroker(ctx context.Context, t *testing.T) (pubsubx.Broker, error)
+	MakeUnreachableBroker(ctx context.Context, t testing.TB) (pubsubx.Broker, error)
 	// Features says what the backend guarantees beyond the common contract.
 	Features() Features
 }
@@ -31,3 +31,8 @@ type Features struct {
 	// PublishOrder: a single receiver sees messages in send order.
 	PublishOrder bool
 }
+
+// HarnessMaker makes a Harness; the suite calls it once per top-level test
+// or benchmark, so a harness may start its server in it (cleaned up with
+// t.Cleanup).
+type HarnessMaker func(ctx context.Context, t testing.TB) (Harness, error)
