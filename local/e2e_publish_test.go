@@ -1,0 +1,223 @@
+package local_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// objectOfSize returns a JSON object whose encoding is exactly n bytes
+// (n ≥ 8): {"p":"aaa…"}. Plain letters survive any JSON re-encoding, so a
+// delivered copy can be compared byte for byte.
+func objectOfSize(n int) []byte {
+	const overhead = len(`{"p":""}`)
+	return []byte(`{"p":"` + strings.Repeat("a", n-overhead) + `"}`)
+}
+
+// TestPublishE2E covers seed 002's publish endpoints over HTTP.
+func TestPublishE2E(t *testing.T) {
+	t.Parallel()
+
+	t.Run("single event is accepted and echoed", func(t *testing.T) {
+		t.Parallel()
+		c := start(t)
+		r := c.expect(t, http.StatusOK, "POST", "/api/v1beta/events", map[string]any{"event": map[string]any{
+			"event_type":  "myapp.user.created",
+			"message":     map[string]any{"user_id": "123"},
+			"occurred_at": "2024-10-16T14:30:00Z",
+			"resource":    map[string]string{"resource_id": "/users/123"},
+		}})
+		require.Equal(t, "application/json", r.Header.Get("Content-Type"))
+		var out struct {
+			Result publishResult `json:"result"`
+		}
+		r.decode(t, &out)
+		require.True(t, out.Result.Success)
+		require.Empty(t, out.Result.FailureReason)
+		require.NotNil(t, out.Result.Event)
+		require.Equal(t, "myapp.user.created", out.Result.Event.EventType)
+		require.JSONEq(t, `{"user_id":"123"}`, string(out.Result.Event.Message))
+		require.Equal(t, "2024-10-16T14:30:00Z", out.Result.Event.OccurredAt)
+		require.NotNil(t, out.Result.Event.Resource)
+		require.Equal(t, "/users/123", out.Result.Event.Resource.ResourceID)
+	})
+
+	t.Run("missing occurred_at is echoed as the publish time", func(t *testing.T) {
+		t.Parallel()
+		c := start(t)
+		before := time.Now().Add(-time.Second)
+		var out struct {
+			Result publishResult `json:"result"`
+		}
+		c.expect(t, http.StatusOK, "POST", "/api/v1beta/events",
+			map[string]any{"event": map[string]any{"event_type": "a.b"}}).decode(t, &out)
+		require.True(t, out.Result.Success)
+		at, err := time.Parse(time.RFC3339Nano, out.Result.Event.OccurredAt)
+		require.NoError(t, err)
+		require.True(t, at.After(before), "occurred_at %s", at)
+	})
+
+	t.Run("batch events are accepted and echoed in order", func(t *testing.T) {
+		t.Parallel()
+		c := start(t)
+		res := c.publish(t, ev("a.one", "/x", map[string]int{"i": 1}), ev("a.two", "", map[string]int{"i": 2}))
+		require.Equal(t, "a.one", res[0].Event.EventType)
+		require.Equal(t, "a.two", res[1].Event.EventType)
+		require.JSONEq(t, `{"i":2}`, string(res[1].Event.Message))
+	})
+
+	malformed := map[string]string{
+		"truncated JSON":  `{"event": {"event_type": "a.b"`,
+		"not JSON":        `event_type=a.b`,
+		"array body":      `[]`,
+		"wrong type":      `{"event": "a.b"}`,
+		"numeric type":    `{"event": {"event_type": 123}}`,
+		"trailing object": `{"event": {"event_type": "a.b"}} {}`,
+	}
+	for name, body := range malformed {
+		t.Run("single malformed JSON is 400: "+name, func(t *testing.T) {
+			t.Parallel()
+			c := start(t)
+			e := c.expectError(t, http.StatusBadRequest, "POST", "/api/v1beta/events", body)
+			require.Equal(t, "malformed", e.Code)
+		})
+	}
+	t.Run("batch malformed JSON is 400", func(t *testing.T) {
+		t.Parallel()
+		c := start(t)
+		for _, body := range []string{`{"events": [`, `{"events": {}}`, `[1,2]`, `nope`} {
+			e := c.expectError(t, http.StatusBadRequest, "POST", "/api/v1beta/events/batch", body)
+			require.Equal(t, "malformed", e.Code, "body %s", body)
+		}
+	})
+
+	over := objectOfSize(262145)
+	invalid := map[string]any{
+		"missing event":          map[string]any{},
+		"null event":             map[string]any{"event": nil},
+		"missing event_type":     map[string]any{"event": map[string]any{"message": map[string]any{}}},
+		"empty event_type":       map[string]any{"event": map[string]any{"event_type": ""}},
+		"event_type with space":  map[string]any{"event": map[string]any{"event_type": "my app"}},
+		"event_type with slash":  map[string]any{"event": map[string]any{"event_type": "my/app"}},
+		"event_type with emoji":  map[string]any{"event": map[string]any{"event_type": "app.🎉"}},
+		"event_type 256 chars":   map[string]any{"event": map[string]any{"event_type": strings.Repeat("e", 256)}},
+		"occurred_at no zone":    map[string]any{"event": map[string]any{"event_type": "a.b", "occurred_at": "2024-10-16T14:30:00"}},
+		"occurred_at with space": map[string]any{"event": map[string]any{"event_type": "a.b", "occurred_at": "2024-10-16 14:30:00Z"}},
+		"occurred_at words":      map[string]any{"event": map[string]any{"event_type": "a.b", "occurred_at": "yesterday"}},
+		"message array":          map[string]any{"event": map[string]any{"event_type": "a.b", "message": []int{1}}},
+		"message string":         map[string]any{"event": map[string]any{"event_type": "a.b", "message": "hello"}},
+		"message number":         map[string]any{"event": map[string]any{"event_type": "a.b", "message": 42}},
+		"message bool":           map[string]any{"event": map[string]any{"event_type": "a.b", "message": true}},
+		"message over 256 KiB":   map[string]any{"event": map[string]any{"event_type": "a.b", "message": json.RawMessage(over)}},
+	}
+	for name, body := range invalid {
+		t.Run("single invalid event is 422: "+name, func(t *testing.T) {
+			t.Parallel()
+			c := start(t)
+			e := c.expectError(t, http.StatusUnprocessableEntity, "POST", "/api/v1beta/events", body)
+			require.Equal(t, "invalid_argument", e.Code)
+		})
+	}
+
+	t.Run("event_type of exactly 255 chars is accepted", func(t *testing.T) {
+		t.Parallel()
+		c := start(t)
+		c.expect(t, http.StatusOK, "POST", "/api/v1beta/events",
+			map[string]any{"event": map[string]any{"event_type": strings.Repeat("e", 255)}})
+	})
+
+	t.Run("a 256 KiB message is accepted and delivered intact", func(t *testing.T) {
+		t.Parallel()
+		c := start(t)
+		id := c.create(t, nil)
+		msg := objectOfSize(262144)
+		require.Len(t, msg, 262144)
+		var out struct {
+			Result publishResult `json:"result"`
+		}
+		c.expect(t, http.StatusOK, "POST", "/api/v1beta/events",
+			map[string]any{"event": map[string]any{"event_type": "big.one", "message": json.RawMessage(msg)}}).decode(t, &out)
+		require.True(t, out.Result.Success)
+		l := c.pullLease(t, id)
+		require.Len(t, l.Events, 1)
+		got := l.heads(t)[0]
+		require.Equal(t, "big.one", got.Type)
+		require.True(t, bytes.Equal(msg, got.Data), "data differs: %d bytes delivered", len(got.Data))
+	})
+
+	t.Run("batch empty or missing events is 422", func(t *testing.T) {
+		t.Parallel()
+		c := start(t)
+		for _, body := range []string{`{"events": []}`, `{}`, `{"events": null}`} {
+			e := c.expectError(t, http.StatusUnprocessableEntity, "POST", "/api/v1beta/events/batch", body)
+			require.Equal(t, "invalid_argument", e.Code, "body %s", body)
+		}
+	})
+
+	t.Run("batch of 101 is 422 and publishes nothing", func(t *testing.T) {
+		t.Parallel()
+		c := start(t)
+		id := c.create(t, nil)
+		c.expectError(t, http.StatusUnprocessableEntity, "POST", "/api/v1beta/events/batch",
+			map[string]any{"events": eventsOf("a.b", 101)})
+		require.Equal(t, http.StatusNoContent, c.pull(t, id).Status)
+	})
+
+	t.Run("batch of 100 is 200 and every event is published", func(t *testing.T) {
+		t.Parallel()
+		c := start(t)
+		id := c.create(t, nil)
+		c.publish(t, eventsOf("a.b", 100)...)
+		require.Len(t, c.drain(t, id), 100)
+	})
+
+	t.Run("batch mixing valid and invalid events fails only the invalid", func(t *testing.T) {
+		t.Parallel()
+		c := start(t)
+		id := c.create(t, nil)
+		body := `{"events": [
+			{"event_type": "mix.ok", "message": {"k": 0}},
+			{"event_type": 123, "message": {"k": 1}},
+			{"message": {"k": 2}},
+			{"event_type": "bad type!", "message": {"k": 3}},
+			{"event_type": "mix.ok", "occurred_at": "soon", "message": {"k": 4}},
+			{"event_type": "mix.ok", "message": [5]},
+			"not an event",
+			{"event_type": "mix.ok", "message": {"k": 7}, "resource": {"resource_id": "/r/7"}}
+		]}`
+		r := c.expect(t, http.StatusOK, "POST", "/api/v1beta/events/batch", body)
+		var out struct {
+			Results []publishResult `json:"results"`
+		}
+		r.decode(t, &out)
+		require.Len(t, out.Results, 8)
+		for i, res := range out.Results {
+			if i == 0 || i == 7 {
+				require.True(t, res.Success, "event %d: %s", i, res.FailureReason)
+				require.Empty(t, res.FailureReason)
+				continue
+			}
+			require.False(t, res.Success, "event %d", i)
+			require.NotEmpty(t, res.FailureReason, "event %d", i)
+		}
+		// The raw JSON of a failed result says success:false explicitly.
+		var rawOut struct {
+			Results []map[string]json.RawMessage `json:"results"`
+		}
+		r.decode(t, &rawOut)
+		require.Equal(t, "false", string(rawOut.Results[1]["success"]))
+
+		// A batch is published in parallel (seed 002), so the two may be
+		// delivered in either order.
+		got := map[string]string{}
+		for _, e := range c.drain(t, id) {
+			got[string(e.Data)] = e.Subject
+		}
+		require.Equal(t, map[string]string{`{"k":0}`: "", `{"k":7}`: "/r/7"}, got)
+	})
+}
