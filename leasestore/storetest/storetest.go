@@ -1,6 +1,12 @@
 // Package storetest is the conformance suite every leasestore backend runs
 // unchanged: every lease rule of seed 000, racing store clients, a crash
 // between the lease write and the broker ack, and the payload size cap.
+//
+// A backend's test file implements Harness in a few lines and calls
+// RunConformanceTests and RunBenchmarks. The suite feeds the store from a
+// ScriptedSource (the broker side, in process) and moves a Clock instead of
+// sleeping; the store itself always runs against the harness's collection.
+// It asserts herr codes, never message strings.
 package storetest
 
 import (
@@ -21,3 +27,37 @@ type Harness interface {
 // or benchmark, so a harness may start its server in it (cleaned up with
 // t.Cleanup).
 type HarnessMaker func(ctx context.Context, t testing.TB) (Harness, error)
+
+// RunConformanceTests runs the whole suite against the harness that
+// newHarness makes, each rule as a subtest. Subtests run one after another
+// (a harness need not be safe for concurrent use) and each gets a fresh
+// collection from Harness.MakeCollections.
+func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
+	h, err := newHarness(t.Context(), t)
+	if err != nil {
+		t.Fatalf("make harness: %v", err)
+	}
+	for _, c := range conformanceCases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
+	}
+}
+
+// conformanceCase is one subtest of RunConformanceTests.
+type conformanceCase struct {
+	name string
+	run  func(t *testing.T, h Harness)
+}
+
+// conformanceCases lists every subtest, grouped by the rule they check.
+var conformanceCases = concat(
+	consumerCases,
+	pullCases,
+)
+
+func concat[T any](lists ...[]T) []T {
+	var out []T
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}

@@ -1,0 +1,173 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/filter"
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore"
+)
+
+var consumerCases = []conformanceCase{
+	{"Consumer/CreateGetList", testCreateGetList},
+	{"Consumer/AlreadyExists", testCreateAlreadyExists},
+	{"Consumer/NotFound", testConsumerNotFound},
+	{"Consumer/PauseResume", testPauseResume},
+	{"Consumer/Delete", testDeleteConsumer},
+	{"Consumer/DeleteRemovesPayloads", testDeleteRemovesPayloads},
+}
+
+// requireCode checks err carries code (herr.CodeOf), never its message.
+func requireCode(t testing.TB, want herr.Code, err error) {
+	t.Helper()
+	require.Error(t, err)
+	require.Equal(t, want.String(), herr.CodeOf(err).String(), "error code of %v", err)
+}
+
+func testCreateGetList(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	id := "storetest-" + uuid.NewString()
+	groups := filter.Groups{}
+	in := leasestore.Consumer{
+		ID: id, Type: leasestore.TypeDurableConsumer, Subscription: "sub-" + id,
+		Filters: groups, CreatedAt: b.clock.Now(),
+	}
+	created, err := b.store.CreateConsumer(b.ctx, in)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = b.store.DeleteConsumer(t.Context(), id) })
+	require.Equal(t, id, created.ID)
+	require.Equal(t, leasestore.TypeDurableConsumer, created.Type)
+	require.Equal(t, "sub-"+id, created.Subscription)
+	require.False(t, created.Paused)
+	require.Zero(t, created.Committed, "a new consumer has committed nothing")
+	require.Zero(t, created.InFlight)
+	require.True(t, created.CreatedAt.Equal(in.CreatedAt), "CreatedAt %v, want %v", created.CreatedAt, in.CreatedAt)
+
+	got, err := b.store.GetConsumer(b.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, created.ID, got.ID)
+	require.Equal(t, created.Subscription, got.Subscription)
+	require.Equal(t, created.Type, got.Type)
+	require.True(t, got.CreatedAt.Equal(in.CreatedAt), "CreatedAt %v, want %v", got.CreatedAt, in.CreatedAt)
+
+	list, err := b.store.ListConsumers(b.ctx)
+	require.NoError(t, err)
+	ids := map[string]bool{}
+	for _, c := range list {
+		ids[c.ID] = true
+	}
+	require.True(t, ids[id], "list holds the new consumer")
+	require.True(t, ids[b.consumer], "list holds the bundle's consumer")
+	require.Len(t, list, 2, "the fresh collection holds exactly two consumers (payload records are not consumers)")
+}
+
+func testCreateAlreadyExists(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	_, err := b.store.CreateConsumer(b.ctx, leasestore.Consumer{
+		ID: b.consumer, Type: leasestore.TypeDurableConsumer, Subscription: "other",
+	})
+	requireCode(t, herr.AlreadyExists, err)
+	// The first consumer is untouched.
+	require.Equal(t, "sub-"+b.consumer, b.get(t).Subscription)
+
+	_, err = b.store.CreateConsumer(b.ctx, leasestore.Consumer{ID: "", Type: leasestore.TypeDurableConsumer, Subscription: "s"})
+	requireCode(t, herr.InvalidArgument, err)
+}
+
+func testConsumerNotFound(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	missing := "storetest-missing-" + uuid.NewString()
+	_, err := b.store.GetConsumer(b.ctx, missing)
+	requireCode(t, herr.NotFound, err)
+	_, err = b.store.DeleteConsumer(b.ctx, missing)
+	requireCode(t, herr.NotFound, err)
+	_, err = b.store.SetPaused(b.ctx, missing, true)
+	requireCode(t, herr.NotFound, err)
+	_, err = b.store.Pull(b.ctx, leasestore.PullParams{
+		Consumer: missing, Worker: "w", Limit: 1, Visibility: visibility, Source: NewScriptedSource(),
+	})
+	requireCode(t, herr.NotFound, err)
+	_, err = b.store.Acknowledge(b.ctx, leasestore.AckParams{
+		Consumer: missing, LeaseID: uuid.NewString(), Status: leasestore.StatusOK,
+	})
+	requireCode(t, herr.NotFound, err)
+}
+
+func testPauseResume(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	src := NewScriptedSource(bodies("p", 3)...)
+	l := b.pull(t, "w1", 1, src)
+	requireLease(t, l, 1, []byte("p-0001"))
+
+	c, err := b.store.SetPaused(b.ctx, b.consumer, true)
+	require.NoError(t, err)
+	require.True(t, c.Paused)
+	require.True(t, b.get(t).Paused)
+	// Pausing twice is a no-op, not an error.
+	_, err = b.store.SetPaused(b.ctx, b.consumer, true)
+	require.NoError(t, err)
+
+	// Paused: no pull at all, not even of the worker's own live lease, and
+	// the source is not touched.
+	before := src.Counts().Receives
+	_, err = b.tryPull(b.store, "w2", 1, src)
+	requireCode(t, herr.FailedPrecondition, err)
+	_, err = b.tryPull(b.store, "w1", 1, src)
+	requireCode(t, herr.FailedPrecondition, err)
+	require.Equal(t, before, src.Counts().Receives, "a paused pull must not receive from the source")
+
+	// Seed 000: acknowledging still works while paused.
+	r := b.ack(t, l, leasestore.StatusOK)
+	require.Equal(t, leasestore.OutcomeCommitted, r.Outcome)
+	require.Equal(t, int64(1), r.Committed)
+
+	c, err = b.store.SetPaused(b.ctx, b.consumer, false)
+	require.NoError(t, err)
+	require.False(t, c.Paused)
+	requireLease(t, b.pull(t, "w2", 5, src), 2, []byte("p-0002"), []byte("p-0003"))
+	requireSourceSane(t, src)
+}
+
+func testDeleteConsumer(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	d, err := b.store.DeleteConsumer(b.ctx, b.consumer)
+	require.NoError(t, err)
+	require.Equal(t, b.consumer, d.ID)
+	require.Equal(t, "sub-"+b.consumer, d.Subscription, "delete returns the consumer so its subscription can be removed")
+	_, err = b.store.GetConsumer(b.ctx, b.consumer)
+	requireCode(t, herr.NotFound, err)
+	list, err := b.store.ListConsumers(b.ctx)
+	require.NoError(t, err)
+	require.Empty(t, list)
+	_, err = b.store.DeleteConsumer(b.ctx, b.consumer)
+	requireCode(t, herr.NotFound, err)
+
+	// The id can be used again; the new consumer starts from scratch.
+	_, err = b.store.CreateConsumer(b.ctx, leasestore.Consumer{
+		ID: b.consumer, Type: leasestore.TypeDurableConsumer, Subscription: "again",
+	})
+	require.NoError(t, err)
+	requireLease(t, b.pull(t, "w", 1, NewScriptedSource([]byte("x"))), 1, []byte("x"))
+}
+
+func testDeleteRemovesPayloads(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	other := b.newConsumer(t)
+	src := NewScriptedSource(bodies("d", 6)...)
+	for _, w := range []string{"a", "b", "c"} {
+		require.NotNil(t, b.pull(t, w, 2, src))
+	}
+	keep := NewScriptedSource([]byte("kept"))
+	_, err := b.store.Pull(b.ctx, leasestore.PullParams{Consumer: other, Worker: "a", Limit: 1, Visibility: visibility, Source: keep})
+	require.NoError(t, err)
+	require.Equal(t, 3, countRecords(t, b, payloadKeyPrefix(b.consumer)), "three open leases, three payload records")
+
+	_, err = b.store.DeleteConsumer(b.ctx, b.consumer)
+	require.NoError(t, err)
+	require.Zero(t, countRecords(t, b, payloadKeyPrefix(b.consumer)), "payload records left after delete")
+	require.Zero(t, countRecords(t, b, consumerKey(b.consumer)), "consumer record left after delete")
+	require.Equal(t, 1, countRecords(t, b, payloadKeyPrefix(other)), "another consumer's payload must survive")
+}

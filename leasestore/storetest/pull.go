@@ -1,0 +1,9 @@
+package storetest
+
+import (
+	"testing"
+)
+
+var pullCases = []conformanceCase{}
+
+var _ = testing.T{}
