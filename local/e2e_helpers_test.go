@@ -50,6 +50,16 @@ func start(t testing.TB, opts ...local.Option) *client {
 // raw sends body (nil for none) with the given bearer token ("" for no
 // Authorization header).
 func (c *client) raw(method, path, token string, body []byte) (*response, error) {
+	authorization := ""
+	if token != "" {
+		authorization = "Bearer " + token
+	}
+	return c.rawWithHeader(method, path, authorization, body)
+}
+
+// rawWithHeader sends body (nil for none) with authorization as the
+// Authorization header, verbatim ("" for none).
+func (c *client) rawWithHeader(method, path, authorization string, body []byte) (*response, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -61,8 +71,8 @@ func (c *client) raw(method, path, token string, body []byte) (*response, error)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
 	}
 	res, err := c.hc.Do(req)
 	if err != nil {
