@@ -83,12 +83,16 @@ type Consumer struct {
 	Committed int64
 	// InFlight counts events leased and not acknowledged.
 	InFlight int64
+	// Requeued counts the in-flight events that wait for redelivery: in
+	// leases failed by their worker or requeued by ExpireLeases.
+	Requeued int64
 }
 
 func (d *consumerDoc) view() (*Consumer, error) {
 	c := &Consumer{
 		ID: d.ID, Type: d.Type, Subscription: d.Subscription, Paused: d.Paused,
 		CreatedAt: d.CreatedAt, Committed: d.Committed, InFlight: d.inFlight(),
+		Requeued: d.requeued(),
 	}
 	if d.Filters != "" {
 		if err := json.Unmarshal([]byte(d.Filters), &c.Filters); err != nil {
