@@ -1,9 +1,141 @@
 package storetest
 
 import (
+	"strconv"
 	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/leasestore"
 )
 
-var pullCases = []conformanceCase{}
+var pullCases = []conformanceCase{
+	{"Pull/CaughtUp", testPullCaughtUp},
+	{"Pull/NewLease", testPullNewLease},
+	{"Pull/Limit", testPullLimit},
+	{"Pull/ContiguousPositions", testPullContiguous},
+	{"Pull/SameWorkerSameLease", testPullSameWorker},
+	{"Pull/DifferentWorkerNewWork", testPullDifferentWorker},
+	{"Pull/EmptyWorkerIsShared", testPullEmptyWorker},
+}
 
-var _ = testing.T{}
+func testPullCaughtUp(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	src := NewScriptedSource()
+	l, err := b.tryPull(b.store, "w", 10, src)
+	require.NoError(t, err)
+	require.Nil(t, l, "an empty source means caught up: (nil, nil)")
+	require.Zero(t, b.get(t).InFlight)
+
+	src.Add([]byte("one"))
+	requireLease(t, b.pull(t, "w", 10, src), 1, []byte("one"))
+	l, err = b.tryPull(b.store, "other", 10, src)
+	require.NoError(t, err)
+	require.Nil(t, l, "everything is leased: caught up for another worker")
+	require.Equal(t, 1, countRecords(t, b, payloadKeyPrefix(b.consumer)), "a caught-up pull writes no payload")
+	requireSourceSane(t, src)
+}
+
+func testPullNewLease(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	src := NewScriptedSource(bodies("n", 2)...)
+	l := b.pull(t, "w", 5, src)
+	requireLease(t, l, 1, bodies("n", 2)...)
+	require.NotEmpty(t, l.ID)
+	require.Zero(t, l.Generation, "seed 000: a first delivery has generation 0")
+	require.Equal(t, int64(1), l.Attempt, "seed 000: a first delivery is attempt 1")
+	require.True(t, l.ExpiresAt.Equal(b.clock.Now().Add(visibility)), "ExpiresAt %v, want now+visibility", l.ExpiresAt)
+	c := b.get(t)
+	require.Equal(t, int64(2), c.InFlight)
+	require.Zero(t, c.Committed)
+	require.Equal(t, Counts{Acked: 2, Receives: 1}, src.Counts(), "both events passed into the lease")
+}
+
+func testPullLimit(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	all := bodies("l", 5)
+	src := NewScriptedSource(all...)
+	requireLease(t, b.pull(t, "w1", 3, src), 1, all[:3]...)
+	requireLease(t, b.pull(t, "w2", 3, src), 4, all[3:]...)
+	l, err := b.tryPull(b.store, "w3", 3, src)
+	require.NoError(t, err)
+	require.Nil(t, l)
+	require.Equal(t, int64(5), b.get(t).InFlight)
+	require.Equal(t, 5, src.Counts().Acked)
+	requireSourceSane(t, src)
+}
+
+func testPullContiguous(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	const n = 60
+	all := bodies("c", n)
+	src := NewScriptedSource(all...)
+	next := int64(1)
+	for i, limit := 0, 1; ; i, limit = i+1, limit%7+1 {
+		l, err := b.tryPull(b.store, workerName(i), limit, src)
+		require.NoError(t, err)
+		if l == nil {
+			break
+		}
+		require.LessOrEqual(t, len(l.Events), limit)
+		requireLease(t, l, next, all[next-1:next-1+int64(len(l.Events))]...)
+		next += int64(len(l.Events))
+	}
+	require.Equal(t, int64(n+1), next, "every event was leased once, in order, from position 1")
+}
+
+func testPullSameWorker(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	src := NewScriptedSource(bodies("s", 10)...)
+	first := b.pull(t, "w", 2, src)
+	receives := src.Counts().Receives
+
+	b.clock.Advance(visibility / 2) // still live
+	for _, limit := range []int{2, 1, 100} {
+		again := b.pull(t, "w", limit, src)
+		requireSameLease(t, first, again)
+	}
+	require.Equal(t, receives, src.Counts().Receives, "returning a live lease must not receive new work")
+	require.Equal(t, int64(2), b.get(t).InFlight)
+}
+
+// requireSameLease checks that got is want, unchanged.
+func requireSameLease(t testing.TB, want, got *leasestore.Lease) {
+	t.Helper()
+	require.NotNil(t, got)
+	require.Equal(t, want.ID, got.ID, "lease id")
+	require.Equal(t, want.Generation, got.Generation, "generation")
+	require.Equal(t, want.Attempt, got.Attempt, "attempt")
+	require.Equal(t, want.Start, got.Start, "start")
+	require.Equal(t, asStrings(want.Events), asStrings(got.Events), "events")
+	require.True(t, want.ExpiresAt.Equal(got.ExpiresAt), "expiry moved: %v, was %v", got.ExpiresAt, want.ExpiresAt)
+}
+
+func testPullDifferentWorker(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	all := bodies("d", 4)
+	src := NewScriptedSource(all...)
+	a := b.pull(t, "a", 2, src)
+	c := b.pull(t, "b", 2, src)
+	require.NotEqual(t, a.ID, c.ID)
+	requireLease(t, a, 1, all[:2]...)
+	requireLease(t, c, 3, all[2:]...)
+	// Each keeps its own.
+	requireSameLease(t, a, b.pull(t, "a", 2, src))
+	requireSameLease(t, c, b.pull(t, "b", 2, src))
+}
+
+func testPullEmptyWorker(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	all := bodies("e", 4)
+	src := NewScriptedSource(all...)
+	shared := b.pull(t, "", 2, src)
+	requireLease(t, shared, 1, all[:2]...)
+	// Seed 000: pulls without a workerId share one identity.
+	requireSameLease(t, shared, b.pull(t, "", 2, src))
+	named := b.pull(t, "named", 2, src)
+	requireLease(t, named, 3, all[2:]...)
+}
+
+// workerName returns a distinct worker id for i.
+func workerName(i int) string { return "worker-" + strconv.Itoa(i) }

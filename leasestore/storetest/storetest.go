@@ -52,6 +52,8 @@ type conformanceCase struct {
 var conformanceCases = concat(
 	consumerCases,
 	pullCases,
+	expiryCases,
+	ackCases,
 )
 
 func concat[T any](lists ...[]T) []T {
