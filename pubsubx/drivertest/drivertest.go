@@ -1,11 +1,30 @@
 // Package drivertest is the conformance suite every pubsubx driver runs
 // unchanged, in the manner of gocloud.dev/pubsub/drivertest. It asserts
 // herr codes, never message strings.
+//
+// A driver's test file implements Harness in a few lines and calls
+// RunConformanceTests and RunBenchmarks. Every subtest makes its own broker
+// (a topic of its own) and subscriptions with unique names, and deletes and
+// closes them when it ends, so the suite can run against servers that CI
+// and other engineers share.
+//
+// # What is checked
+//
+// The contract of pubsubx.Broker: subscriptions created at the head, filter
+// push-down that never filters too much, bounded receive that never strands
+// a message, ack/nack/redelivery, attribute and payload round trips up to
+// Herald's largest event, concurrent receivers, publish order where the
+// backend promises it, and herr codes for unknown names, closed brokers and
+// unreachable servers. Counts are asserted everywhere: a message sent is
+// either received or the suite fails.
 package drivertest
 
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/pubsubx"
 )
@@ -26,13 +45,81 @@ type Harness interface {
 	Features() Features
 }
 
+// ShortAckDeadline is an optional Harness capability: a harness that can
+// open a broker whose ack deadline is short implements it, and the
+// redelivery test uses it instead of waiting for the driver's default.
+type ShortAckDeadline interface {
+	// MakeBrokerWithAckDeadline opens a broker like MakeBroker whose
+	// subscriptions redeliver a received, unsettled message once d has
+	// passed (or the backend's minimum deadline, when that is longer). The
+	// suite asks for 1 s and waits at most about three times the longer of
+	// d and 10 s for the redelivery.
+	MakeBrokerWithAckDeadline(ctx context.Context, t testing.TB, d time.Duration) (pubsubx.Broker, error)
+}
+
 // Features are the optional guarantees of a backend.
 type Features struct {
 	// PublishOrder: a single receiver sees messages in send order.
 	PublishOrder bool
+
+	// MaxMessageBytes is the largest Body, in bytes, that Send accepts
+	// with Herald's three attributes; 0 means no limit below 1 MiB. A body
+	// above the limit must fail Send with herr.InvalidArgument (or
+	// OutOfRange), never be truncated. Herald's largest event (a 256 KiB
+	// message in its CloudEvent envelope) is a little over 256 KiB.
+	MaxMessageBytes int
+
+	// AckDeadline is how long a broker from MakeBroker keeps a received,
+	// unsettled message hidden before redelivering it; 0 means unknown or
+	// none. The redelivery test uses MakeBroker when the harness is not a
+	// ShortAckDeadline and 0 < AckDeadline ≤ 10 s; otherwise it logs that
+	// redelivery was not exercised.
+	AckDeadline time.Duration
 }
 
 // HarnessMaker makes a Harness; the suite calls it once per top-level test
 // or benchmark, so a harness may start its server in it (cleaned up with
 // t.Cleanup).
 type HarnessMaker func(ctx context.Context, t testing.TB) (Harness, error)
+
+// conformanceTest is one subtest of the suite.
+type conformanceTest struct {
+	name string
+	run  func(t *testing.T, f *fixture)
+}
+
+// conformanceTests lists the suite in the order it runs: cheap contract
+// checks first, slow ones (redelivery, unreachable servers) last.
+var conformanceTests = []conformanceTest{
+	{"CreateAtHead", testCreateAtHead},
+	{"CreateExisting", testCreateExisting},
+	{"UnknownSubscription", testUnknownSubscription},
+	{"Delete", testDelete},
+	{"Filters", testFilters},
+	{"UpdateKeepsHeldMessages", testUpdateKeepsHeldMessages},
+	{"BoundedReceive", testBoundedReceive},
+	{"ReceiveFromSecondClient", testReceiveFromSecondClient},
+	{"ReceiveNothing", testReceiveNothing},
+	{"Ack", testAck},
+	{"Nack", testNack},
+	{"AttributesRoundTrip", testAttributesRoundTrip},
+	{"LargestEvent", testLargestEvent},
+	{"ConcurrentReceivers", testConcurrentReceivers},
+	{"PublishOrder", testPublishOrder},
+	{"Redelivery", testRedelivery},
+	{"ClosedBroker", testClosedBroker},
+	{"UnreachableBroker", testUnreachableBroker},
+}
+
+// RunConformanceTests runs the whole suite, each check as a subtest, on
+// brokers made by one Harness from newHarness.
+func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
+	t.Helper()
+	h, err := newHarness(t.Context(), t)
+	require.NoError(t, err, "making the harness")
+	for _, tc := range conformanceTests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.run(t, newFixture(t, h))
+		})
+	}
+}
