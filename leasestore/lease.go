@@ -78,7 +78,9 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 		out      *Lease
 	)
 	// release hands back whatever this call holds if it does not end with
-	// a new lease.
+	// a new lease: after an error, and also after a lost race whose retry
+	// found the worker's own live lease or a lease to reclaim, which is
+	// returned instead of the received events.
 	release := func() {
 		if len(received) == 0 {
 			return
@@ -183,9 +185,7 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 		received = nil
 		return true, nil
 	})
-	if err != nil || out == nil {
-		release()
-	}
+	release() // a no-op when the received events went into a lease
 	return out, err
 }
 

@@ -54,6 +54,9 @@ var conformanceCases = concat(
 	pullCases,
 	expiryCases,
 	ackCases,
+	windowCases,
+	payloadCases,
+	custodyCases,
 )
 
 func concat[T any](lists ...[]T) []T {
