@@ -6,6 +6,7 @@
 //
 //	read:events                 pull and acknowledge durable consumers (seed 000)
 //	manage:destinations         create, list, pause, resume and delete event destinations
+//	run:jobs                    run the scheduled jobs over HTTP (POST /v1/jobs/{job})
 //	publish:PATTERN             publish events whose type matches PATTERN: an exact
 //	                            type, a prefix ending in "*" ("myapp.*"), or "*"
 //	*                           everything
@@ -24,6 +25,7 @@ import (
 const (
 	PermReadEvents         = "read:events"
 	PermManageDestinations = "manage:destinations"
+	PermRunJobs            = "run:jobs"
 	PermPublishPrefix      = "publish:"
 	PermAll                = "*"
 )

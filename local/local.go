@@ -15,32 +15,25 @@ package local
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"time"
 
-	"gocloud.dev/docstore"
-	_ "gocloud.dev/docstore/memdocstore" // mem:// store URLs
-
 	"github.com/heraldevents/herald/auth"
-	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/app"
+	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/router"
-	"github.com/heraldevents/herald/leasestore"
-	"github.com/heraldevents/herald/pubsubx"
-	_ "github.com/heraldevents/herald/pubsubx/mem" // mem:// topic URLs
 )
 
-// Defaults of the local adapter (README "Configuration").
+// Defaults of the local adapter (README "Configuration"; the table lives in
+// package functions/config).
 const (
-	DefaultAddr     = "127.0.0.1:8080"
-	DefaultDevToken = "dev-token"
-	DefaultTopicURL = "mem://herald"
-	DefaultStoreURL = "mem://herald/key"
+	DefaultAddr     = config.DefaultAddr
+	DefaultDevToken = config.DefaultDevToken
+	DefaultTopicURL = config.DefaultTopicURL
+	DefaultStoreURL = config.DefaultStoreURL
 )
 
 // Config configures a Server. Zero fields take the defaults above.
@@ -50,19 +43,30 @@ type Config struct {
 	TopicURL string // HERALD_TOPIC_URL: a pubsubx broker URL
 	StoreURL string // HERALD_STORE_URL: a gocloud docstore collection URL keyed by "key"
 	Source   string // HERALD_SOURCE: CloudEvents source of published events
+	// Tokens are more bearer tokens (HERALD_TOKENS, HERALD_TOKENS_FILE).
+	Tokens auth.StaticTokens
+	// ReceiveWait is how long a pull waits at the broker
+	// (HERALD_RECEIVE_WAIT; default 0).
+	ReceiveWait time.Duration
+	// MaxLeaseBytes caps one lease's encoded events
+	// (HERALD_MAX_LEASE_BYTES; default 350,000).
+	MaxLeaseBytes int
 	// Now, if set, replaces the clock of the lease store and publisher.
 	Now    func() time.Time
 	Logger *slog.Logger
+
+	envErr error // what ConfigFromEnv could not parse; New reports it
 }
 
-// ConfigFromEnv reads the HERALD_* variables.
+// ConfigFromEnv reads the HERALD_* variables (see package functions/config).
+// A value it cannot parse makes New fail with a message naming the
+// variable.
 func ConfigFromEnv() Config {
+	c, err := config.FromEnv(config.Local)
 	return Config{
-		Addr:     os.Getenv("HERALD_ADDR"),
-		DevToken: os.Getenv("HERALD_DEV_TOKEN"),
-		TopicURL: os.Getenv("HERALD_TOPIC_URL"),
-		StoreURL: os.Getenv("HERALD_STORE_URL"),
-		Source:   os.Getenv("HERALD_SOURCE"),
+		Addr: c.Addr, DevToken: c.DevToken, TopicURL: c.TopicURL, StoreURL: c.StoreURL,
+		Source: c.Source, Tokens: c.Tokens, ReceiveWait: c.ReceiveWait, MaxLeaseBytes: c.MaxLeaseBytes,
+		envErr: err,
 	}
 }
 
@@ -79,6 +83,9 @@ func (c *Config) setDefaults() {
 	if c.StoreURL == "" {
 		c.StoreURL = DefaultStoreURL
 	}
+	if c.Source == "" {
+		c.Source = config.DefaultSource
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -86,38 +93,35 @@ func (c *Config) setDefaults() {
 
 // Server is a running local Herald: its broker, store and handler.
 type Server struct {
-	cfg     Config
-	broker  pubsubx.Broker
-	coll    *docstore.Collection
-	handler http.Handler
+	cfg Config
+	app *app.App
 }
 
 // New opens the broker and store and builds the handler. Bad configuration
 // fails with a message naming the variable.
 func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.envErr != nil {
+		return nil, cfg.envErr
+	}
 	cfg.setDefaults()
-	broker, err := pubsubx.Open(ctx, cfg.TopicURL)
+	a, err := app.Open(ctx, config.Config{
+		Profile: config.Local, Function: router.All, Addr: cfg.Addr,
+		DevToken: cfg.DevToken, Tokens: cfg.Tokens,
+		TopicURL: cfg.TopicURL, StoreURL: cfg.StoreURL, Source: cfg.Source,
+		ReceiveWait: cfg.ReceiveWait, MaxLeaseBytes: cfg.MaxLeaseBytes,
+	}, app.Options{Now: cfg.Now, Logger: cfg.Logger})
 	if err != nil {
-		return nil, fmt.Errorf("HERALD_TOPIC_URL: %w", err)
+		return nil, err
 	}
-	coll, err := docstore.OpenCollection(ctx, cfg.StoreURL)
-	if err != nil {
-		_ = broker.Close()
-		return nil, fmt.Errorf("HERALD_STORE_URL: %w", err)
-	}
-	store := leasestore.New(coll, leasestore.Options{Now: cfg.Now})
-	svc := delivery.New(delivery.Config{
-		Broker: broker, Store: store, Source: cfg.Source, Now: cfg.Now, Logger: cfg.Logger,
-	})
-	return &Server{cfg: cfg, broker: broker, coll: coll, handler: router.New(svc, auth.DevToken(cfg.DevToken))}, nil
+	return &Server{cfg: cfg, app: a}, nil
 }
 
 // Handler returns the handler serving every endpoint.
-func (s *Server) Handler() http.Handler { return s.handler }
+func (s *Server) Handler() http.Handler { return s.app.Handler() }
 
 // Close releases the broker and the store (saving a file-backed store).
 func (s *Server) Close() error {
-	return errors.Join(s.broker.Close(), s.coll.Close())
+	return s.app.Close()
 }
 
 // ListenAndServe serves on cfg.Addr until ctx is done, then shuts down
@@ -132,11 +136,11 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 
 // Serve serves on ln until ctx is done.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.app.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	if s.cfg.DevToken == DefaultDevToken {
 		s.cfg.Logger.Warn("HERALD_DEV_TOKEN is not set: the default token \"dev-token\" grants every permission; use it only on this machine")
 	}
-	s.cfg.Logger.Info("herald listening", "addr", "http://"+ln.Addr().String(), "topic", redactURL(s.cfg.TopicURL), "store", redactURL(s.cfg.StoreURL))
+	s.cfg.Logger.Info("herald listening", "addr", "http://"+ln.Addr().String(), "topic", config.Redact(s.cfg.TopicURL), "store", config.Redact(s.cfg.StoreURL))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -147,17 +151,4 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdownCtx)
-}
-
-// redactURL drops user info and query from a URL for logging.
-func redactURL(u string) string {
-	if i := strings.IndexByte(u, '?'); i >= 0 {
-		u = u[:i]
-	}
-	if i := strings.Index(u, "@"); i >= 0 {
-		if j := strings.Index(u, "://"); j >= 0 && j < i {
-			u = u[:j+3] + "…@" + u[i+1:]
-		}
-	}
-	return u
 }

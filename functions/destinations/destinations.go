@@ -36,6 +36,9 @@ type Destination struct {
 	Committed *string `json:"committed"`
 	// InFlight counts events leased and not acknowledged.
 	InFlight int64 `json:"in_flight"`
+	// Requeued counts the in-flight events waiting for redelivery (failed,
+	// or expired and swept by the lease-expiry job).
+	Requeued int64 `json:"requeued"`
 }
 
 // FromConsumer converts a stored consumer.
@@ -47,6 +50,7 @@ func FromConsumer(c *leasestore.Consumer) Destination {
 	return Destination{
 		ID: c.ID, Type: c.Type, FilterGroups: gs, Paused: c.Paused,
 		CreatedAt: c.CreatedAt.UTC(), Committed: Sequence(c.Committed), InFlight: c.InFlight,
+		Requeued: c.Requeued,
 	}
 }
 

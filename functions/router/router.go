@@ -1,10 +1,16 @@
-// Package router mounts every REST function on one http.Handler: what the
+// Package router mounts the REST functions on one http.Handler: what the
 // local adapter and a Cloud Run service serve, and what a Lambda adapter
 // wraps.
+//
+// Routes are grouped by Function, the unit one deployment serves: a Lambda
+// function or Cloud Run service started with HERALD_FUNCTION=pull serves
+// only the pull routes (and GET /health); All serves every route.
 package router
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
@@ -12,33 +18,151 @@ import (
 	"github.com/heraldevents/herald/functions/destinations"
 	"github.com/heraldevents/herald/functions/health"
 	"github.com/heraldevents/herald/functions/httpx"
+	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/publish"
 	"github.com/heraldevents/herald/functions/pull"
 	"github.com/heraldevents/herald/herr"
 )
 
+// Function names a set of routes that one deployment unit serves.
+type Function string
+
+// The functions. All serves every route.
+const (
+	Publish      Function = "publish"
+	Pull         Function = "pull"
+	Acknowledge  Function = "acknowledge"
+	Destinations Function = "destinations"
+	Jobs         Function = "jobs"
+	All          Function = "all"
+)
+
+// Functions lists every function but All, in a stable order.
+func Functions() []Function {
+	return []Function{Publish, Pull, Acknowledge, Destinations, Jobs}
+}
+
+// ParseFunction returns the Function named s, or an error listing the
+// known names.
+func ParseFunction(s string) (Function, error) {
+	for _, f := range append(Functions(), All) {
+		if string(f) == s {
+			return f, nil
+		}
+	}
+	names := make([]string, 0, 6)
+	for _, f := range append(Functions(), All) {
+		names = append(names, string(f))
+	}
+	return "", fmt.Errorf("unknown function %q (known: %s)", s, strings.Join(names, ", "))
+}
+
+// UsesBroker reports whether f's routes reach the message broker.
+func (f Function) UsesBroker() bool {
+	switch f {
+	case Publish, Pull, Destinations, All:
+		return true
+	}
+	return false
+}
+
+// UsesStore reports whether f's routes reach the lease store.
+func (f Function) UsesStore() bool {
+	switch f {
+	case Pull, Acknowledge, Destinations, Jobs, All:
+		return true
+	}
+	return false
+}
+
+// Route is one endpoint.
+type Route struct {
+	Method string
+	// Path is a net/http pattern path, e.g. "/v1/event-destinations/{id}".
+	Path string
+	// Function serves the route; All means every function does.
+	Function Function
+	// Public routes need no bearer token.
+	Public bool
+}
+
+type route struct {
+	Route
+	handler func(svc *delivery.Service) http.Handler
+}
+
+var table = []route{
+	{Route{"POST", "/api/v1beta/events", Publish, false}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&publish.Handler{Service: s}).Single)
+	}},
+	{Route{"POST", "/api/v1beta/events/batch", Publish, false}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&publish.Handler{Service: s}).Batch)
+	}},
+	{Route{"POST", "/v1/event-destinations", Destinations, false}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&destinations.Handler{Service: s}).Create)
+	}},
+	{Route{"GET", "/v1/event-destinations", Destinations, false}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&destinations.Handler{Service: s}).List)
+	}},
+	{Route{"GET", "/v1/event-destinations/{id}", Destinations, false}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&destinations.Handler{Service: s}).Get)
+	}},
+	{Route{"DELETE", "/v1/event-destinations/{id}", Destinations, false}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&destinations.Handler{Service: s}).Delete)
+	}},
+	{Route{"POST", "/v1/event-destinations/{id}/pause", Destinations, false}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&destinations.Handler{Service: s}).Pause)
+	}},
+	{Route{"POST", "/v1/event-destinations/{id}/resume", Destinations, false}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&destinations.Handler{Service: s}).Resume)
+	}},
+	{Route{"POST", "/v1/event-destinations/{id}/pull", Pull, false}, func(s *delivery.Service) http.Handler {
+		return &pull.Handler{Service: s}
+	}},
+	{Route{"POST", "/v1/event-destinations/{id}/acknowledge", Acknowledge, false}, func(s *delivery.Service) http.Handler {
+		return &acknowledge.Handler{Service: s}
+	}},
+	{Route{"POST", "/v1/jobs/{job}", Jobs, false}, func(s *delivery.Service) http.Handler {
+		return &jobs.Handler{Service: s}
+	}},
+	{Route{"GET", "/health", All, true}, func(*delivery.Service) http.Handler {
+		return health.Handler{}
+	}},
+}
+
+// Routes returns every route, in the order they are documented.
+func Routes() []Route {
+	out := make([]Route, len(table))
+	for i, r := range table {
+		out[i] = r.Route
+	}
+	return out
+}
+
+// Serves reports whether function f serves r.
+func (f Function) Serves(r Route) bool {
+	return f == All || r.Function == All || r.Function == f
+}
+
 // New returns the handler for every endpoint. Everything but GET /health
 // requires a bearer token that a resolves.
 func New(svc *delivery.Service, a auth.Authenticator) http.Handler {
+	return ForFunction(svc, a, All)
+}
+
+// ForFunction returns the handler for f's routes; any other path is 404.
+func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function) http.Handler {
 	mux := http.NewServeMux()
-	authed := func(h http.Handler) http.Handler { return httpx.Authenticate(a, h) }
-	fn := func(f http.HandlerFunc) http.Handler { return authed(f) }
-
-	pub := &publish.Handler{Service: svc}
-	mux.Handle("POST /api/v1beta/events", fn(pub.Single))
-	mux.Handle("POST /api/v1beta/events/batch", fn(pub.Batch))
-
-	dst := &destinations.Handler{Service: svc}
-	mux.Handle("POST /v1/event-destinations", fn(dst.Create))
-	mux.Handle("GET /v1/event-destinations", fn(dst.List))
-	mux.Handle("GET /v1/event-destinations/{id}", fn(dst.Get))
-	mux.Handle("DELETE /v1/event-destinations/{id}", fn(dst.Delete))
-	mux.Handle("POST /v1/event-destinations/{id}/pause", fn(dst.Pause))
-	mux.Handle("POST /v1/event-destinations/{id}/resume", fn(dst.Resume))
-	mux.Handle("POST /v1/event-destinations/{id}/pull", authed(&pull.Handler{Service: svc}))
-	mux.Handle("POST /v1/event-destinations/{id}/acknowledge", authed(&acknowledge.Handler{Service: svc}))
-
-	mux.Handle("GET /health", health.Handler{})
+	for _, r := range table {
+		if !f.Serves(r.Route) {
+			continue
+		}
+		h := r.handler(svc)
+		if !r.Public {
+			h = httpx.Authenticate(a, h)
+		}
+		mux.Handle(r.Method+" "+r.Path, h)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, herr.New(herr.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

@@ -1,0 +1,104 @@
+// Package app wires one Herald process from a config.Config: it opens the
+// broker and the lease store the configured function needs, once per
+// process, and builds that function's http.Handler. The local adapter, the
+// Lambda bootstrap and the Cloud Run server all start through Open, so
+// every entrypoint supports the same URL schemes (see drivers.go).
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"gocloud.dev/docstore"
+
+	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/functions/jobs"
+	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/leasestore"
+	"github.com/heraldevents/herald/pubsubx"
+)
+
+// Options adjust Open beyond what the environment says.
+type Options struct {
+	// Now replaces the clock of the lease store and the publisher (tests).
+	Now func() time.Time
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// App is one process's Herald: its backends and its handler.
+type App struct {
+	cfg     config.Config
+	svc     *delivery.Service
+	handler http.Handler
+	broker  pubsubx.Broker       // nil when the function does not use one
+	coll    *docstore.Collection // nil when the function does not use one
+}
+
+// Open opens what cfg.Function needs (the broker for publish, pull and
+// destinations; the store for pull, acknowledge, destinations and jobs)
+// and builds its handler. Errors name the variable at fault. The caller
+// closes the App.
+func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	a := &App{cfg: cfg}
+	var err error
+	if cfg.Function.UsesBroker() {
+		if a.broker, err = pubsubx.Open(ctx, cfg.TopicURL); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", config.EnvTopicURL, config.Redact(cfg.TopicURL), err)
+		}
+	}
+	var store *leasestore.Store
+	if cfg.Function.UsesStore() {
+		if a.coll, err = openStore(ctx, cfg.StoreURL); err != nil {
+			_ = a.Close()
+			return nil, fmt.Errorf("%s %s: %w", config.EnvStoreURL, config.Redact(cfg.StoreURL), err)
+		}
+		store = leasestore.New(a.coll, leasestore.Options{Now: opts.Now, MaxPayloadBytes: cfg.MaxLeaseBytes})
+	}
+	a.svc = delivery.New(delivery.Config{
+		Broker: a.broker, Store: store, Source: cfg.Source, ReceiveWait: cfg.ReceiveWait,
+		Now: opts.Now, Logger: opts.Logger,
+	})
+	a.handler = router.ForFunction(a.svc, cfg.Authenticator(), cfg.Function)
+	return a, nil
+}
+
+// Config returns the configuration the App was opened with.
+func (a *App) Config() config.Config { return a.cfg }
+
+// Handler returns the handler of the configured function's routes.
+func (a *App) Handler() http.Handler { return a.handler }
+
+// Service returns the core service.
+func (a *App) Service() *delivery.Service { return a.svc }
+
+// RunJob runs job name as jobs.SchedulerPrincipal: for a platform
+// scheduler that invokes the jobs function directly, authorized by the
+// platform's IAM instead of a token. Only the jobs and all functions run
+// jobs; others answer herr.NotFound.
+func (a *App) RunJob(ctx context.Context, name string) (*jobs.Result, error) {
+	if a.cfg.Function != router.Jobs && a.cfg.Function != router.All {
+		return nil, errNoJobs(a.cfg.Function)
+	}
+	return jobs.Run(ctx, a.svc, jobs.SchedulerPrincipal, name)
+}
+
+// Close releases the broker and the store (saving a file-backed store).
+func (a *App) Close() error {
+	var errs []error
+	if a.broker != nil {
+		errs = append(errs, a.broker.Close())
+	}
+	if a.coll != nil {
+		errs = append(errs, a.coll.Close())
+	}
+	return errors.Join(errs...)
+}

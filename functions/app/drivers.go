@@ -1,0 +1,24 @@
+package app
+
+import (
+	"context"
+
+	"gocloud.dev/docstore"
+	_ "gocloud.dev/docstore/memdocstore" // mem:// store URLs
+
+	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/herr"
+	_ "github.com/heraldevents/herald/pubsubx/mem" // mem:// topic URLs
+)
+
+// Every broker driver in the tree is imported here for its URL scheme, so
+// that every entrypoint opens every scheme.
+
+// openStore opens the lease store collection at rawURL.
+func openStore(ctx context.Context, rawURL string) (*docstore.Collection, error) {
+	return docstore.OpenCollection(ctx, rawURL)
+}
+
+func errNoJobs(f router.Function) error {
+	return herr.New(herr.NotFound, "HERALD_FUNCTION=%s runs no jobs; invoke the jobs function", f)
+}

@@ -1,0 +1,445 @@
+// Package config is the one source of truth for Herald's environment
+// variables: the table (Vars) that the README's configuration section, the
+// SAM template and the Terraform module are checked against, and the parser
+// that the local adapter, the Lambda bootstrap and the Cloud Run server all
+// use.
+//
+// Three profiles read the table. Local (the local adapter) has defaults for
+// everything, including an all-powerful development token. Lambda and
+// CloudRun have no default broker, store or token: a function that needs
+// one refuses to start without it, with a message naming the variable.
+//
+// # Tokens
+//
+// HERALD_TOKENS holds a JSON object from bearer token to principal, and
+// HERALD_TOKENS_FILE names a file holding the same:
+//
+//	{"s3cr3t-token-of-32-characters…": {"id": "billing", "permissions": ["publish:billing.*", "read:events"]}}
+//
+// Both may be set, together with HERALD_DEV_TOKEN (a token with every
+// permission); a token given twice is refused. Errors and logs name a token
+// by its principal id, never by its value.
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/leasestore"
+)
+
+// Profile says which entrypoint reads the environment.
+type Profile int
+
+// The profiles.
+const (
+	Local    Profile = iota // the local adapter (local/cmd/herald, local.Start)
+	Lambda                  // the Lambda bootstrap (functions/cmd/lambda)
+	CloudRun                // the Cloud Run server (functions/cmd/cloudrun)
+)
+
+// String returns the profile's name.
+func (p Profile) String() string {
+	switch p {
+	case Local:
+		return "local"
+	case Lambda:
+		return "lambda"
+	case CloudRun:
+		return "cloudrun"
+	}
+	return "profile(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Cloud reports whether p runs in a cloud (no development defaults).
+func (p Profile) Cloud() bool { return p == Lambda || p == CloudRun }
+
+// Variable names.
+const (
+	EnvFunction      = "HERALD_FUNCTION"
+	EnvAddr          = "HERALD_ADDR"
+	EnvPort          = "PORT"
+	EnvDevToken      = "HERALD_DEV_TOKEN"
+	EnvTokens        = "HERALD_TOKENS"
+	EnvTokensFile    = "HERALD_TOKENS_FILE"
+	EnvTopicURL      = "HERALD_TOPIC_URL"
+	EnvStoreURL      = "HERALD_STORE_URL"
+	EnvSource        = "HERALD_SOURCE"
+	EnvReceiveWait   = "HERALD_RECEIVE_WAIT"
+	EnvMaxLeaseBytes = "HERALD_MAX_LEASE_BYTES"
+)
+
+// Defaults.
+const (
+	DefaultAddr          = "127.0.0.1:8080"
+	DefaultPort          = "8080"
+	DefaultDevToken      = "dev-token"
+	DefaultTopicURL      = "mem://herald"
+	DefaultStoreURL      = "mem://herald/key"
+	DefaultSource        = "/herald"
+	DefaultReceiveWait   = time.Duration(0)
+	DefaultMaxLeaseBytes = leasestore.DefaultMaxPayloadBytes
+	// MaxReceiveWait bounds HERALD_RECEIVE_WAIT: a pull should answer well
+	// inside API Gateway's 30-second integration timeout.
+	MaxReceiveWait = 20 * time.Second
+	// MinLeaseBytes and MaxLeaseBytes bound HERALD_MAX_LEASE_BYTES; above
+	// 350,000 a lease may not fit a DynamoDB item (Firestore allows up to
+	// 1 MiB).
+	MinLeaseBytes = 4 << 10
+	MaxLeaseBytes = 1_000_000
+	// MinCloudTokenLength is the shortest token a cloud profile accepts.
+	MinCloudTokenLength = 16
+)
+
+// Var describes one environment variable.
+type Var struct {
+	Name string
+	// LocalDefault and CloudDefault are used when the variable is unset;
+	// "" means none.
+	LocalDefault string
+	CloudDefault string
+	// Unit of the value, for the README table ("" for plain strings).
+	Unit string
+	// Meaning is a one-line description.
+	Meaning string
+	// Deploy says that the SAM template and the Terraform module set it on
+	// every function that reads it in the cloud.
+	Deploy bool
+
+	profiles []Profile
+	uses     func(router.Function) bool
+}
+
+// ReadBy reports whether entrypoint p serving function f reads v.
+func (v Var) ReadBy(p Profile, f router.Function) bool {
+	found := false
+	for _, q := range v.profiles {
+		found = found || q == p
+	}
+	return found && (v.uses == nil || v.uses(f))
+}
+
+var (
+	allProfiles   = []Profile{Local, Lambda, CloudRun}
+	cloudProfiles = []Profile{Lambda, CloudRun}
+	usesBroker    = router.Function.UsesBroker
+	usesStore     = router.Function.UsesStore
+	// authed functions check tokens: every function, all of whose routes
+	// but GET /health need one.
+	usesPull = func(f router.Function) bool { return f == router.Pull || f == router.All }
+	usesPub  = func(f router.Function) bool { return f == router.Publish || f == router.All }
+)
+
+var vars = []Var{
+	{Name: EnvFunction, CloudDefault: string(router.All), Deploy: true,
+		Meaning:  "which routes this process serves: publish, pull, acknowledge, destinations, jobs or all",
+		profiles: cloudProfiles},
+	{Name: EnvAddr, LocalDefault: DefaultAddr, Unit: "host:port",
+		Meaning:  "listen address of the local adapter",
+		profiles: []Profile{Local}},
+	{Name: EnvPort, CloudDefault: DefaultPort, Unit: "port",
+		Meaning:  "Cloud Run's port (set by Cloud Run); the server listens on 0.0.0.0:$PORT",
+		profiles: []Profile{CloudRun}},
+	{Name: EnvDevToken, LocalDefault: DefaultDevToken,
+		Meaning:  "a bearer token with every permission, as principal \"dev\" (a warning is logged when the local default is used); no default in the cloud",
+		profiles: allProfiles},
+	{Name: EnvTokens, Unit: "JSON", Deploy: true,
+		Meaning:  `bearer tokens: {"<token>": {"id": "<principal>", "permissions": ["publish:app.*", "read:events", …]}}`,
+		profiles: allProfiles},
+	{Name: EnvTokensFile, Unit: "path",
+		Meaning:  "a file holding more tokens in the HERALD_TOKENS format",
+		profiles: allProfiles},
+	{Name: EnvTopicURL, LocalDefault: DefaultTopicURL, Unit: "URL", Deploy: true,
+		Meaning:  "broker URL (`mem://NAME?ackdeadline=60s`, or a cloud driver's URL); required in the cloud",
+		profiles: allProfiles, uses: usesBroker},
+	{Name: EnvStoreURL, LocalDefault: DefaultStoreURL, Unit: "URL", Deploy: true,
+		Meaning:  "lease store: a gocloud docstore collection URL keyed by `key`; `mem://herald/key?filename=/path/herald.db` keeps state across restarts; required in the cloud",
+		profiles: allProfiles, uses: usesStore},
+	{Name: EnvSource, LocalDefault: DefaultSource, CloudDefault: DefaultSource, Deploy: true,
+		Meaning:  "CloudEvents `source` of published events",
+		profiles: allProfiles, uses: usesPub},
+	{Name: EnvReceiveWait, LocalDefault: "0s", CloudDefault: "0s", Unit: "Go duration", Deploy: true,
+		Meaning:  "how long a pull waits at the broker for new events before answering 204 (at most 20s)",
+		profiles: allProfiles, uses: usesPull},
+	{Name: EnvMaxLeaseBytes, LocalDefault: strconv.Itoa(DefaultMaxLeaseBytes), CloudDefault: strconv.Itoa(DefaultMaxLeaseBytes), Unit: "bytes", Deploy: true,
+		Meaning:  "most encoded event bytes in one lease; a pull returns fewer events rather than pass it (4096–1,000,000; keep ≤ 350,000 on DynamoDB)",
+		profiles: allProfiles, uses: usesPull},
+}
+
+// Vars returns the table of every variable any profile reads.
+func Vars() []Var { return append([]Var(nil), vars...) }
+
+// ReadBy returns the variables entrypoint p reads when serving f.
+func ReadBy(p Profile, f router.Function) []Var {
+	var out []Var
+	for _, v := range vars {
+		if v.ReadBy(p, f) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Config is the parsed environment.
+type Config struct {
+	Profile  Profile
+	Function router.Function
+	// Addr is the listen address: HERALD_ADDR locally, 0.0.0.0:$PORT on
+	// Cloud Run, "" on Lambda.
+	Addr string
+	// DevToken is HERALD_DEV_TOKEN ("" for none).
+	DevToken string
+	// Tokens are the tokens of HERALD_TOKENS and HERALD_TOKENS_FILE.
+	Tokens        auth.StaticTokens
+	TopicURL      string
+	StoreURL      string
+	Source        string
+	ReceiveWait   time.Duration
+	MaxLeaseBytes int
+}
+
+// Authenticator returns the token table: Tokens plus DevToken.
+func (c Config) Authenticator() auth.StaticTokens {
+	out := make(auth.StaticTokens, len(c.Tokens)+1)
+	for t, p := range c.Tokens {
+		out[t] = p
+	}
+	if c.DevToken != "" {
+		out[c.DevToken] = &auth.Principal{ID: "dev", Permissions: []string{auth.PermAll}}
+	}
+	return out
+}
+
+// UsesDefaultDevToken reports whether the development token is the
+// well-known default.
+func (c Config) UsesDefaultDevToken() bool { return c.DevToken == DefaultDevToken }
+
+// FromEnv reads the process environment for profile p.
+func FromEnv(p Profile) (Config, error) { return Load(p, os.LookupEnv) }
+
+// Load reads the variables through lookup (os.LookupEnv in production).
+// Every error names the variable and says what is expected; none repeats
+// a token.
+func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
+	get := func(name string) string {
+		v, _ := lookup(name)
+		return strings.TrimSpace(v)
+	}
+	def := func(name string) string {
+		for _, v := range vars {
+			if v.Name == name {
+				if p.Cloud() {
+					return v.CloudDefault
+				}
+				return v.LocalDefault
+			}
+		}
+		return ""
+	}
+	val := func(name string) string {
+		if s := get(name); s != "" {
+			return s
+		}
+		return def(name)
+	}
+
+	c := Config{Profile: p, Function: router.All}
+	var errs []error
+	fail := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+	}
+
+	if p.Cloud() {
+		f, err := router.ParseFunction(val(EnvFunction))
+		if err != nil {
+			fail(EnvFunction, "%v", err)
+		} else {
+			c.Function = f
+		}
+	}
+	switch p {
+	case Local:
+		c.Addr = val(EnvAddr)
+	case CloudRun:
+		port := val(EnvPort)
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			fail(EnvPort, "%q is not a TCP port (1-65535)", port)
+		}
+		c.Addr = "0.0.0.0:" + port
+	}
+
+	c.TopicURL = val(EnvTopicURL)
+	c.StoreURL = val(EnvStoreURL)
+	if p.Cloud() {
+		if c.Function.UsesBroker() && c.TopicURL == "" {
+			fail(EnvTopicURL, "required for HERALD_FUNCTION=%s: the broker URL, e.g. awssnssqs://… or gcppubsub://…", c.Function)
+		}
+		if c.Function.UsesStore() && c.StoreURL == "" {
+			fail(EnvStoreURL, "required for HERALD_FUNCTION=%s: the lease store URL, e.g. dynamodb://TABLE?partition_key=key or firestore://…", c.Function)
+		}
+	}
+	for _, u := range []struct{ name, value string }{{EnvTopicURL, c.TopicURL}, {EnvStoreURL, c.StoreURL}} {
+		if u.value == "" {
+			continue
+		}
+		if parsed, err := url.Parse(u.value); err != nil || parsed.Scheme == "" {
+			fail(u.name, "%q is not a URL with a scheme", Redact(u.value))
+		}
+	}
+	c.Source = val(EnvSource)
+
+	if s := val(EnvReceiveWait); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 || d > MaxReceiveWait {
+			fail(EnvReceiveWait, "%q is not a Go duration between 0s and %s", s, MaxReceiveWait)
+		} else {
+			c.ReceiveWait = d
+		}
+	}
+	if s := val(EnvMaxLeaseBytes); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < MinLeaseBytes || n > MaxLeaseBytes {
+			fail(EnvMaxLeaseBytes, "%q is not a whole number of bytes between %d and %d", s, MinLeaseBytes, MaxLeaseBytes)
+		} else {
+			c.MaxLeaseBytes = n
+		}
+	}
+
+	c.DevToken = val(EnvDevToken)
+	c.Tokens = auth.StaticTokens{}
+	owner := map[string]string{} // token → variable that gave it
+	if c.DevToken != "" {
+		owner[c.DevToken] = EnvDevToken
+	}
+	addTokens := func(name string, raw []byte) {
+		ts, err := ParseTokens(raw)
+		if err != nil {
+			fail(name, "%v", err)
+			return
+		}
+		for t, pr := range ts {
+			if prev, dup := owner[t]; dup {
+				fail(name, "the token of principal %q is also given by %s", pr.ID, prev)
+				continue
+			}
+			owner[t] = name
+			c.Tokens[t] = pr
+		}
+	}
+	if s := get(EnvTokens); s != "" {
+		addTokens(EnvTokens, []byte(s))
+	}
+	if path := get(EnvTokensFile); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			fail(EnvTokensFile, "cannot read %s: %v", path, errors.Unwrap(err))
+		} else {
+			addTokens(EnvTokensFile, b)
+		}
+	}
+	if p.Cloud() {
+		if len(owner) == 0 {
+			fail(EnvTokens, "no bearer token is configured: set %s (or %s, or %s)", EnvTokens, EnvTokensFile, EnvDevToken)
+		}
+		if c.DevToken != "" && len(c.DevToken) < MinCloudTokenLength {
+			fail(EnvDevToken, "the token is shorter than %d characters", MinCloudTokenLength)
+		}
+		for t, pr := range c.Tokens {
+			if len(t) < MinCloudTokenLength {
+				fail(owner[t], "the token of principal %q is shorter than %d characters", pr.ID, MinCloudTokenLength)
+			}
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+// tokenEntry is one principal in HERALD_TOKENS.
+type tokenEntry struct {
+	ID          string   `json:"id"`
+	Permissions []string `json:"permissions"`
+}
+
+// ParseTokens parses the HERALD_TOKENS format. Its errors never contain a
+// token: entries are named by principal id.
+func ParseTokens(raw []byte) (auth.StaticTokens, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("not valid JSON (syntax error at byte %d)", se.Offset)
+		}
+		return nil, errors.New(`must be a JSON object from token to {"id": "…", "permissions": ["…"]}`)
+	}
+	out := make(auth.StaticTokens, len(m))
+	n := 0
+	for token, rawEntry := range m {
+		n++
+		var e tokenEntry
+		dec := json.NewDecoder(strings.NewReader(string(rawEntry)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&e); err != nil {
+			return nil, fmt.Errorf(`an entry is not {"id": "…", "permissions": ["…"]} (%s)`, entryProblem(err))
+		}
+		if strings.TrimSpace(token) == "" || token != strings.TrimSpace(token) {
+			return nil, fmt.Errorf("the token of principal %q is empty or has surrounding spaces", e.ID)
+		}
+		if e.ID == "" {
+			return nil, errors.New(`an entry has no "id"`)
+		}
+		if len(e.Permissions) == 0 {
+			return nil, fmt.Errorf("principal %q has no permissions", e.ID)
+		}
+		for _, perm := range e.Permissions {
+			if !knownPermission(perm) {
+				return nil, fmt.Errorf("principal %q: unknown permission %q (known: %s, %s, %s, %sPATTERN, %s)",
+					e.ID, perm, auth.PermReadEvents, auth.PermManageDestinations, auth.PermRunJobs, auth.PermPublishPrefix, auth.PermAll)
+			}
+		}
+		out[token] = &auth.Principal{ID: e.ID, Permissions: e.Permissions}
+	}
+	return out, nil
+}
+
+// entryProblem describes a decoding error of one entry without quoting
+// the input (which sits next to a token).
+func entryProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		return te.Field + " has the wrong type"
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return strings.TrimPrefix(err.Error(), "json: ")
+	default:
+		return "not a JSON object"
+	}
+}
+
+func knownPermission(p string) bool {
+	switch p {
+	case auth.PermAll, auth.PermReadEvents, auth.PermManageDestinations, auth.PermRunJobs:
+		return true
+	}
+	pattern, ok := strings.CutPrefix(p, auth.PermPublishPrefix)
+	return ok && pattern != ""
+}
+
+// Redact drops the user info and query of a URL, for logs and errors.
+func Redact(u string) string {
+	if i := strings.IndexByte(u, '?'); i >= 0 {
+		u = u[:i]
+	}
+	if i := strings.Index(u, "@"); i >= 0 {
+		if j := strings.Index(u, "://"); j >= 0 && j < i {
+			u = u[:j+3] + "…@" + u[i+1:]
+		}
+	}
+	return u
+}

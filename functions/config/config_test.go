@@ -1,0 +1,227 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/functions/router"
+)
+
+const longToken = "tok-0123456789abcdef-secret"
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestLocalDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(config.Local, env(nil))
+	require.NoError(t, err)
+	require.Equal(t, router.All, c.Function)
+	require.Equal(t, config.DefaultAddr, c.Addr)
+	require.Equal(t, config.DefaultDevToken, c.DevToken)
+	require.True(t, c.UsesDefaultDevToken())
+	require.Equal(t, config.DefaultTopicURL, c.TopicURL)
+	require.Equal(t, config.DefaultStoreURL, c.StoreURL)
+	require.Equal(t, config.DefaultSource, c.Source)
+	require.Equal(t, time.Duration(0), c.ReceiveWait)
+	require.Equal(t, config.DefaultMaxLeaseBytes, c.MaxLeaseBytes)
+	p, err := c.Authenticator().Authenticate(t.Context(), config.DefaultDevToken)
+	require.NoError(t, err)
+	require.True(t, p.Can(auth.PermAll))
+}
+
+func TestCloudNeedsURLsAndTokens(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load(config.Lambda, env(nil))
+	require.Error(t, err)
+	for _, name := range []string{config.EnvTopicURL, config.EnvStoreURL, config.EnvTokens} {
+		require.Contains(t, err.Error(), name+":")
+	}
+
+	// acknowledge uses only the store; publish only the broker.
+	_, err = config.Load(config.Lambda, env(map[string]string{
+		config.EnvFunction: "acknowledge", config.EnvStoreURL: "mem://s/key", config.EnvDevToken: longToken,
+	}))
+	require.NoError(t, err)
+	_, err = config.Load(config.Lambda, env(map[string]string{
+		config.EnvFunction: "publish", config.EnvStoreURL: "mem://s/key", config.EnvDevToken: longToken,
+	}))
+	require.ErrorContains(t, err, config.EnvTopicURL+": required for HERALD_FUNCTION=publish")
+	require.NotContains(t, err.Error(), config.EnvStoreURL)
+}
+
+func TestCloudRunAddress(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{config.EnvTopicURL: "mem://t", config.EnvStoreURL: "mem://s/key", config.EnvDevToken: longToken}
+	c, err := config.Load(config.CloudRun, env(base))
+	require.NoError(t, err)
+	require.Equal(t, "0.0.0.0:8080", c.Addr)
+	require.Empty(t, c.Source == "", "cloud profiles default the source too")
+	require.Equal(t, config.DefaultSource, c.Source)
+
+	base[config.EnvPort] = "9090"
+	c, err = config.Load(config.CloudRun, env(base))
+	require.NoError(t, err)
+	require.Equal(t, "0.0.0.0:9090", c.Addr)
+
+	base[config.EnvPort] = "http"
+	_, err = config.Load(config.CloudRun, env(base))
+	require.ErrorContains(t, err, "PORT:")
+}
+
+func TestBadValuesNameTheVariable(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		config.EnvFunction:      "publsh",
+		config.EnvReceiveWait:   "forever",
+		config.EnvMaxLeaseBytes: "10",
+		config.EnvTopicURL:      "no-scheme",
+		config.EnvStoreURL:      "::bad",
+		config.EnvTokens:        "{not json",
+		config.EnvTokensFile:    "/nonexistent/tokens.json",
+	}
+	for name, value := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			m := map[string]string{config.EnvTopicURL: "mem://t", config.EnvStoreURL: "mem://s/key", config.EnvDevToken: longToken}
+			m[name] = value
+			_, err := config.Load(config.Lambda, env(m))
+			require.Error(t, err)
+			require.Contains(t, err.Error(), name+":")
+		})
+	}
+	_, err := config.Load(config.Lambda, env(map[string]string{
+		config.EnvTopicURL: "mem://t", config.EnvStoreURL: "mem://s/key", config.EnvReceiveWait: "21s", config.EnvDevToken: longToken,
+	}))
+	require.ErrorContains(t, err, config.EnvReceiveWait)
+}
+
+func TestTokens(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "tokens.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"file-token-0123456789": {"id": "scheduler", "permissions": ["run:jobs"]}}`), 0o600))
+	c, err := config.Load(config.CloudRun, env(map[string]string{
+		config.EnvTopicURL: "mem://t", config.EnvStoreURL: "mem://s/key",
+		config.EnvTokens:     `{"` + longToken + `": {"id": "billing", "permissions": ["publish:billing.*", "read:events"]}}`,
+		config.EnvTokensFile: file,
+	}))
+	require.NoError(t, err)
+	require.Empty(t, c.DevToken, "no development token in the cloud by default")
+	a := c.Authenticator()
+	p, err := a.Authenticate(t.Context(), longToken)
+	require.NoError(t, err)
+	require.Equal(t, "billing", p.ID)
+	require.True(t, p.CanPublish("billing.invoice.paid"))
+	require.False(t, p.CanPublish("shop.order"))
+	require.True(t, p.Can(auth.PermReadEvents))
+	require.False(t, p.Can(auth.PermRunJobs))
+	p, err = a.Authenticate(t.Context(), "file-token-0123456789")
+	require.NoError(t, err)
+	require.True(t, p.Can(auth.PermRunJobs))
+	_, err = a.Authenticate(t.Context(), config.DefaultDevToken)
+	require.Error(t, err)
+}
+
+// TestTokenErrorsNeverShowTheToken feeds bad token tables whose tokens are
+// distinctive and checks no error repeats them.
+func TestTokenErrorsNeverShowTheToken(t *testing.T) {
+	t.Parallel()
+	const secret = "SECRET-TOKEN-abcdefghij"
+	bad := []string{
+		`{"` + secret + `": {"id": "x", "permissions": ["launch:missiles"]}}`,
+		`{"` + secret + `": {"id": "x", "permissions": "read:events"}}`,
+		`{"` + secret + `": {"id": "", "permissions": ["read:events"]}}`,
+		`{"` + secret + `": {"id": "x", "permissions": []}}`,
+		`{"` + secret + `": {"id": "x", "perms": ["read:events"]}}`,
+		`{"` + secret + `": "read:events"}`,
+		`{"` + secret + `": {"id": "x", "permissions": ["read:events"]}, }`,
+		`["` + secret + `"]`,
+		`{" ` + secret + `": {"id": "x", "permissions": ["read:events"]}}`,
+	}
+	for _, b := range bad {
+		_, err := config.ParseTokens([]byte(b))
+		require.Error(t, err, b)
+		require.NotContains(t, err.Error(), "SECRET", b)
+	}
+	// Short and duplicate tokens in the cloud.
+	_, err := config.Load(config.Lambda, env(map[string]string{
+		config.EnvTopicURL: "mem://t", config.EnvStoreURL: "mem://s/key",
+		config.EnvTokens: `{"SECRET-short": {"id": "x", "permissions": ["read:events"]}}`,
+	}))
+	require.ErrorContains(t, err, `principal "x" is shorter than`)
+	require.NotContains(t, err.Error(), "SECRET")
+	_, err = config.Load(config.Lambda, env(map[string]string{
+		config.EnvTopicURL: "mem://t", config.EnvStoreURL: "mem://s/key", config.EnvDevToken: secret,
+		config.EnvTokens: `{"` + secret + `": {"id": "x", "permissions": ["read:events"]}}`,
+	}))
+	require.ErrorContains(t, err, "also given by HERALD_DEV_TOKEN")
+	require.NotContains(t, err.Error(), "SECRET")
+}
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "amqp://…@host:5672/x", config.Redact("amqp://guest:pw@host:5672/x?q=secret"))
+	require.Equal(t, "mem://herald", config.Redact("mem://herald"))
+}
+
+// TestReadBy checks which functions read which variables: what the SAM
+// template and the Terraform module are checked against.
+func TestReadBy(t *testing.T) {
+	t.Parallel()
+	names := func(p config.Profile, f router.Function) []string {
+		var out []string
+		for _, v := range config.ReadBy(p, f) {
+			out = append(out, v.Name)
+		}
+		return out
+	}
+	pub := names(config.Lambda, router.Publish)
+	require.Contains(t, pub, config.EnvTopicURL)
+	require.Contains(t, pub, config.EnvSource)
+	require.NotContains(t, pub, config.EnvStoreURL)
+	require.NotContains(t, pub, config.EnvPort)
+	ack := names(config.Lambda, router.Acknowledge)
+	require.Contains(t, ack, config.EnvStoreURL)
+	require.NotContains(t, ack, config.EnvTopicURL)
+	run := names(config.CloudRun, router.All)
+	require.Contains(t, run, config.EnvPort)
+	require.Contains(t, run, config.EnvReceiveWait)
+	require.NotContains(t, run, config.EnvAddr)
+	local := names(config.Local, router.All)
+	require.Contains(t, local, config.EnvAddr)
+	require.NotContains(t, local, config.EnvFunction)
+}
+
+// TestREADMEListsEveryVariable keeps the README's configuration table in
+// step with the code.
+func TestREADMEListsEveryVariable(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	readme := string(b)
+	i := strings.Index(readme, "## Configuration")
+	require.GreaterOrEqual(t, i, 0, "README has a Configuration section")
+	section := readme[i:]
+	if j := strings.Index(section[3:], "\n## "); j >= 0 {
+		section = section[:j+3]
+	}
+	rows := regexp.MustCompile("(?m)^\\| `([A-Z_]+)` \\|").FindAllStringSubmatch(section, -1)
+	var listed []string
+	for _, r := range rows {
+		listed = append(listed, r[1])
+	}
+	var want []string
+	for _, v := range config.Vars() {
+		want = append(want, v.Name)
+	}
+	require.ElementsMatch(t, want, listed, "README configuration table vs config.Vars")
+}

@@ -1,0 +1,82 @@
+// Package jobs runs Herald's scheduled jobs, which the local adapter, a
+// Lambda schedule and Cloud Scheduler all call the same way:
+//
+//	POST /v1/jobs/lease-expiry   → 200 {"job":"lease-expiry","consumers":3,"requeued_leases":1,"requeued_events":20,"failed":0}
+//
+// The HTTP form needs a token with the run:jobs permission (Cloud
+// Scheduler sends one). On AWS, EventBridge Scheduler invokes the jobs
+// Lambda directly with {"job":"lease-expiry"}; IAM decides who may invoke
+// it, and the job runs as SchedulerPrincipal.
+//
+// An unknown job is 404; a token without run:jobs 403. A run that could not
+// sweep every consumer answers 503 (the consumers it missed are logged); the
+// job is idempotent, so a retry is safe.
+package jobs
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/httpx"
+	"github.com/heraldevents/herald/herr"
+)
+
+// LeaseExpiry names the lease-expiry sweep (delivery.Service.ExpireLeases).
+const LeaseExpiry = "lease-expiry"
+
+// Names lists every job, for documentation and schedules.
+func Names() []string { return []string{LeaseExpiry} }
+
+// SchedulerPrincipal is who a job runs as when a platform scheduler
+// invokes the jobs function directly, without a token (a Lambda on an
+// EventBridge schedule): the platform's IAM has authorized the call.
+var SchedulerPrincipal = &auth.Principal{ID: "scheduler", Permissions: []string{auth.PermRunJobs}}
+
+// Result is the answer of one job run.
+type Result struct {
+	Job            string `json:"job"`
+	Consumers      int    `json:"consumers"`
+	RequeuedLeases int    `json:"requeued_leases"`
+	RequeuedEvents int64  `json:"requeued_events"`
+	Failed         int    `json:"failed"`
+}
+
+// Run runs job name as p. An unknown name is herr.NotFound. On a partial
+// failure it returns the result so far and the error.
+func Run(ctx context.Context, svc *delivery.Service, p *auth.Principal, name string) (*Result, error) {
+	switch name {
+	case LeaseExpiry:
+		rep, err := svc.ExpireLeases(ctx, p)
+		if rep == nil {
+			return nil, err
+		}
+		return &Result{
+			Job: name, Consumers: rep.Consumers, RequeuedLeases: rep.Leases,
+			RequeuedEvents: rep.Events, Failed: rep.Failed,
+		}, err
+	default:
+		return nil, herr.New(herr.NotFound, "no such job %q (known: %s)", name, LeaseExpiry)
+	}
+}
+
+// Handler serves POST /v1/jobs/{job}.
+type Handler struct {
+	Service *delivery.Service
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p, err := httpx.Principal(r)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	res, err := Run(r.Context(), h.Service, p, r.PathValue("job"))
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, res)
+}

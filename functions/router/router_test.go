@@ -1,0 +1,102 @@
+package router_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"gocloud.dev/docstore/memdocstore"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/leasestore"
+	"github.com/heraldevents/herald/pubsubx/mem"
+)
+
+func newService(t *testing.T) *delivery.Service {
+	t.Helper()
+	coll, err := memdocstore.OpenCollection("key", nil)
+	require.NoError(t, err)
+	broker := mem.New(0)
+	t.Cleanup(func() {
+		require.NoError(t, broker.Close())
+		require.NoError(t, coll.Close())
+	})
+	return delivery.New(delivery.Config{Broker: broker, Store: leasestore.New(coll, leasestore.Options{})})
+}
+
+// noRoute reports whether the answer is the catch-all 404 for a path no
+// route matches.
+func noRoute(t *testing.T, rec *httptest.ResponseRecorder) bool {
+	t.Helper()
+	if rec.Code != http.StatusNotFound {
+		return false
+	}
+	var body struct{ Message string }
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+	return strings.HasPrefix(body.Message, "no such endpoint")
+}
+
+// TestFunctionsServeOnlyTheirRoutes sends every route to every function:
+// a function answers its own routes (and GET /health) and 404s the rest.
+func TestFunctionsServeOnlyTheirRoutes(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	tokens := auth.DevToken("tok")
+	for _, f := range append(router.Functions(), router.All) {
+		h := router.ForFunction(svc, tokens, f)
+		served := 0
+		for _, r := range router.Routes() {
+			path := strings.NewReplacer("{id}", "no-such-id", "{job}", "no-such-job").Replace(r.Path)
+			req := httptest.NewRequest(r.Method, path, strings.NewReader("{}"))
+			req.Header.Set("Authorization", "Bearer tok")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if f.Serves(r) {
+				served++
+				require.False(t, noRoute(t, rec), "%s should serve %s %s", f, r.Method, r.Path)
+			} else {
+				require.True(t, noRoute(t, rec), "%s should not serve %s %s (got %d)", f, r.Method, r.Path, rec.Code)
+			}
+		}
+		require.Greater(t, served, 1, "%s serves its routes and /health", f)
+	}
+}
+
+func TestEveryRouteHasAFunctionAndAuth(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	h := router.New(svc, auth.DevToken("tok"))
+	seen := map[router.Function]bool{}
+	for _, r := range router.Routes() {
+		seen[r.Function] = true
+		path := strings.NewReplacer("{id}", "x", "{job}", "lease-expiry").Replace(r.Path)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(r.Method, path, nil))
+		if r.Public {
+			require.Equal(t, http.StatusOK, rec.Code, r.Path)
+		} else {
+			require.Equal(t, http.StatusUnauthorized, rec.Code, "%s %s needs a token", r.Method, r.Path)
+		}
+	}
+	for _, f := range router.Functions() {
+		require.True(t, seen[f], "function %s has routes", f)
+	}
+}
+
+func TestParseFunction(t *testing.T) {
+	t.Parallel()
+	f, err := router.ParseFunction("pull")
+	require.NoError(t, err)
+	require.Equal(t, router.Pull, f)
+	_, err = router.ParseFunction("pulls")
+	require.ErrorContains(t, err, "known: publish, pull, acknowledge, destinations, jobs, all")
+	require.True(t, router.Publish.UsesBroker())
+	require.False(t, router.Publish.UsesStore())
+	require.False(t, router.Acknowledge.UsesBroker())
+	require.True(t, router.Jobs.UsesStore())
+}
