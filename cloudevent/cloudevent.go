@@ -109,6 +109,14 @@ func ParseSequence(s string) (int64, error) {
 	if len(s) != 24 || s[:4] != SequenceEpoch+"." {
 		return 0, fmt.Errorf("sequence %q is not of the form %s.<20 digits>", s, SequenceEpoch)
 	}
+	// strconv alone would take a sign ("-000…42"): FormatSequence never
+	// writes one, and a sequence that compares wrongly as a string must
+	// not parse.
+	for i := 4; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Errorf("sequence %q is not of the form %s.<20 digits>", s, SequenceEpoch)
+		}
+	}
 	return strconv.ParseInt(s[4:], 10, 64)
 }
 
