@@ -104,10 +104,11 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 		now := s.opts.Now()
 		nowMs := now.UnixMilli()
 		expires := now.Add(p.Visibility)
+		worker := workerKey(p.Worker)
 
 		// 1. The worker's own live lease comes back unchanged.
 		for i := range d.Leases {
-			if l := &d.Leases[i]; l.Worker == p.Worker && l.live(nowMs) {
+			if l := &d.Leases[i]; l.Worker == worker && l.live(nowMs) {
 				out, err = s.load(ctx, d.ID, l)
 				return err == nil, err
 			}
@@ -115,7 +116,7 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 		// 2. Expired and failed leases go before new work.
 		if i := d.reclaimable(nowMs); i >= 0 {
 			l := &d.Leases[i]
-			l.Worker, l.Requeued = p.Worker, false
+			l.Worker, l.Requeued = worker, false
 			l.Generation++
 			l.Attempt++
 			l.Expires = expires.UnixMilli()
@@ -162,7 +163,7 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 			taken = n
 		}
 		l := leaseRec{
-			ID: leaseID, Start: d.Next, Count: int64(n), Worker: p.Worker,
+			ID: leaseID, Start: d.Next, Count: int64(n), Worker: worker,
 			Attempt: 1, Expires: expires.UnixMilli(),
 		}
 		d.Next += int64(n)

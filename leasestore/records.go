@@ -1,6 +1,8 @@
 package leasestore
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"sort"
 	"time"
 )
@@ -34,7 +36,7 @@ type leaseRec struct {
 	ID         string `docstore:"id"`
 	Start      int64  `docstore:"start"` // first position
 	Count      int64  `docstore:"count"`
-	Worker     string `docstore:"worker"`
+	Worker     string `docstore:"worker"` // workerKey of the holder; "" once requeued
 	Generation int64  `docstore:"generation"`
 	Attempt    int64  `docstore:"attempt"`
 	Requeued   bool   `docstore:"requeued"` // failed by its worker; waiting for redelivery
@@ -55,6 +57,17 @@ type payloadDoc struct {
 	Events   [][]byte `docstore:"events"`
 
 	DocstoreRevision any
+}
+
+// workerKey is how a lease records its worker: a fixed-size digest of the
+// worker id (22 bytes) instead of the id itself, which may be 200
+// characters of up to 4 bytes each. With 1,000 leases in one consumer
+// record, raw ids could reach 800 KB and break DynamoDB's 400 KB item
+// limit; only equality of ids matters to the state machine. The empty id
+// (the shared identity) has a digest like any other.
+func workerKey(worker string) string {
+	sum := sha256.Sum256([]byte(worker))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
 func consumerKey(id string) string             { return "c:" + id }

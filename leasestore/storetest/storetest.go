@@ -57,6 +57,8 @@ var conformanceCases = concat(
 	windowCases,
 	payloadCases,
 	custodyCases,
+	raceCases,
+	sizeCases,
 )
 
 func concat[T any](lists ...[]T) []T {
