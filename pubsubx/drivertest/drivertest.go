@@ -103,6 +103,7 @@ var conformanceTests = []conformanceTest{
 	{"Ack", testAck},
 	{"Nack", testNack},
 	{"AttributesRoundTrip", testAttributesRoundTrip},
+	{"ReceiversIsolated", testReceiversIsolated},
 	{"LargestEvent", testLargestEvent},
 	{"ConcurrentReceivers", testConcurrentReceivers},
 	{"PublishOrder", testPublishOrder},

@@ -60,6 +60,13 @@ func testClosedBroker(t *testing.T, f *fixture) {
 		require.Contains(t, []string{herr.Unavailable.String(), herr.Canceled.String()}, code.String(),
 			"%s on a closed broker: want unavailable or canceled, got %v", name, err)
 	}
+
+	// Closing one client leaves the others working: the held message is
+	// still there for them once its ack deadline passes, and they can
+	// manage the subscription.
+	_, err := c2.Receive(f.ctx, sub, 10, 0)
+	require.NoError(t, err, "Receive on another client after one closed")
+	require.NoError(t, c2.DeleteSubscription(f.ctx, sub), "DeleteSubscription on another client after one closed")
 }
 
 // testUnreachableBroker: when the server does not answer, Send and Receive

@@ -116,6 +116,9 @@ func testFilters(t *testing.T, f *fixture) {
 
 	for i, c := range filterCases {
 		t.Run(c.tag, func(t *testing.T) {
+			// Subscriptions are independent: check them side by side. The
+			// parent's cleanups (delete, close) wait for all of them.
+			t.Parallel()
 			f := f.in(t)
 			// The hand-worked expectation agrees with the filter package.
 			var want []*pubsubx.Message

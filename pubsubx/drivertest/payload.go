@@ -59,16 +59,51 @@ func testAttributesRoundTrip(t *testing.T, f *fixture) {
 		before[i] = pubsubx.Message{Body: append([]byte(nil), m.Body...), Metadata: clone(m.Metadata)}
 	}
 	f.send(b, sent...)
-
-	got := f.receiveExactly(b, sub, sent...)
 	for i, m := range sent {
 		require.Equal(t, before[i].Body, m.Body, "Send changed the caller's Body")
 		require.Equal(t, before[i].Metadata, m.Metadata, "Send changed the caller's Metadata")
-		r := got[eventID(m)]
-		require.Equal(t, string(m.Body), string(r.Body), "Body of %s", eventID(m))
-		require.Equal(t, m.Metadata, r.Metadata, "Metadata of %s", eventID(m))
+		// A caller reusing its buffers after Send must not change what
+		// was sent.
+		clear(m.Body)
+		m.Metadata[pubsubx.AttrEventType] = "changed.after.send"
+	}
+
+	got := f.receiveExactly(b, sub, msgsOf(before)...)
+	for _, m := range before {
+		r := got[eventID(&m)]
+		require.Equal(t, string(m.Body), string(r.Body), "Body of %s", eventID(&m))
+		require.Equal(t, m.Metadata, r.Metadata, "Metadata of %s", eventID(&m))
 	}
 	f.expectEmpty(b, sub)
+}
+
+// testReceiversIsolated: what one receiver does to a message it got does
+// not change the copy another subscription delivers.
+func testReceiversIsolated(t *testing.T, f *fixture) {
+	b := f.broker()
+	subA := f.subscribe(b, "isolated", nil)
+	subB := f.subscribe(b, "isolated", nil)
+	m := f.message("herald.test", "/isolated")
+	want := pubsubx.Message{Body: append([]byte(nil), m.Body...), Metadata: clone(m.Metadata)}
+	f.send(b, m)
+
+	gotA := f.receiveUntil(b, subA, 1, hasCount(1))
+	clear(gotA[0].Body)
+	gotA[0].Metadata[pubsubx.AttrResourceID] = "/changed"
+	gotB := f.receiveExactly(b, subB, &want)[eventID(&want)]
+	require.Equal(t, string(want.Body), string(gotB.Body), "Body on the second subscription")
+	require.Equal(t, want.Metadata, gotB.Metadata, "Metadata on the second subscription")
+	f.ack(b, subA, gotA)
+	f.expectEmpty(b, subA)
+}
+
+// msgsOf returns pointers to the elements of ms.
+func msgsOf(ms []pubsubx.Message) []*pubsubx.Message {
+	out := make([]*pubsubx.Message, len(ms))
+	for i := range ms {
+		out[i] = &ms[i]
+	}
+	return out
 }
 
 func clone(m map[string]string) map[string]string {

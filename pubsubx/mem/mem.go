@@ -5,28 +5,49 @@
 // serve Herald's contract: it delivers in map (random) order, cannot remove
 // a subscription from its topic, and sleeps 250 ms in every empty receive.
 // This driver keeps gocloud's semantics (ack deadlines, nack = available at
-// once) and adds what Herald needs.
+// once) and adds what Herald needs. It passes pubsubx/drivertest unchanged.
 //
 // # URLs
 //
 //	mem://NAME?ackdeadline=60s
 //
-// NAME selects a broker shared by every Open of the same NAME in this
-// process (closing it closes it for all of them; the next Open makes a new
-// one). ackdeadline (a Go duration, default 60s) is how long a received,
-// unsettled message stays hidden before it is delivered again.
+// NAME selects a topic shared by every client opened on the same NAME in
+// this process, as handler instances share a real broker's topic. Each Open
+// returns a client of its own: closing it fails that client's later calls
+// and leaves the other clients working. When the last client of NAME
+// closes, the topic and its subscriptions are dropped, and the next Open of
+// NAME starts a new, empty one. ackdeadline (a Go duration, default 60s) is
+// how long a message this client receives stays hidden, unsettled, before
+// it is delivered again.
 //
 // # Delivery semantics
 //
 // Publish order: a subscription delivers messages in the order they were
 // sent, and a nacked or expired message goes back to its place in that
-// order. Filters are applied in full at send time.
+// order. Filters are applied in full at send time. Sent and received
+// messages are copies: neither the sender nor a receiver can change what
+// another receiver sees.
+//
+// Ack and Nack take the handle of the latest delivery of a message. An Ack
+// with an older handle (the ack deadline passed and the message was
+// delivered again) still removes the message, since its receiver took
+// custody of it; a Nack with an older handle is ignored, so that it cannot
+// put back a message another receiver holds. Settling a message twice is
+// harmless.
+//
+// # Errors
+//
+// herr.NotFound for an unknown subscription, herr.AlreadyExists when
+// creating one that exists, herr.Unavailable after Close, herr.InvalidArgument
+// for max < 1 or a handle from another subscription. There is no size limit.
 package mem
 
 import (
+	"bytes"
 	"context"
+	"maps"
 	"net/url"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,7 +68,7 @@ func init() {
 
 var (
 	namedMu sync.Mutex
-	named   = map[string]*broker{}
+	named   = map[string]*topic{}
 )
 
 func openURL(_ context.Context, u *url.URL) (pubsubx.Broker, error) {
@@ -65,53 +86,72 @@ func openURL(_ context.Context, u *url.URL) (pubsubx.Broker, error) {
 	name := u.Host + u.Path
 	namedMu.Lock()
 	defer namedMu.Unlock()
-	b := named[name]
-	if b == nil || b.isClosed() {
-		b = newBroker(deadline)
-		named[name] = b
+	t := named[name]
+	if t == nil {
+		t = newTopic(name)
+		named[name] = t
 	}
-	return b, nil
+	return t.connect(deadline), nil
 }
 
-// New returns a fresh, unnamed broker whose unsettled messages are
-// redelivered after ackDeadline (DefaultAckDeadline when zero).
+// New returns a client of a fresh, unnamed topic whose unsettled messages
+// are redelivered after ackDeadline (DefaultAckDeadline when zero).
 func New(ackDeadline time.Duration) pubsubx.Broker {
 	if ackDeadline <= 0 {
 		ackDeadline = DefaultAckDeadline
 	}
-	return newBroker(ackDeadline)
+	return newTopic("").connect(ackDeadline)
 }
 
-type broker struct {
-	ackDeadline time.Duration
+// topic is the state that clients of one NAME share.
+type topic struct {
+	name string // "" when unnamed (New)
 
-	mu     sync.Mutex
-	closed bool
-	nextID uint64
-	subs   map[string]*subscription
+	mu      sync.Mutex
+	clients int // open clients; the topic is dropped at zero
+	nextID  uint64
+	subs    map[string]*subscription
+}
+
+// client is one Open: a Broker with its own closed state and ack deadline.
+type client struct {
+	t           *topic
+	ackDeadline time.Duration
+	closed      bool // guarded by t.mu
 }
 
 type entry struct {
 	id       uint64 // send order
 	msg      *pubsubx.Message
-	deadline time.Time // zero while ready
+	delivery uint64    // deliveries so far; a handle names one
+	deadline time.Time // while in flight
 }
 
 type subscription struct {
 	groups   filter.Groups
 	ready    []*entry // sorted by id
 	inflight map[uint64]*entry
-	wake     chan struct{} // closed and replaced when ready grows
+	wake     chan struct{} // closed and replaced when ready grows or state changes
+	deleted  bool
 }
 
-func newBroker(ackDeadline time.Duration) *broker {
-	return &broker{ackDeadline: ackDeadline, subs: map[string]*subscription{}}
+// handle is the receipt of one delivery of one message.
+type handle struct {
+	sub      *subscription
+	id       uint64
+	delivery uint64
 }
 
-func (b *broker) isClosed() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.closed
+func newTopic(name string) *topic {
+	return &topic{name: name, subs: map[string]*subscription{}}
+}
+
+// connect returns a new client of t.
+func (t *topic) connect(ackDeadline time.Duration) *client {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.clients++
+	return &client{t: t, ackDeadline: ackDeadline}
 }
 
 var errClosed = herr.New(herr.Unavailable, "in-memory broker is closed")
@@ -120,23 +160,35 @@ func notFound(name string) error {
 	return herr.New(herr.NotFound, "subscription %q does not exist", name)
 }
 
-func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {
+// lock locks the topic for a call on c, failing when ctx is done or c is
+// closed. On success the caller unlocks c.t.mu.
+func (c *client) lock(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	c.t.mu.Lock()
+	if c.closed {
+		c.t.mu.Unlock()
 		return errClosed
 	}
-	b.nextID++
-	sent := &pubsubx.Message{Body: m.Body, Metadata: m.Metadata}
-	for _, s := range b.subs {
+	return nil
+}
+
+// Send implements pubsubx.Broker.Send. It stores a copy of m in every
+// subscription whose filter m passes.
+func (c *client) Send(ctx context.Context, m *pubsubx.Message) error {
+	if err := c.lock(ctx); err != nil {
+		return err
+	}
+	defer c.t.mu.Unlock()
+	c.t.nextID++
+	sent := &pubsubx.Message{Body: bytes.Clone(m.Body), Metadata: maps.Clone(m.Metadata)}
+	for _, s := range c.t.subs {
 		if !s.groups.Match(sent.EventType(), sent.ResourceID()) {
 			continue
 		}
-		// Each subscription gets its own entry: handles are per subscription.
-		s.ready = append(s.ready, &entry{id: b.nextID, msg: sent})
+		// Each subscription gets its own entry: deliveries are per subscription.
+		s.ready = append(s.ready, &entry{id: c.t.nextID, msg: sent})
 		s.signal()
 	}
 	return nil
@@ -147,199 +199,244 @@ func (s *subscription) signal() {
 	s.wake = make(chan struct{})
 }
 
-func (b *broker) CreateSubscription(ctx context.Context, name string, groups filter.Groups) error {
-	if err := ctx.Err(); err != nil {
+// cloneGroups deep-copies groups, so a caller reusing its slices cannot
+// change a subscription's filter behind its back.
+func cloneGroups(groups filter.Groups) filter.Groups {
+	if groups == nil {
+		return nil
+	}
+	out := make(filter.Groups, len(groups))
+	for i, g := range groups {
+		out[i] = filter.Group{EventType: g.EventType, Filters: slices.Clone(g.Filters)}
+	}
+	return out
+}
+
+// CreateSubscription implements pubsubx.Broker.CreateSubscription.
+func (c *client) CreateSubscription(ctx context.Context, name string, groups filter.Groups) error {
+	if err := c.lock(ctx); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return errClosed
-	}
-	if _, ok := b.subs[name]; ok {
+	defer c.t.mu.Unlock()
+	if _, ok := c.t.subs[name]; ok {
 		return herr.New(herr.AlreadyExists, "subscription %q already exists", name)
 	}
-	b.subs[name] = &subscription{groups: groups, inflight: map[uint64]*entry{}, wake: make(chan struct{})}
+	c.t.subs[name] = &subscription{groups: cloneGroups(groups), inflight: map[uint64]*entry{}, wake: make(chan struct{})}
 	return nil
 }
 
-func (b *broker) UpdateSubscription(ctx context.Context, name string, groups filter.Groups) error {
-	if err := ctx.Err(); err != nil {
+// UpdateSubscription implements pubsubx.Broker.UpdateSubscription: the new
+// filter applies to messages sent from now on; held ones stay.
+func (c *client) UpdateSubscription(ctx context.Context, name string, groups filter.Groups) error {
+	if err := c.lock(ctx); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return errClosed
-	}
-	s, ok := b.subs[name]
+	defer c.t.mu.Unlock()
+	s, ok := c.t.subs[name]
 	if !ok {
 		return notFound(name)
 	}
-	s.groups = groups
+	s.groups = cloneGroups(groups)
 	return nil
 }
 
-func (b *broker) DeleteSubscription(ctx context.Context, name string) error {
-	if err := ctx.Err(); err != nil {
+// DeleteSubscription implements pubsubx.Broker.DeleteSubscription.
+func (c *client) DeleteSubscription(ctx context.Context, name string) error {
+	if err := c.lock(ctx); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return errClosed
-	}
-	s, ok := b.subs[name]
+	defer c.t.mu.Unlock()
+	s, ok := c.t.subs[name]
 	if !ok {
 		return notFound(name)
 	}
-	delete(b.subs, name)
+	delete(c.t.subs, name)
+	s.deleted = true
+	s.ready, s.inflight = nil, nil
 	s.signal() // wake receivers so they see it is gone
 	return nil
 }
 
-func (b *broker) Receive(ctx context.Context, name string, max int, wait time.Duration) ([]*pubsubx.Message, error) {
-	if max < 1 {
-		return nil, herr.New(herr.InvalidArgument, "receive: max must be at least 1")
+// Receive implements pubsubx.Broker.Receive. It never holds messages back:
+// what it does not return stays ready for the next Receive of any client.
+func (c *client) Receive(ctx context.Context, name string, limit int, wait time.Duration) ([]*pubsubx.Message, error) {
+	if limit < 1 {
+		return nil, herr.New(herr.InvalidArgument, "receive: max must be at least 1, got %d", limit)
 	}
 	end := time.Now().Add(wait)
 	for {
-		b.mu.Lock()
-		if b.closed {
-			b.mu.Unlock()
-			return nil, errClosed
+		if err := c.lock(ctx); err != nil {
+			return nil, err
 		}
-		s, ok := b.subs[name]
+		s, ok := c.t.subs[name]
 		if !ok {
-			b.mu.Unlock()
+			c.t.mu.Unlock()
 			return nil, notFound(name)
 		}
 		now := time.Now()
 		next := s.requeueExpired(now)
 		if len(s.ready) > 0 {
-			out := s.take(now, max, b.ackDeadline)
-			b.mu.Unlock()
+			out := s.take(now, limit, c.ackDeadline)
+			c.t.mu.Unlock()
 			return out, nil
 		}
 		wake := s.wake
-		b.mu.Unlock()
+		c.t.mu.Unlock()
 
 		remaining := time.Until(end)
 		if remaining <= 0 {
 			return nil, nil
 		}
-		if !next.IsZero() && time.Until(next) < remaining {
-			remaining = max0(time.Until(next))
+		if !next.IsZero() {
+			remaining = min(remaining, max(time.Until(next), 0))
 		}
-		t := time.NewTimer(remaining)
+		timer := time.NewTimer(remaining)
 		select {
 		case <-ctx.Done():
-			t.Stop()
+			timer.Stop()
 			return nil, ctx.Err()
 		case <-wake:
-		case <-t.C:
+		case <-timer.C:
 		}
-		t.Stop()
+		timer.Stop()
 	}
-}
-
-func max0(d time.Duration) time.Duration {
-	if d < 0 {
-		return 0
-	}
-	return d
 }
 
 // requeueExpired moves in-flight entries whose deadline passed back to
-// ready, and returns the earliest remaining deadline (zero if none).
+// their place in ready, and returns the earliest remaining deadline (zero
+// if none).
 func (s *subscription) requeueExpired(now time.Time) time.Time {
 	var next time.Time
-	moved := false
 	for id, e := range s.inflight {
 		if !now.Before(e.deadline) {
 			delete(s.inflight, id)
-			e.deadline = time.Time{}
-			s.ready = append(s.ready, e)
-			moved = true
+			s.requeue(e)
 			continue
 		}
 		if next.IsZero() || e.deadline.Before(next) {
 			next = e.deadline
 		}
 	}
-	if moved {
-		sort.Slice(s.ready, func(i, j int) bool { return s.ready[i].id < s.ready[j].id })
-	}
 	return next
 }
 
-func (s *subscription) take(now time.Time, max int, deadline time.Duration) []*pubsubx.Message {
-	n := min(max, len(s.ready))
+// requeue puts e back into ready at its place in send order.
+func (s *subscription) requeue(e *entry) {
+	e.deadline = time.Time{}
+	i, _ := slices.BinarySearchFunc(s.ready, e.id, func(r *entry, id uint64) int { return cmpUint(r.id, id) })
+	s.ready = slices.Insert(s.ready, i, e)
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// take moves up to limit ready entries in flight and returns copies of their
+// messages, each with the handle of this delivery.
+func (s *subscription) take(now time.Time, limit int, deadline time.Duration) []*pubsubx.Message {
+	n := min(limit, len(s.ready))
 	out := make([]*pubsubx.Message, n)
 	for i, e := range s.ready[:n] {
+		e.delivery++
 		e.deadline = now.Add(deadline)
 		s.inflight[e.id] = e
-		out[i] = &pubsubx.Message{Body: e.msg.Body, Metadata: e.msg.Metadata, Handle: e.id}
+		out[i] = &pubsubx.Message{
+			Body:     bytes.Clone(e.msg.Body),
+			Metadata: maps.Clone(e.msg.Metadata),
+			Handle:   handle{sub: s, id: e.id, delivery: e.delivery},
+		}
 	}
 	clear(s.ready[:n])
 	s.ready = s.ready[n:]
 	return out
 }
 
-func (b *broker) settle(ctx context.Context, name string, msgs []*pubsubx.Message, ack bool) error {
-	if err := ctx.Err(); err != nil {
+func (c *client) settle(ctx context.Context, name string, msgs []*pubsubx.Message, ack bool) error {
+	if err := c.lock(ctx); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return errClosed
-	}
-	s, ok := b.subs[name]
+	defer c.t.mu.Unlock()
+	s, ok := c.t.subs[name]
 	if !ok {
 		return notFound(name)
 	}
-	requeued := false
+	// Check every handle before changing anything: a bad one fails the
+	// whole call, not half of it.
 	for _, m := range msgs {
-		id, ok := m.Handle.(uint64)
-		if !ok {
-			return herr.New(herr.InvalidArgument, "message was not received from this broker")
-		}
-		e, ok := s.inflight[id]
-		if !ok {
-			continue // already settled or redelivered: settling twice is harmless
-		}
-		delete(s.inflight, id)
-		if !ack {
-			e.deadline = time.Time{}
-			s.ready = append(s.ready, e)
-			requeued = true
+		h, ok := m.Handle.(handle)
+		if !ok || (h.sub != s && !h.sub.deleted) {
+			return herr.New(herr.InvalidArgument, "message was not received from subscription %q of this broker", name)
 		}
 	}
+	requeued := false
+	for _, m := range msgs {
+		h := m.Handle.(handle)
+		if h.sub != s {
+			continue // from a deleted subscription of the same name: gone already
+		}
+		if ack {
+			s.remove(h.id)
+			continue
+		}
+		e, ok := s.inflight[h.id]
+		if !ok || e.delivery != h.delivery {
+			continue // settled, expired or delivered again since: not this receiver's to put back
+		}
+		delete(s.inflight, h.id)
+		s.requeue(e)
+		requeued = true
+	}
 	if requeued {
-		sort.Slice(s.ready, func(i, j int) bool { return s.ready[i].id < s.ready[j].id })
 		s.signal()
 	}
 	return nil
 }
 
-func (b *broker) Ack(ctx context.Context, name string, msgs []*pubsubx.Message) error {
-	return b.settle(ctx, name, msgs, true)
+// remove drops message id from s, in flight or ready (an ack after the
+// ack deadline passed); it is a no-op when id is already gone.
+func (s *subscription) remove(id uint64) {
+	if _, ok := s.inflight[id]; ok {
+		delete(s.inflight, id)
+		return
+	}
+	if i, found := slices.BinarySearchFunc(s.ready, id, func(r *entry, id uint64) int { return cmpUint(r.id, id) }); found {
+		s.ready = slices.Delete(s.ready, i, i+1)
+	}
 }
 
-func (b *broker) Nack(ctx context.Context, name string, msgs []*pubsubx.Message) error {
-	return b.settle(ctx, name, msgs, false)
+// Ack implements pubsubx.Broker.Ack.
+func (c *client) Ack(ctx context.Context, name string, msgs []*pubsubx.Message) error {
+	return c.settle(ctx, name, msgs, true)
 }
 
-func (b *broker) Close() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+// Nack implements pubsubx.Broker.Nack.
+func (c *client) Nack(ctx context.Context, name string, msgs []*pubsubx.Message) error {
+	return c.settle(ctx, name, msgs, false)
+}
+
+// Close implements pubsubx.Broker.Close for this client; other clients of
+// the topic keep working. Closing twice is harmless.
+func (c *client) Close() error {
+	namedMu.Lock()
+	defer namedMu.Unlock()
+	c.t.mu.Lock()
+	defer c.t.mu.Unlock()
+	if c.closed {
 		return nil
 	}
-	b.closed = true
-	for _, s := range b.subs {
-		s.signal()
+	c.closed = true
+	c.t.clients--
+	if c.t.clients == 0 && c.t.name != "" && named[c.t.name] == c.t {
+		delete(named, c.t.name)
+	}
+	for _, s := range c.t.subs {
+		s.signal() // wake this client's receivers so they see it is closed
 	}
 	return nil
 }

@@ -1,0 +1,132 @@
+package mem_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/mem"
+)
+
+// Tests of what this driver documents beyond the conformance suite.
+
+func open(t *testing.T, url string) pubsubx.Broker {
+	t.Helper()
+	b, err := pubsubx.Open(t.Context(), url)
+	require.NoError(t, err, "Open %s", url)
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+func msg(id string) *pubsubx.Message {
+	return &pubsubx.Message{Body: []byte(`{"id":"` + id + `"}`), Metadata: map[string]string{
+		pubsubx.AttrEventType: "herald.test", pubsubx.AttrEventID: id,
+	}}
+}
+
+func receive(t *testing.T, b pubsubx.Broker, sub string, wait time.Duration) []*pubsubx.Message {
+	t.Helper()
+	got, err := b.Receive(t.Context(), sub, 10, wait)
+	require.NoError(t, err, "Receive")
+	return got
+}
+
+// uniqueURL names a topic no other test uses.
+func uniqueURL(t *testing.T, query string) string {
+	return "mem://semantics-" + t.Name() + query
+}
+
+func TestCloseLeavesOtherClients(t *testing.T) {
+	ctx := t.Context()
+	url := uniqueURL(t, "")
+	a, b := open(t, url), open(t, url)
+	require.NoError(t, a.CreateSubscription(ctx, "s", nil))
+	require.NoError(t, a.Close())
+
+	err := a.Send(ctx, msg("1"))
+	require.Equal(t, herr.Unavailable, herr.CodeOf(err), "Send on the closed client: %v", err)
+	require.NoError(t, b.Send(ctx, msg("2")), "Send on the open client")
+	require.Len(t, receive(t, b, "s", time.Second), 1)
+
+	// The last close drops the topic: the next Open starts empty.
+	require.NoError(t, b.Close())
+	require.NoError(t, b.Close(), "closing twice is harmless")
+	c := open(t, url)
+	_, err = c.Receive(ctx, "s", 10, 0)
+	require.Equal(t, herr.NotFound, herr.CodeOf(err), "subscription of a dropped topic: %v", err)
+}
+
+func TestStaleHandles(t *testing.T) {
+	ctx := t.Context()
+	short := open(t, uniqueURL(t, "?ackdeadline=10ms"))
+	long := open(t, uniqueURL(t, "")) // same topic, 60 s deadline
+	require.NoError(t, short.CreateSubscription(ctx, "s", nil))
+	require.NoError(t, short.Send(ctx, msg("1")))
+
+	first := receive(t, short, "s", time.Second)
+	require.Len(t, first, 1)
+	// Returns as soon as the 10 ms deadline has passed.
+	second := receive(t, long, "s", 30*time.Second)
+	require.Len(t, second, 1, "redelivery after the short client's deadline")
+
+	// A stale Nack must not put back what the long client holds.
+	require.NoError(t, short.Nack(ctx, "s", first))
+	require.Empty(t, receive(t, long, "s", 0), "a stale Nack requeued a message held elsewhere")
+
+	// A stale Ack still removes it: its receiver took custody.
+	require.NoError(t, short.Ack(ctx, "s", first))
+	require.NoError(t, long.Nack(ctx, "s", second), "Nack after another receiver acked is harmless")
+	require.Empty(t, receive(t, long, "s", 0), "acked message came back")
+	require.NoError(t, long.Ack(ctx, "s", second), "acking twice is harmless")
+}
+
+func TestHandleFromElsewhere(t *testing.T) {
+	ctx := t.Context()
+	b := mem.New(0)
+	t.Cleanup(func() { _ = b.Close() })
+	for _, s := range []string{"s1", "s2"} {
+		require.NoError(t, b.CreateSubscription(ctx, s, nil))
+	}
+	require.NoError(t, b.Send(ctx, msg("1")))
+	got := receive(t, b, "s1", time.Second)
+	require.Len(t, got, 1)
+
+	err := b.Ack(ctx, "s2", got)
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "Ack with another subscription's handle: %v", err)
+	err = b.Nack(ctx, "s1", []*pubsubx.Message{msg("never-received")})
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "Nack of a message that was never received: %v", err)
+	_, err = b.Receive(ctx, "s1", 0, 0)
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "Receive with max 0: %v", err)
+
+	// A handle from a deleted subscription of the same name is harmless
+	// and touches nothing of the new one.
+	require.NoError(t, b.DeleteSubscription(ctx, "s1"))
+	require.NoError(t, b.CreateSubscription(ctx, "s1", nil))
+	require.NoError(t, b.Send(ctx, msg("2")))
+	require.NoError(t, b.Ack(ctx, "s1", got), "Ack with a handle of the deleted subscription")
+	again := receive(t, b, "s1", time.Second)
+	require.Len(t, again, 1)
+	require.Equal(t, "2", again[0].Metadata[pubsubx.AttrEventID])
+}
+
+func TestReceiveCanceled(t *testing.T) {
+	b := mem.New(0)
+	t.Cleanup(func() { _ = b.Close() })
+	require.NoError(t, b.CreateSubscription(t.Context(), "s", nil))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := b.Receive(ctx, "s", 10, time.Minute)
+	require.Equal(t, herr.Canceled, herr.CodeOf(err), "Receive on a canceled context: %v", err)
+}
+
+func TestAckDeadlineParameter(t *testing.T) {
+	for _, q := range []string{"?ackdeadline=0s", "?ackdeadline=-1s", "?ackdeadline=soon"} {
+		_, err := pubsubx.Open(t.Context(), uniqueURL(t, q))
+		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%s: %v", q, err)
+		require.Contains(t, herr.MessageOf(err), "ackdeadline", "the message should name the parameter")
+	}
+}
