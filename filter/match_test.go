@@ -53,7 +53,9 @@ func TestGroupsMatch(t *testing.T) {
 	greedy := func(p string) filter.ResourceFilter {
 		return filter.ResourceFilter{FilterType: filter.StartsWithGreedy, ResourceID: p}
 	}
-	eq := func(p string) filter.ResourceFilter { return filter.ResourceFilter{FilterType: filter.Eq, ResourceID: p} }
+	eq := func(p string) filter.ResourceFilter {
+		return filter.ResourceFilter{FilterType: filter.Eq, ResourceID: p}
+	}
 
 	tests := []struct {
 		name   string

@@ -85,7 +85,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		http.Error(w, `{"code":"internal","message":"internal error"}`, http.StatusInternalServerError)
+		// http.Error would label this body text/plain; keep the one error
+		// shape, content type included.
+		WriteRawJSON(w, http.StatusInternalServerError, []byte(`{"code":"internal","message":"internal error"}`))
 		return
 	}
 	WriteRawJSON(w, status, b)

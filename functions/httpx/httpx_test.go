@@ -1,0 +1,201 @@
+package httpx_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/functions/httpx"
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore"
+)
+
+// allCodes lists every herr code: those whose String is a name.
+func allCodes() []herr.Code {
+	var out []herr.Code
+	for c := herr.Code(0); !strings.HasPrefix(c.String(), "code("); c++ {
+		out = append(out, c)
+	}
+	return out
+}
+
+// TestStatus is the one herr → HTTP table, checked for every code.
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	want := map[herr.Code]int{
+		herr.Unknown:            500,
+		herr.Malformed:          400,
+		herr.InvalidArgument:    422,
+		herr.OutOfRange:         400,
+		herr.Unauthenticated:    401,
+		herr.PermissionDenied:   403,
+		herr.NotFound:           404,
+		herr.AlreadyExists:      409,
+		herr.FailedPrecondition: 409,
+		herr.Aborted:            409,
+		herr.ResourceExhausted:  429,
+		herr.Unavailable:        503,
+		herr.DeadlineExceeded:   504,
+		herr.Canceled:           499,
+		herr.Internal:           500,
+		herr.Unimplemented:      501,
+	}
+	codes := allCodes()
+	require.Len(t, codes, len(want), "a new herr code needs a row here and in httpx.Status")
+	for _, c := range codes {
+		w, ok := want[c]
+		require.True(t, ok, "no expected status for %s", c)
+		require.Equal(t, w, httpx.Status(c), "%s", c)
+	}
+	require.Equal(t, 500, httpx.Status(herr.Code(999)), "an unknown code is a server error")
+	require.Equal(t, 500, httpx.Status(herr.Code(-1)))
+}
+
+func decodeError(t *testing.T, rec *httptest.ResponseRecorder) httpx.ErrorBody {
+	t.Helper()
+	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	var b httpx.ErrorBody
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &b), "%s", rec.Body)
+	return b
+}
+
+// TestWriteError checks the body shape and that causes stay out of it.
+func TestWriteError(t *testing.T) {
+	t.Parallel()
+	req := httptest.NewRequest("GET", "/x", nil)
+
+	rec := httptest.NewRecorder()
+	httpx.WriteError(rec, req, herr.Wrap(herr.Unavailable, errors.New("dial tcp 10.0.0.1: password=hunter2"), "the broker is unavailable"))
+	require.Equal(t, 503, rec.Code)
+	b := decodeError(t, rec)
+	require.Equal(t, "unavailable", b.Code)
+	require.Equal(t, "the broker is unavailable", b.Message)
+	require.NotContains(t, rec.Body.String(), "hunter2")
+	require.Nil(t, b.InFlight)
+	require.Empty(t, rec.Header().Get("Retry-After"))
+
+	rec = httptest.NewRecorder()
+	httpx.WriteError(rec, req, errors.New("raw internal detail"))
+	require.Equal(t, 500, rec.Code)
+	b = decodeError(t, rec)
+	require.Equal(t, "unknown", b.Code)
+	require.NotContains(t, rec.Body.String(), "raw internal detail")
+
+	rec = httptest.NewRecorder()
+	httpx.WriteError(rec, req, herr.New(herr.InvalidArgument, "event_type is required"))
+	require.Equal(t, 422, rec.Code)
+	require.Equal(t, httpx.ErrorBody{Code: "invalid_argument", Message: "event_type is required"}, decodeError(t, rec))
+	require.NotContains(t, rec.Body.String(), "in_flight", "omitted unless set")
+}
+
+// TestWriteErrorWindowFull checks the 429 of a full in-flight window.
+func TestWriteErrorWindowFull(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		after time.Duration
+		want  string
+	}{
+		{42 * time.Second, "42"},
+		{1500 * time.Millisecond, "2"}, // rounded up: retrying early is pointless
+		{0, "1"},                       // at least one second
+	} {
+		rec := httptest.NewRecorder()
+		httpx.WriteError(rec, httptest.NewRequest("POST", "/pull", nil), &leasestore.WindowFullError{InFlight: 1000, RetryAfter: tc.after})
+		require.Equal(t, http.StatusTooManyRequests, rec.Code)
+		require.Equal(t, tc.want, rec.Header().Get("Retry-After"), "retry after %v", tc.after)
+		b := decodeError(t, rec)
+		require.Equal(t, "resource_exhausted", b.Code)
+		require.NotNil(t, b.InFlight)
+		require.EqualValues(t, 1000, *b.InFlight)
+	}
+}
+
+// TestReadBodyAndDecodeJSON checks the size limit and the codes.
+func TestReadBodyAndDecodeJSON(t *testing.T) {
+	t.Parallel()
+	req := func(body string) *http.Request { return httptest.NewRequest("POST", "/x", strings.NewReader(body)) }
+
+	b, err := httpx.ReadBody(req("12345"), 5)
+	require.NoError(t, err)
+	require.Equal(t, "12345", string(b))
+	_, err = httpx.ReadBody(req("123456"), 5)
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err))
+
+	var v struct {
+		N int `json:"n"`
+	}
+	require.NoError(t, httpx.DecodeJSON(req(`{"n": 3}`), 100, &v))
+	require.Equal(t, 3, v.N)
+	for _, bad := range []string{`{"n":`, `{"n": "x"}`, ``, `nope`} {
+		err := httpx.DecodeJSON(req(bad), 100, &v)
+		require.Equal(t, herr.Malformed, herr.CodeOf(err), "%q", bad)
+		require.NotContains(t, herr.MessageOf(err), "nope", "the input is not quoted back")
+	}
+	err = httpx.DecodeJSON(req(`{"n": "x"}`), 100, &v)
+	require.Contains(t, herr.MessageOf(err), "n must be int")
+	err = httpx.DecodeJSON(req(`{"n": 1}`+strings.Repeat(" ", 200)), 100, &v)
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "too large is checked before syntax")
+}
+
+// TestAuthenticate checks the bearer middleware.
+func TestAuthenticate(t *testing.T) {
+	t.Parallel()
+	p := &auth.Principal{ID: "alice"}
+	var seen *auth.Principal
+	h := httpx.Authenticate(auth.StaticTokens{"s3cret": p}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		seen, err = httpx.Principal(r)
+		require.NoError(t, err)
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	call := func(authorization string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", "/x", nil)
+		if authorization != "" {
+			r.Header.Set("Authorization", authorization)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec
+	}
+
+	for _, ok := range []string{"Bearer s3cret", "bearer s3cret", "BEARER  s3cret "} {
+		seen = nil
+		rec := call(ok)
+		require.Equal(t, http.StatusTeapot, rec.Code, "%q", ok)
+		require.Same(t, p, seen)
+	}
+	for _, bad := range []string{"", "Bearer", "Bearer ", "s3cret", "Basic s3cret", "Bearer wrong-s3cret", "Bearer s3cret2"} {
+		rec := call(bad)
+		require.Equal(t, http.StatusUnauthorized, rec.Code, "%q", bad)
+		require.Equal(t, "unauthenticated", decodeError(t, rec).Code)
+		require.Contains(t, rec.Header().Get("WWW-Authenticate"), "Bearer")
+		require.NotContains(t, rec.Body.String(), "s3cret", "%q", bad)
+	}
+
+	_, err := httpx.Principal(httptest.NewRequest("GET", "/", nil))
+	require.Equal(t, herr.Unauthenticated, herr.CodeOf(err))
+}
+
+// TestWriteJSON checks the headers of a JSON answer.
+func TestWriteJSON(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	httpx.WriteJSON(rec, http.StatusCreated, map[string]int{"a": 1})
+	require.Equal(t, http.StatusCreated, rec.Code)
+	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	require.Equal(t, "7", rec.Header().Get("Content-Length"))
+	require.Equal(t, `{"a":1}`, rec.Body.String())
+
+	rec = httptest.NewRecorder()
+	httpx.WriteJSON(rec, http.StatusOK, func() {})
+	require.Equal(t, http.StatusInternalServerError, rec.Code, "an unencodable value is a 500, not a panic")
+	require.Equal(t, "application/json", rec.Header().Get("Content-Type"), "and still the JSON error shape")
+	require.Equal(t, "internal", decodeError(t, rec).Code)
+}
