@@ -1,0 +1,595 @@
+// Package rabbit is Herald's RabbitMQ broker: a pubsubx.Broker over AMQP
+// 0-9-1 with github.com/rabbitmq/amqp091-go.
+//
+// gocloud.dev/pubsub/rabbitpubsub is not used underneath: its topic
+// publishes with the mandatory flag and reports an event that no queue
+// wants as a failed send (Herald must accept it), it serializes all sends
+// of a topic, and it has no API for queue or binding administration or for
+// a bounded receive. Its configuration convention is kept (see # URLs).
+//
+// # URLs
+//
+//	rabbit://EXCHANGE?url=amqp://USER:PASS@HOST:5672/VHOST&ackdeadline=60s
+//
+// EXCHANGE names the deployment's topic exchange (1-200 letters, digits,
+// '-', '_' or '.'); it is declared durable on first use. url is the AMQP
+// server URL; when absent, the environment variable RABBIT_SERVER_URL is
+// used, as gocloud's rabbitpubsub does, so credentials can stay out of the
+// broker URL. ackdeadline (a Go duration, default 60s) is how long a
+// received, unsettled message stays hidden before it is delivered again.
+// Other query parameters are refused.
+//
+// Opening does not dial: the first call does, and a broken connection is
+// dialled again by the next call, so a broker opened while RabbitMQ is down
+// works once it is back, and calls fail with herr.Unavailable meanwhile.
+// Publishing and receiving use separate connections, as RabbitMQ advises,
+// so that flow control on publishers never blocks acks.
+//
+// # Delivery semantics
+//
+// At least once, in publish order. Each subscription is a durable classic
+// queue, "EXCHANGE:NAME" (hashed when too long), so it survives broker
+// restarts and is shared by every process that opens the same URL.
+// Messages are persistent and Send waits for the publisher confirm: a nil
+// error means RabbitMQ routed the message to every matching queue and
+// stored it.
+//
+// Receive takes its first message with basic.get, which hands out exactly
+// one and never prefetches; with nothing ready and a wait, it registers a
+// consumer with prefetch 1 until a message arrives or the wait passes.
+// basic.get-ok says how many more are ready: a few more are taken with
+// basic.get, a burst with a consumer whose prefetch is exactly the number
+// still wanted (one round trip instead of one per message). Every consumer
+// is cancelled before Receive returns and what the server sent before the
+// cancel-ok is drained and returned, so Receive never returns more than
+// max and never holds a message it did not return.
+//
+// RabbitMQ has no per-message ack deadline: an unacked message is returned
+// to its queue when the channel it was delivered on closes. Each Receive
+// therefore takes its messages on a channel of its own, and a timer closes
+// that channel when ackdeadline passes with messages still unsettled; they
+// go back to the queue at their original positions. Once every message of a
+// Receive is settled, its channel is reused. Because delivery tags belong
+// to a channel of one connection, a message can only be acked or nacked
+// through the Broker that received it; Herald's pull handler receives and
+// settles in one request, so this holds. Settling a message whose deadline
+// already passed is a no-op (it has been or will be redelivered), as is
+// settling one twice.
+//
+// Nack is basic.nack with requeue: RabbitMQ puts the message back at its
+// original position, so a single receiver keeps seeing messages in publish
+// order, nacked and expired ones included (Features.PublishOrder). Ack and
+// Nack wait for a round trip on the message's channel, so when they return
+// the server has applied them and the next Receive sees the result.
+//
+// # Filters
+//
+// The deployment exchange is a topic exchange and every message is
+// published with its event type as routing key. Each subscription has a
+// filter exchange of its own (a topic exchange, auto-deleted with its
+// queue), bound from the deployment exchange once per event type of its
+// groups (or with "#" when it has no groups) and bound to the queue with
+// "#". Event types follow filter.EventTypePattern, so they never contain
+// the topic wildcards '*' or '#' and a binding on a type matches exactly
+// that type, '.' included; a group-less subscription's "#" matches every
+// message. Resource-id filters cannot be expressed in AMQP bindings: only
+// the event type is pushed down and the handler re-checks the rest.
+//
+// UpdateSubscription is lossless: the filter exchange alternates between
+// two names ("QUEUE|a" and "QUEUE|b"); the new one is declared, bound and
+// attached to the queue before the old one is deleted, which drops its
+// bindings all at once (AMQP cannot list bindings). The queue and what it
+// holds are untouched. Concurrent updates of one subscription end with one
+// of their filters or, rarely, the union of both (a superset; the handler
+// re-checks).
+//
+// # Errors
+//
+// One table (amqpCodes) maps AMQP reply codes: 404 NOT_FOUND is
+// herr.NotFound, 406 PRECONDITION_FAILED and 405 RESOURCE_LOCKED are
+// FailedPrecondition, 311 CONTENT_TOO_LARGE is InvalidArgument; refused
+// connections, closed channels or connections, credential and permission
+// failures are Unavailable. CreateSubscription of an existing queue is
+// AlreadyExists; calls on a missing one are NotFound. A closed Broker
+// answers herr.Unavailable.
+//
+// # Limits
+//
+//   - Bodies up to RabbitMQ's max_message_size (128 MiB by default).
+//   - Routing keys and header names are AMQP short strings: event types
+//     and metadata keys up to 255 bytes.
+//   - Each Receive with unsettled messages holds one channel until they are
+//     settled or their deadline passes; a connection has channel_max (2047
+//     by default) channels.
+//   - ackdeadline must stay below the server's consumer_timeout (30 min by
+//     default), or RabbitMQ closes the channel itself first (the messages
+//     are then redelivered early, not lost).
+//   - Creating one name from two processes at once may let both succeed;
+//     they then share one queue.
+package rabbit
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/heraldevents/herald/filter"
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/pubsubx"
+)
+
+// Scheme is the URL scheme this package registers.
+const Scheme = "rabbit"
+
+// DefaultAckDeadline is used when the URL gives none.
+const DefaultAckDeadline = 60 * time.Second
+
+// ServerURLEnv is the environment variable read when the URL has no url
+// parameter (the name gocloud's rabbitpubsub uses).
+const ServerURLEnv = "RABBIT_SERVER_URL"
+
+// dialTimeout bounds connecting and the AMQP handshake when the caller's
+// context has no earlier deadline.
+const dialTimeout = 10 * time.Second
+
+// maxPooledChannels bounds the idle channels kept for reuse per connection.
+const maxPooledChannels = 32
+
+func init() {
+	pubsubx.Register(Scheme, openURL)
+}
+
+func openURL(_ context.Context, u *url.URL) (pubsubx.Broker, error) {
+	if err := pubsubx.CheckQuery(u, "url", "ackdeadline"); err != nil {
+		return nil, err
+	}
+	exchange := u.Host + strings.TrimPrefix(u.Path, "/")
+	q := u.Query()
+	server := q.Get("url")
+	if server == "" {
+		server = os.Getenv(ServerURLEnv)
+	}
+	if server == "" {
+		return nil, herr.New(herr.InvalidArgument, "rabbit URL: no server: give url=amqp://… or set %s", ServerURLEnv)
+	}
+	opts := Options{ServerURL: server, Exchange: exchange}
+	if s := q.Get("ackdeadline"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return nil, herr.New(herr.InvalidArgument, "rabbit URL: ackdeadline %q is not a positive duration", s)
+		}
+		opts.AckDeadline = d
+	}
+	return Open(opts)
+}
+
+// Options configure Open.
+type Options struct {
+	// ServerURL is the AMQP URL, e.g. "amqp://guest:guest@127.0.0.1:5672/".
+	ServerURL string
+	// Exchange is the deployment's topic exchange.
+	Exchange string
+	// AckDeadline defaults to DefaultAckDeadline.
+	AckDeadline time.Duration
+}
+
+// Open returns a Broker on opts.Exchange. It validates opts but does not
+// dial; see the package doc.
+func Open(opts Options) (pubsubx.Broker, error) {
+	if err := checkExchange(opts.Exchange); err != nil {
+		return nil, err
+	}
+	if _, err := amqp.ParseURI(opts.ServerURL); err != nil {
+		// The message omits the URL: it may hold a password.
+		return nil, herr.New(herr.InvalidArgument, "rabbit URL: the server URL is not an amqp:// or amqps:// URL")
+	}
+	if opts.AckDeadline <= 0 {
+		opts.AckDeadline = DefaultAckDeadline
+	}
+	b := &broker{exchange: opts.Exchange, ackDeadline: opts.AckDeadline}
+	b.pub = &conn{b: b, url: opts.ServerURL}
+	b.sub = &conn{b: b, url: opts.ServerURL}
+	return b, nil
+}
+
+type broker struct {
+	exchange    string
+	ackDeadline time.Duration
+
+	pub *conn // publishing: one confirm-mode channel
+	sub *conn // receiving, settling and administration
+
+	mu     sync.Mutex
+	closed bool
+}
+
+func (b *broker) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// conn is a lazily dialled connection, dialled again once it breaks, with a
+// pool of idle channels.
+type conn struct {
+	b   *broker
+	url string
+
+	mu    sync.Mutex
+	c     *amqp.Connection
+	idle  []*amqp.Channel
+	pubCh *amqp.Channel // the confirm-mode publishing channel (pub only)
+}
+
+// connection returns a live connection, dialling if needed. The deployment
+// exchange is declared on every new connection, so a deleted exchange
+// comes back on reconnect.
+func (c *conn) connection(ctx context.Context) (*amqp.Connection, error) {
+	if c.b.isClosed() {
+		return nil, errClosed
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.c != nil && !c.c.IsClosed() {
+		return c.c, nil
+	}
+	c.c, c.idle, c.pubCh = nil, nil, nil
+	timeout := dialTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	ac, err := amqp.DialConfig(c.url, amqp.Config{
+		Dial:       amqp.DefaultDial(timeout),
+		Properties: amqp.Table{"connection_name": "herald pubsubx/rabbit " + c.b.exchange},
+	})
+	if err != nil {
+		return nil, wrap(err, "cannot connect to RabbitMQ")
+	}
+	ch, err := ac.Channel()
+	if err == nil {
+		err = ch.ExchangeDeclare(c.b.exchange, amqp.ExchangeTopic, true, false, false, false, nil)
+	}
+	if err != nil {
+		_ = ac.Close()
+		return nil, wrap(err, "cannot declare the deployment exchange")
+	}
+	c.c, c.idle = ac, []*amqp.Channel{ch}
+	if c.b.isClosed() { // Close ran while we dialled
+		_ = ac.Close()
+		return nil, errClosed
+	}
+	return ac, nil
+}
+
+// channel returns an open channel: an idle one, or a new one.
+func (c *conn) channel(ctx context.Context) (*amqp.Channel, error) {
+	ac, err := c.connection(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	for len(c.idle) > 0 {
+		ch := c.idle[len(c.idle)-1]
+		c.idle = c.idle[:len(c.idle)-1]
+		if !ch.IsClosed() {
+			c.mu.Unlock()
+			return ch, nil
+		}
+	}
+	c.mu.Unlock()
+	ch, err := ac.Channel()
+	if err != nil {
+		return nil, wrap(err, "cannot open a RabbitMQ channel")
+	}
+	return ch, nil
+}
+
+// release returns ch to the pool, or closes it when the pool is full or
+// the channel belongs to a connection that was replaced.
+func (c *conn) release(ch *amqp.Channel) {
+	if ch.IsClosed() {
+		return
+	}
+	c.mu.Lock()
+	if c.c != nil && !c.c.IsClosed() && len(c.idle) < maxPooledChannels && !c.b.isClosed() {
+		c.idle = append(c.idle, ch)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	_ = ch.Close()
+}
+
+// do runs fn on a pooled channel. A channel exception closes the channel,
+// so it is dropped then; otherwise it goes back to the pool.
+func (c *conn) do(ctx context.Context, fn func(ch *amqp.Channel) error) error {
+	ch, err := c.channel(ctx)
+	if err != nil {
+		return err
+	}
+	err = fn(ch)
+	c.release(ch)
+	return err
+}
+
+func (c *conn) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ac := c.c
+	c.c, c.idle, c.pubCh = nil, nil, nil
+	if ac == nil || ac.IsClosed() {
+		return nil
+	}
+	return ac.Close()
+}
+
+// publisher returns the confirm-mode channel, opening it when needed.
+func (c *conn) publisher(ctx context.Context) (*amqp.Channel, error) {
+	ac, err := c.connection(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pubCh != nil && !c.pubCh.IsClosed() {
+		return c.pubCh, nil
+	}
+	ch, err := ac.Channel()
+	if err != nil {
+		return nil, wrap(err, "cannot open a RabbitMQ channel")
+	}
+	if err := ch.Confirm(false); err != nil {
+		_ = ch.Close()
+		return nil, wrap(err, "cannot enable publisher confirms")
+	}
+	c.pubCh = ch
+	return ch, nil
+}
+
+// Send publishes m persistently with its event type as routing key and its
+// metadata as headers, and waits for the publisher confirm.
+func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if b.isClosed() {
+		return errClosed
+	}
+	key := m.Metadata[pubsubx.AttrEventType]
+	if len(key) > 255 {
+		return herr.New(herr.InvalidArgument, "event type is longer than 255 bytes, RabbitMQ's routing key limit")
+	}
+	headers := make(amqp.Table, len(m.Metadata))
+	for k, v := range m.Metadata {
+		if k == "" || len(k) > 255 {
+			return herr.New(herr.InvalidArgument, "metadata keys must be 1-255 bytes")
+		}
+		headers[k] = v
+	}
+	ch, err := b.pub.publisher(ctx)
+	if err != nil {
+		return err
+	}
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, b.exchange, key, false, false, amqp.Publishing{
+		Headers:      headers,
+		Body:         m.Body,
+		DeliveryMode: amqp.Persistent,
+		MessageId:    m.Metadata[pubsubx.AttrEventID],
+	})
+	if err != nil {
+		return wrap(err, "RabbitMQ did not accept the message")
+	}
+	if dc == nil {
+		return herr.New(herr.Internal, "publishing channel is not in confirm mode")
+	}
+	acked, err := dc.WaitContext(ctx)
+	if err != nil {
+		return err
+	}
+	if !acked {
+		return herr.New(herr.Unavailable, "RabbitMQ did not confirm the message; it may not have been stored")
+	}
+	return nil
+}
+
+// bindingKeys lists the routing keys that push groups down: each distinct
+// event type, or "#" (every key) when there are no groups.
+func bindingKeys(groups filter.Groups) []string {
+	if len(groups) == 0 {
+		return []string{"#"}
+	}
+	seen := map[string]bool{}
+	var keys []string
+	for _, g := range groups {
+		if !seen[g.EventType] {
+			seen[g.EventType] = true
+			keys = append(keys, g.EventType)
+		}
+	}
+	return keys
+}
+
+// queueExists reports whether queue exists, with a passive declare.
+func (b *broker) queueExists(ctx context.Context, queue string) (bool, error) {
+	var exists bool
+	err := b.sub.do(ctx, func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		if isNotFound(err) {
+			return nil
+		}
+		exists = err == nil
+		return err
+	})
+	return exists, wrap(err, "cannot look up the subscription's queue")
+}
+
+// exchangeExists reports whether exchange exists, with a passive declare.
+func (b *broker) exchangeExists(ctx context.Context, exchange string) (bool, error) {
+	var exists bool
+	err := b.sub.do(ctx, func(ch *amqp.Channel) error {
+		err := ch.ExchangeDeclarePassive(exchange, amqp.ExchangeTopic, true, true, false, false, nil)
+		if isNotFound(err) {
+			return nil
+		}
+		exists = err == nil
+		return err
+	})
+	return exists, wrap(err, "cannot look up the subscription's filter exchange")
+}
+
+func notFound(name string) error {
+	return herr.New(herr.NotFound, "subscription %q does not exist", name)
+}
+
+func (b *broker) prepare(ctx context.Context, name string, groups filter.Groups) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if b.isClosed() {
+		return "", errClosed
+	}
+	if err := checkSubscription(name); err != nil {
+		return "", err
+	}
+	if err := groups.Validate("filter_groups"); err != nil {
+		return "", err
+	}
+	return queueName(b.exchange, name), nil
+}
+
+// CreateSubscription declares the queue and its filter exchange; see the
+// package doc, "Filters".
+func (b *broker) CreateSubscription(ctx context.Context, name string, groups filter.Groups) error {
+	queue, err := b.prepare(ctx, name, groups)
+	if err != nil {
+		return err
+	}
+	exists, err := b.queueExists(ctx, queue)
+	if err != nil {
+		return err
+	}
+	if exists {
+		return herr.New(herr.AlreadyExists, "subscription %q already exists", name)
+	}
+	fx := filterExchanges(queue)
+	err = b.sub.do(ctx, func(ch *amqp.Channel) error {
+		// Leftovers of an interrupted create or delete would add bindings.
+		for _, x := range fx {
+			if err := ch.ExchangeDelete(x, false, false); err != nil {
+				return err
+			}
+		}
+		if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
+			return err
+		}
+		return b.attach(ch, queue, fx[0], groups)
+	})
+	return wrap(err, "cannot create the subscription")
+}
+
+// attach declares filter exchange fx, binds it from the deployment
+// exchange for groups, and binds it to queue.
+func (b *broker) attach(ch *amqp.Channel, queue, fx string, groups filter.Groups) error {
+	if err := ch.ExchangeDeclare(fx, amqp.ExchangeTopic, true, true, false, false, nil); err != nil {
+		return err
+	}
+	for _, key := range bindingKeys(groups) {
+		if err := ch.ExchangeBind(fx, key, b.exchange, false, nil); err != nil {
+			return err
+		}
+	}
+	return ch.QueueBind(queue, "#", fx, false, nil)
+}
+
+// UpdateSubscription binds a fresh filter exchange before deleting the old
+// one, so nothing that passes both filters is missed in between.
+func (b *broker) UpdateSubscription(ctx context.Context, name string, groups filter.Groups) error {
+	queue, err := b.prepare(ctx, name, groups)
+	if err != nil {
+		return err
+	}
+	exists, err := b.queueExists(ctx, queue)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return notFound(name)
+	}
+	fx := filterExchanges(queue)
+	cur, next := fx[0], fx[1]
+	aExists, err := b.exchangeExists(ctx, fx[0])
+	if err != nil {
+		return err
+	}
+	if !aExists {
+		cur, next = fx[1], fx[0]
+	}
+	err = b.sub.do(ctx, func(ch *amqp.Channel) error {
+		// next may be a leftover of an interrupted update: start it clean.
+		if err := ch.ExchangeDelete(next, false, false); err != nil {
+			return err
+		}
+		if err := b.attach(ch, queue, next, groups); err != nil {
+			return err
+		}
+		return ch.ExchangeDelete(cur, false, false)
+	})
+	if isNotFound(err) {
+		return notFound(name) // deleted meanwhile
+	}
+	return wrap(err, "cannot update the subscription")
+}
+
+// DeleteSubscription deletes the queue (and with it its messages and, by
+// auto-delete, its filter exchange).
+func (b *broker) DeleteSubscription(ctx context.Context, name string) error {
+	queue, err := b.prepare(ctx, name, nil)
+	if err != nil {
+		return err
+	}
+	// queue.delete of a missing queue succeeds, so look first.
+	exists, err := b.queueExists(ctx, queue)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return notFound(name)
+	}
+	err = b.sub.do(ctx, func(ch *amqp.Channel) error {
+		if _, err := ch.QueueDelete(queue, false, false, false); err != nil {
+			return err
+		}
+		// Auto-delete removes the filter exchange with its last binding;
+		// delete both names anyway in case one was never bound.
+		for _, x := range filterExchanges(queue) {
+			if err := ch.ExchangeDelete(x, false, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return wrap(err, "cannot delete the subscription")
+}
+
+// Close closes both connections; RabbitMQ returns every unsettled message
+// to its queue.
+func (b *broker) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	err1 := b.pub.close()
+	err2 := b.sub.close()
+	if err1 != nil {
+		return wrap(err1, "closing the publishing connection")
+	}
+	return wrap(err2, "closing the receiving connection")
+}
