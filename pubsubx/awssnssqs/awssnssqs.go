@@ -691,34 +691,67 @@ func (b *broker) Receive(ctx context.Context, name string, max int, wait time.Du
 		return nil, b.forget(name, err)
 	}
 	end := time.Now().Add(wait)
-	var out []*pubsubx.Message
-	for polls := 0; ; polls++ {
-		waitSecs := int32(0) // once something arrived, only gather what is there
-		if len(out) == 0 {
-			waitSecs = pollSeconds(ctx, time.Until(end))
-			if polls > 0 && waitSecs == 0 {
-				break // less than a poll's worth of wait or ctx is left: do not spin
-			}
+	var got []sqstypes.Message
+	// Wait for the first messages: long polls while wait lasts.
+	for polls := 0; len(got) == 0; polls++ {
+		waitSecs := pollSeconds(ctx, time.Until(end))
+		if polls > 0 && (waitSecs == 0 || ctx.Err() != nil) {
+			break // less than a poll's worth of wait or ctx is left: do not spin
 		}
-		got, err := b.receiveOnce(ctx, qurl, min(maxBatch, max-len(out)), waitSecs)
+		got, err = b.receiveOnce(ctx, qurl, min(maxBatch, max), waitSecs)
 		if err != nil {
-			if len(out) > 0 {
-				break // return what is in hand; the next call will meet the error
-			}
 			return nil, b.forget(name, mapErr(err, subject(name)))
 		}
-		for _, m := range got {
-			out = append(out, toMessage(name, m))
-		}
-		if len(out) >= max || (len(out) > 0 && len(got) == 0) || ctx.Err() != nil ||
-			(len(out) == 0 && !time.Now().Before(end)) {
+		if !time.Now().Before(end) {
 			break
 		}
+	}
+	// Then gather, without waiting, what else is there, until a round
+	// finds nothing. An error ends the gathering but not the receive: the
+	// messages in hand are returned and the next call meets the error.
+	for len(got) > 0 && len(got) < max && ctx.Err() == nil {
+		more, err := b.gather(ctx, qurl, max-len(got))
+		got = append(got, more...)
+		if err != nil || len(more) == 0 {
+			break
+		}
+	}
+	out := make([]*pubsubx.Message, len(got))
+	for i, m := range got {
+		out[i] = toMessage(name, m)
 	}
 	if err := ctx.Err(); err != nil {
 		// The caller is gone and will not settle these: make them
 		// visible again rather than leave them hidden for the deadline.
 		return nil, b.giveBack(ctx, name, out, mapErr(err, "receive"))
+	}
+	return out, nil
+}
+
+// maxGatherCalls bounds the concurrent short polls of one gathering round.
+const maxGatherCalls = 10
+
+// gather makes concurrent short polls whose sizes add up to at most need,
+// so no more than need messages can come back. It returns whatever the
+// calls received, and the first error.
+func (b *broker) gather(ctx context.Context, qurl string, need int) ([]sqstypes.Message, error) {
+	calls := min(maxGatherCalls, (need+maxBatch-1)/maxBatch)
+	results := make([][]sqstypes.Message, calls)
+	errs := make([]error, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		n := min(maxBatch, need-i*maxBatch)
+		wg.Go(func() { results[i], errs[i] = b.receiveOnce(ctx, qurl, n, 0) })
+	}
+	wg.Wait()
+	var out []sqstypes.Message
+	for _, r := range results {
+		out = append(out, r...)
+	}
+	for _, err := range errs {
+		if err != nil {
+			return out, err
+		}
 	}
 	return out, nil
 }
