@@ -42,14 +42,21 @@
 // Order: none. SQS standard queues do not keep publish order, so a
 // subscription may deliver messages in any order.
 //
-// Receive makes ReceiveMessage calls of at most 10 messages: the first one
-// long-polls for wait (rounded up to whole seconds, at most 20 s a call,
-// repeated while wait lasts; 0 is a short poll), and further ones, without
-// waiting, gather more while messages keep coming, up to max. A receive in
-// flight is not interrupted when ctx is canceled: SQS may already have
-// hidden the messages it would return, so Receive lets the call finish,
-// makes what it got visible again, and then reports the cancellation. It
-// does shorten its long poll to end before ctx's deadline.
+// A short poll (wait 0) asks only a sample of SQS's servers: on AWS it can
+// come back empty while messages wait, so callers that must not report
+// "caught up" falsely should wait at least a second.
+//
+// Receive makes ReceiveMessage calls of at most 10 messages each. The
+// first long-polls for wait (rounded up to whole seconds, so it may return
+// up to a second late when nothing comes; at most 20 s a call, repeated
+// while wait lasts; 0 is a short poll). Once something arrived, rounds of
+// concurrent short polls gather more, their sizes adding up to what max
+// still allows, until a round finds nothing: nothing beyond max is ever
+// taken, so nothing is held back. A call in flight is not interrupted when
+// ctx is canceled, because SQS may already have hidden the messages it
+// will return: Receive lets it finish, makes what it got visible again,
+// and then reports the cancellation. Long polls are shortened to end
+// before ctx's deadline.
 //
 // CreateSubscription creates the queue (visibility timeout = ackdeadline,
 // retention 14 days, a policy letting only the topic send to it),
@@ -59,7 +66,11 @@
 // filter policy changes); the emulator applies both at once.
 // UpdateSubscription replaces the filter policy in place: messages already
 // in the queue stay. DeleteSubscription unsubscribes the queue, then
-// deletes it with whatever it holds.
+// deletes it with whatever it holds. On AWS a deleted subscription's name
+// can be created again only after 60 s (herr.Unavailable until then). A
+// queue left without its SNS subscription by a creation that died half-way
+// makes CreateSubscription answer herr.AlreadyExists and
+// UpdateSubscription herr.NotFound; DeleteSubscription removes it.
 //
 // # Filters
 //
@@ -109,6 +120,16 @@
 //   - Subscriptions per topic: 12,500,000; filter policies per topic: 200
 //     by default (see Filters for what happens beyond).
 //   - In-flight (received, unsettled) messages per queue: 120,000.
+//
+// # IAM
+//
+// The driver calls sns:CreateTopic, sns:Publish, sns:Subscribe,
+// sns:Unsubscribe, sns:SetSubscriptionAttributes and
+// sns:ListSubscriptionsByTopic on the topic, and sqs:CreateQueue,
+// sqs:GetQueueUrl, sqs:DeleteQueue, sqs:TagQueue, sqs:ListQueueTags,
+// sqs:ReceiveMessage, sqs:DeleteMessage and sqs:ChangeMessageVisibility on
+// the queues, whose names all start with the topic's first 16 characters
+// and '-' (see QueueName).
 package awssnssqs
 
 import (

@@ -26,7 +26,7 @@ var topicNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
 //
 //	sanitize(topic)[:16] + "-" + sanitize(sub)[:46] + "-" + hex(sha256(topic NUL sub))[:16]
 //
-// where sanitize replaces every byte outside [A-Za-z0-9_-] with '_'. The
+// where sanitize replaces every character outside [A-Za-z0-9_-] with '_'. The
 // result is at most 80 characters, as SQS requires, and the same for every
 // client, so any process can find a subscription's queue by name.
 //
@@ -53,7 +53,8 @@ func sanitize(s string) string {
 	}, s)
 }
 
-// truncate cuts s to n bytes; s is ASCII after sanitize.
+// truncate cuts s to n bytes; s is ASCII after sanitize, so no character
+// is split.
 func truncate(s string, n int) string {
 	if len(s) > n {
 		return s[:n]
