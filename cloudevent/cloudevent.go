@@ -2,11 +2,13 @@
 // Herald delivers events (seed 000, "200 response"), and formats the
 // per-consumer `sequence` attribute.
 //
-// An event is encoded once, at publish time, with the CloudEvents SDK
-// (github.com/cloudevents/sdk-go/v2). What travels through the broker and sits
-// in a lease is that encoding. The `sequence` attribute depends on the
-// consumer, so it is spliced in front of the encoded object at delivery with
-// WithSequence, without decoding and re-encoding the event.
+// An event is encoded once, at publish time, by Encode, which writes the
+// JSON the CloudEvents SDK (github.com/cloudevents/sdk-go/v2) writes, in one
+// pass into one buffer (tests hold the two to the same output; Decode reads
+// with the SDK). What travels through the broker and sits in a lease is that
+// encoding. The `sequence` attribute depends on the consumer, so it is
+// spliced in front of the encoded object at delivery with
+// AppendWithSequence, without decoding and re-encoding the event.
 //
 // Attribute mapping (Herald publish request → CloudEvents attribute):
 //
@@ -25,7 +27,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 )
@@ -37,43 +38,6 @@ const (
 	ExtPrincipalIdentity = "principalidentity"
 	ExtSequence          = "sequence"
 )
-
-// Input is a validated event as published.
-type Input struct {
-	ID                string          // unique event id (a UUID)
-	Source            string          // URI-reference naming the deployment
-	Type              string          // event_type
-	Subject           string          // resource id; "" for none
-	Time              time.Time       // occurred_at
-	PublishedAt       time.Time       // stamped by the publish handler
-	PrincipalIdentity string          // who published
-	Data              json.RawMessage // message: a JSON object, already validated
-}
-
-// Encode returns the structured JSON encoding of in. Data is embedded as is:
-// the caller has validated that it is a JSON object.
-func Encode(in Input) ([]byte, error) {
-	e := cloudevents.New(cloudevents.CloudEventsVersionV1)
-	e.SetID(in.ID)
-	e.SetSource(in.Source)
-	e.SetType(in.Type)
-	if in.Subject != "" {
-		e.SetSubject(in.Subject)
-	}
-	e.SetTime(in.Time)
-	e.SetExtension(ExtPublishedAt, in.PublishedAt)
-	if in.PrincipalIdentity != "" {
-		e.SetExtension(ExtPrincipalIdentity, in.PrincipalIdentity)
-	}
-	e.SetDataContentType(cloudevents.ApplicationJSON)
-	// Set the encoded data directly: SetData would base64 a []byte and
-	// re-encode a json.RawMessage.
-	e.DataEncoded = in.Data
-	if err := e.Validate(); err != nil {
-		return nil, fmt.Errorf("cloudevent: %w", err)
-	}
-	return json.Marshal(e)
-}
 
 // Decode parses an encoded event with the SDK. Tests and tools use it; the
 // delivery path does not.

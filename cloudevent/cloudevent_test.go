@@ -108,6 +108,8 @@ func TestEncodeDecode(t *testing.T) {
 	require.True(t, occurred.Equal(e.Time()))
 	require.Equal(t, "application/json", e.DataContentType())
 	require.JSONEq(t, `{"user_id":"123","html":"<b>&</b>"}`, string(e.Data()))
+	// data is embedded byte for byte: no HTML escaping, no re-encoding.
+	require.Contains(t, string(b), `"data":{"user_id":"123","html":"<b>&</b>"}`)
 	require.Equal(t, "user@example.com", e.Extensions()[cloudevent.ExtPrincipalIdentity])
 	at, err := time.Parse(time.RFC3339Nano, e.Extensions()[cloudevent.ExtPublishedAt].(string))
 	require.NoError(t, err)
