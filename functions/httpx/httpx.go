@@ -106,6 +106,19 @@ func WriteRawJSON(w http.ResponseWriter, status int, b []byte) {
 // herr.InvalidArgument naming the limit (HTTP 422: the request is
 // well-formed but too large to accept).
 func ReadBody(r *http.Request, limit int64) ([]byte, error) {
+	if n := r.ContentLength; n > limit {
+		return nil, herr.New(herr.InvalidArgument, "request body is larger than %d bytes", limit)
+	} else if n >= 0 {
+		// The length is known (net/http holds the body to it): read into
+		// one buffer of that size rather than let io.ReadAll grow and copy
+		// its way up to it, which for a 100-event publish batch allocated
+		// twice the body.
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			return nil, herr.Wrap(herr.Malformed, err, "could not read the request body")
+		}
+		return b, nil
+	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		return nil, herr.Wrap(herr.Malformed, err, "could not read the request body")

@@ -1,6 +1,7 @@
 package httpx_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -142,6 +143,47 @@ func TestReadBodyAndDecodeJSON(t *testing.T) {
 	require.Contains(t, herr.MessageOf(err), "n must be int")
 	err = httpx.DecodeJSON(req(`{"n": 1}`+strings.Repeat(" ", 200)), 100, &v)
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "too large is checked before syntax")
+}
+
+// TestReadBodyKnownLength checks the path for a body whose length the
+// request declares: refused unread when too long, read into one buffer.
+// It is not parallel: AllocsPerRun refuses to run beside other tests.
+func TestReadBodyKnownLength(t *testing.T) {
+	body := bytes.Repeat([]byte("x"), 100<<10)
+	rd := bytes.NewReader(body)
+	req := httptest.NewRequest("POST", "/x", rd)
+	require.EqualValues(t, len(body), req.ContentLength)
+	allocs := testing.AllocsPerRun(20, func() {
+		rd.Reset(body)
+		b, err := httpx.ReadBody(req, 1<<20)
+		if err != nil || len(b) != len(body) {
+			t.Fatalf("ReadBody: %v, %d bytes", err, len(b))
+		}
+	})
+	require.LessOrEqual(t, allocs, 1.0, "one buffer of the declared length")
+
+	// Declared too long: refused before reading a byte.
+	rd.Reset(body)
+	_, err := httpx.ReadBody(req, int64(len(body)-1))
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err))
+	require.Equal(t, int64(len(body)), int64(rd.Len()), "nothing was read")
+
+	// Shorter than declared: the body is broken.
+	short := httptest.NewRequest("POST", "/x", strings.NewReader("abc"))
+	short.ContentLength = 10
+	_, err = httpx.ReadBody(short, 100)
+	require.Equal(t, herr.Malformed, herr.CodeOf(err))
+
+	// Unknown length (chunked): read up to the limit.
+	chunked := httptest.NewRequest("POST", "/x", strings.NewReader("abcdef"))
+	chunked.ContentLength = -1
+	b, err := httpx.ReadBody(chunked, 6)
+	require.NoError(t, err)
+	require.Equal(t, "abcdef", string(b))
+	chunked = httptest.NewRequest("POST", "/x", strings.NewReader("abcdefg"))
+	chunked.ContentLength = -1
+	_, err = httpx.ReadBody(chunked, 6)
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err))
 }
 
 // TestAuthenticate checks the bearer middleware.
