@@ -107,11 +107,12 @@
 // 30 s RPC bound), and an old generation's messages published more than a
 // minute (dedupeMargin, the clock skew tolerated between Herald's hosts
 // and Google's) after the next generation's label are acked there and not
-// returned, since the next generation has them. A process deletes an old generation once it has
-// taken nothing from it for that generation's ack deadline plus 10 s, and
-// only while a newer one exists. An UpdateSubscription whose expression
-// equals the newest generation's creates nothing. DeleteSubscription
-// deletes every generation.
+// returned, since the next generation has them. A process deletes an
+// old generation once it has taken nothing from it for that generation's
+// ack deadline plus 10 s, in pulls no further apart than the ack deadline,
+// and only while a newer one exists. An UpdateSubscription whose
+// expression equals the newest generation's creates nothing.
+// DeleteSubscription deletes every generation.
 //
 // # Errors
 //

@@ -369,3 +369,86 @@ func TestLongNames(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckedLocally: what the driver refuses before any RPC, on a broker
+// whose server does not even answer.
+func TestCheckedLocally(t *testing.T) {
+	t.Parallel()
+	h := &harness{}
+	br, err := h.MakeUnreachableBroker(t.Context(), t)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = br.Close() })
+	ctx := t.Context()
+
+	big := &pubsubx.Message{Body: make([]byte, MaxMessageBytes+1), Metadata: map[string]string{pubsubx.AttrEventType: "t"}}
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(br.Send(ctx, big)), "a body over MaxMessageBytes")
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(br.Send(ctx, &pubsubx.Message{})), "neither body nor attributes")
+	_, err = br.Receive(ctx, "herald-q-x", 0, 0)
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "max 0")
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(br.CreateSubscription(ctx, "", nil)), "empty name")
+	foreign := []*pubsubx.Message{{Handle: "not ours"}}
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(br.Ack(ctx, "herald-q-x", foreign)), "a handle of another driver")
+
+	require.NoError(t, br.Close())
+	require.NoError(t, br.Close(), "closing twice")
+	require.Equal(t, herr.Unavailable, herr.CodeOf(br.Send(ctx, msg("t", "", "x"))))
+}
+
+func TestOpenOptions(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	opts := Options{Project: testProject, Topic: "herald-opts", AckDeadline: 1500 * time.Millisecond, ClientOptions: clientOptions("127.0.0.1:1")}
+	br, err := Open(ctx, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = br.Close() })
+	require.Equal(t, 2*time.Second, br.(*broker).opts.AckDeadline, "rounded up to whole seconds")
+
+	for _, bad := range []Options{
+		{Topic: "herald-opts"},
+		{Project: testProject},
+		{Project: testProject, Topic: "herald-opts", AckDeadline: 601 * time.Second},
+		{Project: testProject, Topic: "herald-opts", Expiration: time.Hour},
+	} {
+		_, err := Open(ctx, bad)
+		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%+v", bad)
+	}
+}
+
+// TestSettleOtherSubscription: messages settled on a subscription they
+// did not come from are refused, and leave the other subscription alone.
+func TestSettleOtherSubscription(t *testing.T) {
+	t.Parallel()
+	h, err := pstestHarness(t.Context(), t)
+	require.NoError(t, err)
+	b := openBroker(t, h.(*harness), 0)
+	ctx := t.Context()
+	for _, name := range []string{"herald-q-one", "herald-q-two"} {
+		require.NoError(t, b.CreateSubscription(ctx, name, nil))
+	}
+	require.NoError(t, b.Send(ctx, msg("t", "/1", "m1")))
+	var got []*pubsubx.Message
+	for len(got) == 0 {
+		got, err = b.Receive(ctx, "herald-q-one", 1, time.Second)
+		require.NoError(t, err)
+	}
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(b.Ack(ctx, "herald-q-two", got)))
+	require.Equal(t, []string{"m1"}, receiveIDs(t, b, "herald-q-two", "m1"), "the second subscription keeps its own copy")
+	require.NoError(t, b.Ack(ctx, "herald-q-one", got))
+}
+
+// TestDetach: a pull's context outlives its caller's by the grace only.
+func TestDetach(t *testing.T) {
+	t.Parallel()
+	parent, cancelParent := context.WithCancel(t.Context())
+	ctx, cancel := detach(parent, time.Hour, time.Hour)
+	cancelParent()
+	require.NoError(t, ctx.Err(), "still running within the grace")
+	cancel()
+	require.Error(t, ctx.Err())
+
+	parent, cancelParent = context.WithCancel(t.Context())
+	ctx, cancel = detach(parent, time.Hour, 0)
+	defer cancel()
+	cancelParent()
+	<-ctx.Done() // ends once the (zero) grace has passed
+}

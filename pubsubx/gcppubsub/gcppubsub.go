@@ -127,7 +127,9 @@ func Open(ctx context.Context, opts Options) (pubsubx.Broker, error) {
 	if opts.AckDeadline < time.Second || opts.AckDeadline > MaxAckDeadline {
 		return nil, herr.New(herr.InvalidArgument, "gcppubsub: ack deadline %s is outside 1s-600s", opts.AckDeadline)
 	}
-	opts.AckDeadline = opts.AckDeadline.Round(time.Second)
+	if r := opts.AckDeadline % time.Second; r != 0 {
+		opts.AckDeadline += time.Second - r // round up: never shorter than asked
+	}
 	if opts.Expiration != 0 && opts.Expiration < MinExpiration {
 		return nil, herr.New(herr.InvalidArgument, "gcppubsub: expiration %s is shorter than 24h", opts.Expiration)
 	}

@@ -72,6 +72,9 @@ func (b *broker) Receive(ctx context.Context, name string, max int, wait time.Du
 	end := time.Now().Add(wait)
 	delay := minPoll
 	for {
+		if b.isClosed() {
+			return nil, errClosed
+		}
 		out, err := b.round(ctx, name, base, st, max)
 		if err != nil || len(out) > 0 {
 			return out, err
@@ -233,11 +236,17 @@ func detach(parent context.Context, timeout, grace time.Duration) (context.Conte
 // for its ack deadline plus retireGrace, while newest still exists. By
 // then every message another receiver held from it has been settled or
 // has come back (its ack deadline passed), and would have been taken.
-// Errors are ignored: the next round tries again.
+// Pulls further apart than the ack deadline restart the count: between
+// them another process may have taken what this one never saw. Errors are
+// ignored: the next round tries again.
 func (b *broker) noteOld(ctx context.Context, base string, st *subState, g, newest uint64, taken int) {
 	now := time.Now()
 	st.mu.Lock()
 	since, ok := st.emptySince[g]
+	if last, seen := st.lastSeen[g]; ok && (!seen || now.Sub(last) > b.opts.AckDeadline) {
+		ok = false // a gap in the observations
+	}
+	st.lastSeen[g] = now
 	switch {
 	case taken > 0:
 		delete(st.emptySince, g)

@@ -50,6 +50,7 @@ type subState struct {
 	gens       []uint64             // known generations, ascending; nil means list them first
 	created    map[uint64]time.Time // createdLabel values read so far
 	emptySince map[uint64]time.Time // old generations: since when this process took nothing from them
+	lastSeen   map[uint64]time.Time // old generations: when this process last pulled them
 }
 
 // state returns the cache entry of base, creating it.
@@ -58,7 +59,7 @@ func (b *broker) state(base string) *subState {
 	defer b.mu.Unlock()
 	st := b.subs[base]
 	if st == nil {
-		st = &subState{created: map[uint64]time.Time{}, emptySince: map[uint64]time.Time{}}
+		st = &subState{created: map[uint64]time.Time{}, emptySince: map[uint64]time.Time{}, lastSeen: map[uint64]time.Time{}}
 		b.subs[base] = st
 	}
 	return st
@@ -100,6 +101,7 @@ func (st *subState) forget(g uint64) {
 	st.gens = slices.DeleteFunc(st.gens, func(x uint64) bool { return x == g })
 	delete(st.created, g)
 	delete(st.emptySince, g)
+	delete(st.lastSeen, g)
 }
 
 // baseOf maps a Herald subscription name to its base id.
