@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"gocloud.dev/docstore"
@@ -50,6 +52,16 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 	}
 	a := &App{cfg: cfg}
 	var err error
+	if cfg.Profile.Cloud() {
+		for _, u := range []struct{ name, value string }{{config.EnvTopicURL, cfg.TopicURL}, {config.EnvStoreURL, cfg.StoreURL}} {
+			if strings.HasPrefix(u.value, "mem://") {
+				opts.Logger.Warn(u.name + " is in memory: every instance has its own, so instances disagree and state is lost on exit; use it only for tests")
+			}
+		}
+		if cfg.DevToken != "" {
+			opts.Logger.Warn(config.EnvDevToken + " is set: it grants every permission")
+		}
+	}
 	if cfg.Function.UsesBroker() {
 		if a.broker, err = pubsubx.Open(ctx, cfg.TopicURL); err != nil {
 			return nil, fmt.Errorf("%s %s: %w", config.EnvTopicURL, config.Redact(cfg.TopicURL), err)
@@ -101,4 +113,21 @@ func (a *App) Close() error {
 		errs = append(errs, a.coll.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// Serve serves h on ln until ctx is done, then shuts down gracefully,
+// giving requests in flight up to grace to finish (Cloud Run allows 10 s
+// after SIGTERM).
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
 }

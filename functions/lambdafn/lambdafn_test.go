@@ -1,0 +1,148 @@
+package lambdafn_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
+	"gocloud.dev/docstore/memdocstore"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/lambdafn"
+	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/leasestore"
+	"github.com/heraldevents/herald/pubsubx/mem"
+)
+
+// event builds an API Gateway HTTP API payload 2.0 event as API Gateway
+// sends it: lower-case header names, the raw path and query string.
+func event(method, path, query, token, body string, base64Body bool) []byte {
+	ev := events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RouteKey: "$default", RawPath: path, RawQueryString: query,
+		Headers: map[string]string{"content-type": "application/json", "user-agent": "test"},
+		Body:    body, IsBase64Encoded: base64Body,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			DomainName: "api.example.com", Stage: "$default", RequestID: "req-1",
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path, Protocol: "HTTP/1.1", SourceIP: "192.0.2.1"},
+		},
+	}
+	if token != "" {
+		ev.Headers["authorization"] = "Bearer " + token
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func newHandler(t *testing.T, jobs lambdafn.JobRunner) *lambdafn.Handler {
+	t.Helper()
+	coll, err := memdocstore.OpenCollection("key", nil)
+	require.NoError(t, err)
+	broker := mem.New(0)
+	t.Cleanup(func() {
+		require.NoError(t, broker.Close())
+		require.NoError(t, coll.Close())
+	})
+	svc := delivery.New(delivery.Config{Broker: broker, Store: leasestore.New(coll, leasestore.Options{})})
+	return lambdafn.New(router.New(svc, auth.DevToken("tok")), jobs)
+}
+
+func invoke(t *testing.T, h *lambdafn.Handler, payload []byte) events.APIGatewayV2HTTPResponse {
+	t.Helper()
+	out, err := h.Invoke(t.Context(), payload)
+	require.NoError(t, err)
+	var res events.APIGatewayV2HTTPResponse
+	require.NoError(t, json.Unmarshal(out, &res))
+	return res
+}
+
+func TestHTTPEvents(t *testing.T) {
+	t.Parallel()
+	h := newHandler(t, nil)
+
+	res := invoke(t, h, event("POST", "/v1/event-destinations", "", "tok", `{"type":"DURABLE_CONSUMER"}`, false))
+	require.Equal(t, http.StatusCreated, res.StatusCode, res.Body)
+	require.Equal(t, "application/json", res.Headers["Content-Type"])
+	var dest struct{ ID string }
+	require.NoError(t, json.Unmarshal([]byte(res.Body), &dest))
+	require.NotEmpty(t, dest.ID)
+	require.Equal(t, "/v1/event-destinations/"+dest.ID, res.Headers["Location"])
+
+	// Caught up: 204 with no body.
+	res = invoke(t, h, event("POST", "/v1/event-destinations/"+dest.ID+"/pull", "limit=5&workerId=w1", "tok", "", false))
+	require.Equal(t, http.StatusNoContent, res.StatusCode)
+	require.Empty(t, res.Body)
+
+	// A base64-encoded body, as API Gateway sends binary payloads.
+	body := base64.StdEncoding.EncodeToString([]byte(`{"event":{"event_type":"a.b","message":{"n":1}}}`))
+	res = invoke(t, h, event("POST", "/api/v1beta/events", "", "tok", body, true))
+	require.Equal(t, http.StatusOK, res.StatusCode, res.Body)
+	require.False(t, res.IsBase64Encoded)
+
+	// The query string reaches the handler.
+	res = invoke(t, h, event("POST", "/v1/event-destinations/"+dest.ID+"/pull", "limit=1&visibility=30&workerId=w1", "tok", "", false))
+	require.Equal(t, http.StatusOK, res.StatusCode, res.Body)
+	var lease struct {
+		LeaseID string           `json:"leaseId"`
+		Events  []map[string]any `json:"events"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.Body), &lease))
+	require.Len(t, lease.Events, 1)
+	res = invoke(t, h, event("POST", "/v1/event-destinations/"+dest.ID+"/pull", "limit=500", "tok", "", false))
+	require.Equal(t, http.StatusBadRequest, res.StatusCode, "limit out of range")
+
+	// No token: 401 with its challenge header.
+	res = invoke(t, h, event("GET", "/v1/event-destinations", "", "", "", false))
+	require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+	require.Contains(t, res.Headers["Www-Authenticate"], "Bearer")
+
+	res = invoke(t, h, event("GET", "/health", "", "", "", false))
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.JSONEq(t, `{"status":"ok"}`, res.Body)
+}
+
+func TestHandlerThatWritesNothingAnswers200(t *testing.T) {
+	t.Parallel()
+	h := lambdafn.New(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), nil)
+	res := invoke(t, h, event("GET", "/", "", "", "", false))
+	require.Equal(t, http.StatusOK, res.StatusCode)
+}
+
+func TestJobEvents(t *testing.T) {
+	t.Parallel()
+	var ran []string
+	h := newHandler(t, func(_ context.Context, name string) (any, error) {
+		ran = append(ran, name)
+		if name == "broken" {
+			return nil, errors.New("store unavailable")
+		}
+		return map[string]string{"job": name}, nil
+	})
+	out, err := h.Invoke(t.Context(), []byte(`{"job":"lease-expiry"}`))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"job":"lease-expiry"}`, string(out))
+	_, err = h.Invoke(t.Context(), []byte(`{"job":"broken"}`))
+	require.ErrorContains(t, err, "job broken: store unavailable")
+	require.Equal(t, []string{"lease-expiry", "broken"}, ran)
+
+	noJobs := newHandler(t, nil)
+	_, err = noJobs.Invoke(t.Context(), []byte(`{"job":"lease-expiry"}`))
+	require.ErrorContains(t, err, "runs no jobs")
+}
+
+func TestUnsupportedEvents(t *testing.T) {
+	t.Parallel()
+	h := newHandler(t, nil)
+	for _, p := range []string{`{"Records":[]}`, `[]`, `not json`, `{"version":"1.0","httpMethod":"GET","path":"/health"}`} {
+		_, err := h.Invoke(t.Context(), []byte(p))
+		require.ErrorIs(t, err, lambdafn.ErrUnsupportedEvent, p)
+	}
+}
