@@ -362,6 +362,7 @@ func TestLongNames(t *testing.T) {
 			"herald/" + strings.Repeat("é~%", 120),
 		} {
 			require.NoError(t, b.CreateSubscription(ctx, name, nil))
+			t.Cleanup(func() { _ = b.DeleteSubscription(context.Background(), name) }) // if the test stops early
 			id := uuid.NewString()
 			require.NoError(t, b.Send(ctx, msg("herald.test", "/n", id)))
 			require.Equal(t, []string{id}, receiveIDs(t, b, name, id))
@@ -424,6 +425,7 @@ func TestSettleOtherSubscription(t *testing.T) {
 	ctx := t.Context()
 	for _, name := range []string{"herald-q-one", "herald-q-two"} {
 		require.NoError(t, b.CreateSubscription(ctx, name, nil))
+		t.Cleanup(func() { _ = b.DeleteSubscription(context.Background(), name) })
 	}
 	require.NoError(t, b.Send(ctx, msg("t", "/1", "m1")))
 	var got []*pubsubx.Message
@@ -451,4 +453,36 @@ func TestDetach(t *testing.T) {
 	defer cancel()
 	cancelParent()
 	<-ctx.Done() // ends once the (zero) grace has passed
+}
+
+// TestCanceledReceiveHandsBack: a Receive whose caller has gone away
+// returns its context's error and nacks what its pull brought, so the
+// next Receive gets it at once instead of after the 60 s ack deadline.
+func TestCanceledReceiveHandsBack(t *testing.T) {
+	t.Parallel()
+	forEachServer(t, func(t *testing.T, h *harness) {
+		b := openBroker(t, h, 0)
+		ctx := t.Context()
+		name := "herald-q-cancel"
+		require.NoError(t, b.CreateSubscription(ctx, name, nil))
+		t.Cleanup(func() { _ = b.DeleteSubscription(context.Background(), name) })
+		require.NoError(t, b.Send(ctx, msg("t", "/1", "c1")))
+
+		gone, cancel := context.WithCancel(ctx)
+		cancel()
+		batch, err := b.Receive(gone, name, 10, 0)
+		require.Equal(t, herr.Canceled, herr.CodeOf(err), "%v", err)
+		require.Empty(t, batch)
+		got, err := b.Receive(ctx, name, 10, 5*time.Second)
+		require.NoError(t, err)
+		require.Len(t, got, 1, "the handed-back message is available at once")
+		require.Equal(t, "c1", got[0].Metadata[pubsubx.AttrEventID])
+		if h.pstest != nil {
+			// The canceled Receive did pull it: this is its second delivery.
+			msgs := h.pstest.Messages()
+			require.Len(t, msgs, 1)
+			require.Equal(t, 2, msgs[0].Deliveries)
+		}
+		require.NoError(t, b.Ack(ctx, name, got))
+	})
 }

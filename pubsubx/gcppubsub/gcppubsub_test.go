@@ -39,6 +39,7 @@ type harness struct {
 	endpoint string
 	admin    *pubsub.TopicAdminClient // deletes the test topics
 	maxBody  int                      // the server's limit on a Body
+	pstest   *pstest.Server           // the server, when it is pstest
 }
 
 // pstestMaxBody is the largest Body pstest takes: its gRPC server keeps
@@ -71,7 +72,7 @@ func pstestHarness(ctx context.Context, t testing.TB) (drivertest.Harness, error
 	if err != nil {
 		return nil, err
 	}
-	h.maxBody = pstestMaxBody
+	h.maxBody, h.pstest = pstestMaxBody, srv
 	return h, nil
 }
 

@@ -161,12 +161,32 @@ func (b *broker) round(ctx context.Context, name, base string, st *subState, max
 // partial returns what a round already holds when a later pull of the
 // round fails: those messages are out of the subscription's reach until
 // their ack deadline, so they go to the caller, and the error recurs on
-// the next call. With nothing in hand the error is returned.
+// the next call. With nothing in hand, or when the caller has gone away
+// (then what it holds is nacked), the error is returned.
 func (b *broker) partial(ctx context.Context, out []*pubsubx.Message, err error) ([]*pubsubx.Message, error) {
-	if len(out) > 0 {
+	if len(out) > 0 && ctx.Err() == nil {
 		return out, nil
 	}
+	if len(out) > 0 {
+		b.handBack(ctx, out)
+	}
 	return nil, b.wrap(ctx, err, "gcppubsub: receive failed")
+}
+
+// handBack nacks received messages the caller will not get, so that they
+// are available again at once rather than after their ack deadline.
+// Failures are ignored: then the ack deadline brings them back.
+func (b *broker) handBack(ctx context.Context, msgs []*pubsubx.Message) {
+	byGen := map[uint64][]string{}
+	var base string
+	for _, m := range msgs {
+		h := m.Handle.(*handle)
+		base = h.base
+		byGen[h.gen] = append(byGen[h.gen], h.ackID)
+	}
+	for g, ids := range byGen {
+		_ = b.settleIDs(context.WithoutCancel(ctx), b.path(base, g), ids, false)
+	}
 }
 
 // pullGen pulls up to n messages from generation g of base. Messages
@@ -213,11 +233,7 @@ func (b *broker) pullGen(ctx context.Context, base string, g uint64, n int, drop
 		_ = b.settleIDs(context.WithoutCancel(ctx), path, drop, true)
 	}
 	if err := ctx.Err(); err != nil && len(out) > 0 {
-		ids := make([]string, len(out))
-		for i, m := range out {
-			ids[i] = m.Handle.(*handle).ackID
-		}
-		_ = b.settleIDs(context.WithoutCancel(ctx), path, ids, false)
+		b.handBack(ctx, out)
 		return nil, err
 	}
 	return out, nil

@@ -295,6 +295,12 @@ func (b *broker) DeleteSubscription(ctx context.Context, name string) error {
 		}
 		st.forget(g)
 	}
+	// Drop the cache entry, so that a process creating and deleting many
+	// short-lived queues does not accumulate them. A Receive still holding
+	// it only re-lists.
+	b.mu.Lock()
+	delete(b.subs, base)
+	b.mu.Unlock()
 	return nil
 }
 
