@@ -63,10 +63,13 @@ type Features struct {
 	PublishOrder bool
 
 	// MaxMessageBytes is the largest Body, in bytes, that Send accepts
-	// with Herald's three attributes; 0 means no limit below 1 MiB. A body
-	// above the limit must fail Send with herr.InvalidArgument (or
-	// OutOfRange), never be truncated. Herald's largest event (a 256 KiB
-	// message in its CloudEvent envelope) is a little over 256 KiB.
+	// with Herald's three attributes (a resource_id of up to 1 KiB); 0
+	// means no limit up to 1 MiB. A body above the limit must fail Send
+	// with herr.InvalidArgument (or OutOfRange), never be truncated.
+	// Herald's largest event (a 256 KiB message in its CloudEvent
+	// envelope) is about 257 KiB, and Herald budgets 300 KiB per body: a
+	// driver whose limit is below either fails that part of the suite's
+	// LargestEvent check by design (it must then fail Send cleanly).
 	MaxMessageBytes int
 
 	// AckDeadline is how long a broker from MakeBroker keeps a received,

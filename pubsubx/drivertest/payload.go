@@ -20,6 +20,10 @@ const (
 	// (delivery.MaxMessageBytes, 256 KiB); it travels inside a CloudEvent
 	// envelope, so the body on the broker is a little larger.
 	heraldMaxMessage = 256 << 10
+	// heraldBodyBudget is the body size Herald plans for: its largest
+	// message plus room for the envelope to grow (a long source or
+	// principal). Drivers that state no limit must carry it.
+	heraldBodyBudget = 300 << 10
 	// noLimitProbe is the body size a driver with MaxMessageBytes 0 must
 	// carry ("no limit below 1 MiB").
 	noLimitProbe = 1 << 20
@@ -152,39 +156,45 @@ func withBody(m *pubsubx.Message, body []byte) *pubsubx.Message {
 	return &pubsubx.Message{Body: body, Metadata: m.Metadata}
 }
 
-// testLargestEvent: Herald's largest event round-trips, and so does a body
-// at the driver's documented limit (Features.MaxMessageBytes; 1 MiB when
-// the driver states none). A body over the limit fails Send with
-// InvalidArgument or OutOfRange and is never delivered truncated.
+// testLargestEvent: Herald's largest event, a 300 KiB body, and a body at
+// the driver's documented limit (Features.MaxMessageBytes; 1 MiB when the
+// driver states none) round-trip byte for byte. A body over the limit
+// fails Send with InvalidArgument or OutOfRange and is never delivered,
+// truncated or otherwise.
 func testLargestEvent(t *testing.T, f *fixture) {
 	b := f.broker()
 	sub := f.subscribe(b, "large", nil)
-	largest := withBody(f.message("herald.large", longResourceID()), largestEventBody(t))
-	t.Logf("Herald's largest event is %d bytes on the broker", len(largest.Body))
-	require.Greater(t, len(largest.Body), heraldMaxMessage, "fixture: the largest event exceeds its message")
-
 	limit := f.h.Features().MaxMessageBytes
-	var want []*pubsubx.Message
+	largest := largestEventBody(t)
+	t.Logf("Herald's largest event is %d bytes on the broker; driver limit %d (0: none below 1 MiB)", len(largest), limit)
+	require.Greater(t, len(largest), heraldMaxMessage, "fixture: the largest event exceeds its message")
+	require.LessOrEqual(t, len(largest), heraldBodyBudget, "fixture: the largest event fits Herald's budget")
+
+	bodies := [][]byte{largest, bodyOfSize(t, heraldBodyBudget, "/budget")}
 	if limit == 0 {
-		want = append(want, largest, withBody(f.message("herald.large", "/limit"), bodyOfSize(t, noLimitProbe, "/limit")))
+		bodies = append(bodies, bodyOfSize(t, noLimitProbe, "/limit"))
 	} else {
-		want = append(want, withBody(f.message("herald.large", "/limit"), bodyOfSize(t, limit, "/limit")))
-		if len(largest.Body) <= limit {
-			want = append(want, largest)
-		} else {
-			err := b.Send(f.ctx, largest)
-			require.Error(t, err, "Send of %d bytes over the driver's limit of %d must fail", len(largest.Body), limit)
-			code := herr.CodeOf(err)
-			require.Contains(t, []string{herr.InvalidArgument.String(), herr.OutOfRange.String()}, code.String(),
-				"Send over the size limit: want invalid_argument or out_of_range, got %v", err)
-		}
+		bodies = append(bodies, bodyOfSize(t, limit, "/limit"))
 	}
-	f.send(b, want...)
+	var want []*pubsubx.Message
+	for _, body := range bodies {
+		m := withBody(f.message("herald.large", longResourceID()), body)
+		if limit == 0 || len(body) <= limit {
+			f.send(b, m)
+			want = append(want, m)
+			continue
+		}
+		err := b.Send(f.ctx, m)
+		require.Error(t, err, "Send of %d bytes over the driver's limit of %d must fail", len(body), limit)
+		require.Contains(t, []string{herr.InvalidArgument.String(), herr.OutOfRange.String()}, herr.CodeOf(err).String(),
+			"Send of %d bytes over the size limit: want invalid_argument or out_of_range, got %v", len(body), err)
+	}
 	got := f.receiveExactly(b, sub, want...)
 	for _, m := range want {
 		r := got[eventID(m)]
 		require.Equal(t, len(m.Body), len(r.Body), "size of %s", eventID(m))
 		require.True(t, string(m.Body) == string(r.Body), "Body of %s changed in transit", eventID(m))
+		require.Equal(t, m.Metadata, r.Metadata, "Metadata of %s", eventID(m))
 	}
 	f.expectEmpty(b, sub)
 }

@@ -130,3 +130,22 @@ func TestAckDeadlineParameter(t *testing.T) {
 		require.Contains(t, herr.MessageOf(err), "ackdeadline", "the message should name the parameter")
 	}
 }
+
+func TestNackKeepsSendOrder(t *testing.T) {
+	ctx := t.Context()
+	b := mem.New(0)
+	t.Cleanup(func() { _ = b.Close() })
+	require.NoError(t, b.CreateSubscription(ctx, "s", nil))
+	for _, id := range []string{"1", "2", "3"} {
+		require.NoError(t, b.Send(ctx, msg(id)))
+	}
+	got := receive(t, b, "s", time.Second)
+	require.Len(t, got, 3)
+	require.NoError(t, b.Nack(ctx, "s", []*pubsubx.Message{got[2], got[0]}))
+	again := receive(t, b, "s", time.Second)
+	var order []string
+	for _, m := range again {
+		order = append(order, m.Metadata[pubsubx.AttrEventID])
+	}
+	require.Equal(t, []string{"1", "3"}, order, "nacked messages go back to their place in send order")
+}
