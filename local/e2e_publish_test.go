@@ -3,6 +3,7 @@ package local_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -60,6 +61,28 @@ func TestPublishE2E(t *testing.T) {
 		at, err := time.Parse(time.RFC3339Nano, out.Result.Event.OccurredAt)
 		require.NoError(t, err)
 		require.True(t, at.After(before), "occurred_at %s", at)
+	})
+
+	t.Run("a chunked body of unknown length is read too", func(t *testing.T) {
+		t.Parallel()
+		c := start(t)
+		body := `{"event": {"event_type": "a.chunked", "message": {"k": 1}}}`
+		// A reader that is not a *bytes.Reader or *strings.Reader leaves the
+		// length unknown, so net/http sends the body chunked.
+		req, err := http.NewRequest("POST", c.base+"/api/v1beta/events", io.MultiReader(strings.NewReader(body)))
+		require.NoError(t, err)
+		require.EqualValues(t, 0, req.ContentLength)
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		res, err := c.hc.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode)
+		var out struct {
+			Result publishResult `json:"result"`
+		}
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&out))
+		require.True(t, out.Result.Success)
+		require.Equal(t, "a.chunked", out.Result.Event.EventType)
 	})
 
 	t.Run("batch events are accepted and echoed in order", func(t *testing.T) {
