@@ -152,10 +152,12 @@ func (b *broker) pull(ctx context.Context, name, cname string, batch int, expire
 			_ = sub.Unsubscribe()
 			return out, nil
 		case <-t.C:
-			// No answer: on a consumer that does not exist, the request is
-			// dropped silently.
 			go b.drainLate(nc, sub, ch, nil, time.Now().Add(responseGrace))
-			b.nakAll(nc, out)
+			if len(out) > 0 {
+				return out, nil // the closing status went missing
+			}
+			// No answer at all: on a consumer that does not exist, the
+			// request is dropped silently.
 			if err := b.lookup(ctx, js, name, cname); err != nil {
 				return nil, err
 			}

@@ -347,6 +347,12 @@ func (c *conn) publisher(ctx context.Context) (*amqp.Channel, error) {
 		_ = ch.Close()
 		return nil, wrap(err, "cannot enable publisher confirms")
 	}
+	// The last publishing channel may have died because the exchange was
+	// deleted (a 404 on publish closes the channel): declare it again.
+	if err := ch.ExchangeDeclare(c.b.exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+		_ = ch.Close()
+		return nil, wrap(err, "cannot declare the deployment exchange")
+	}
 	c.pubCh = ch
 	return ch, nil
 }

@@ -59,6 +59,9 @@ type handle struct {
 	settled atomic.Bool
 }
 
+// maxPrefetch is the largest prefetch count AMQP can express (a short).
+const maxPrefetch = 65535
+
 // burstIdle ends a burst of deliveries that basic.get-ok's message count
 // announced: a gap this long means another receiver took the rest.
 const burstIdle = 50 * time.Millisecond
@@ -132,7 +135,7 @@ func take(ctx context.Context, ch *amqp.Channel, queue string, max int, wait tim
 		}
 		ds, ready = append(ds, more...), r
 	}
-	need := min(ready, max-len(ds))
+	need := min(ready, max-len(ds), maxPrefetch)
 	if need <= 0 {
 		return ds, consumed, nil
 	}
