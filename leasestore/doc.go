@@ -23,6 +23,12 @@
 //	key "p:<consumer id>:<lease id>"  kind "payload"   the encoded events of
 //	                                  one lease, in order
 //
+// The lease table and the acked ranges are each stored as one compact
+// binary value (codec.go), and a lease names its worker by a fixed-size
+// digest of the worker id: a full table of 1,000 leases with 999 acked
+// ranges between them takes about 75 KB, so the record fits a DynamoDB
+// item and rewriting it on every state change stays cheap.
+//
 // Keeping a consumer's whole lease table in one record makes every state
 // change a single revision-conditional write (docstore Replace with the
 // revision read), which every backend (memdocstore, DynamoDB, Firestore)

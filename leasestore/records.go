@@ -25,28 +25,28 @@ type consumerDoc struct {
 	CreatedAt    time.Time  `docstore:"created_at"`
 	Next         int64      `docstore:"next"`      // next position to hand out (first is 1)
 	Committed    int64      `docstore:"committed"` // cursor; 0 = nothing committed
-	Leases       []leaseRec `docstore:"leases"`    // unacknowledged leases, by start
-	Acked        []span     `docstore:"acked"`     // acknowledged ranges above the cursor, sorted, merged
+	Leases       leaseTable `docstore:"leases"`    // unacknowledged leases, by start; binary, see codec.go
+	Acked        spanList   `docstore:"acked"`     // acknowledged ranges above the cursor, sorted, merged; binary
 
 	DocstoreRevision any
 }
 
-// leaseRec is one unacknowledged lease.
+// leaseRec is one unacknowledged lease (stored by leaseTable's encoding).
 type leaseRec struct {
-	ID         string `docstore:"id"`
-	Start      int64  `docstore:"start"` // first position
-	Count      int64  `docstore:"count"`
-	Worker     string `docstore:"worker"` // workerKey of the holder; "" once requeued
-	Generation int64  `docstore:"generation"`
-	Attempt    int64  `docstore:"attempt"`
-	Requeued   bool   `docstore:"requeued"` // failed by its worker; waiting for redelivery
-	Expires    int64  `docstore:"expires"`  // Unix milliseconds
+	ID         string
+	Start      int64 // first position
+	Count      int64
+	Worker     string // workerKey of the holder; "" once requeued
+	Generation int64
+	Attempt    int64
+	Requeued   bool  // failed by its worker or expired by the sweep; waiting for redelivery
+	Expires    int64 // Unix milliseconds
 }
 
 // span is a half-open range of positions [Start, End).
 type span struct {
-	Start int64 `docstore:"start"`
-	End   int64 `docstore:"end"`
+	Start int64
+	End   int64
 }
 
 // payloadDoc holds the encoded events of one lease.

@@ -10,22 +10,22 @@ func TestAddAckedMerges(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
-		have []span
+		have spanList
 		add  span
-		want []span
+		want spanList
 	}{
-		{"into empty", nil, span{5, 7}, []span{{5, 7}}},
-		{"before, apart", []span{{10, 12}}, span{5, 7}, []span{{5, 7}, {10, 12}}},
-		{"after, apart", []span{{5, 7}}, span{10, 12}, []span{{5, 7}, {10, 12}}},
-		{"touches the left one", []span{{5, 7}}, span{7, 9}, []span{{5, 9}}},
-		{"touches the right one", []span{{9, 12}}, span{7, 9}, []span{{7, 12}}},
-		{"closes a gap", []span{{5, 7}, {9, 12}}, span{7, 9}, []span{{5, 12}}},
-		{"closes two gaps of three", []span{{1, 2}, {3, 4}, {5, 6}, {8, 9}}, span{2, 3}, []span{{1, 4}, {5, 6}, {8, 9}}},
-		{"lands in the middle, apart", []span{{1, 2}, {8, 9}}, span{4, 6}, []span{{1, 2}, {4, 6}, {8, 9}}},
+		{"into empty", nil, span{5, 7}, spanList{{5, 7}}},
+		{"before, apart", spanList{{10, 12}}, span{5, 7}, spanList{{5, 7}, {10, 12}}},
+		{"after, apart", spanList{{5, 7}}, span{10, 12}, spanList{{5, 7}, {10, 12}}},
+		{"touches the left one", spanList{{5, 7}}, span{7, 9}, spanList{{5, 9}}},
+		{"touches the right one", spanList{{9, 12}}, span{7, 9}, spanList{{7, 12}}},
+		{"closes a gap", spanList{{5, 7}, {9, 12}}, span{7, 9}, spanList{{5, 12}}},
+		{"closes two gaps of three", spanList{{1, 2}, {3, 4}, {5, 6}, {8, 9}}, span{2, 3}, spanList{{1, 4}, {5, 6}, {8, 9}}},
+		{"lands in the middle, apart", spanList{{1, 2}, {8, 9}}, span{4, 6}, spanList{{1, 2}, {4, 6}, {8, 9}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			d := &consumerDoc{Acked: append([]span(nil), c.have...)}
+			d := &consumerDoc{Acked: append(spanList(nil), c.have...)}
 			d.addAcked(c.add)
 			require.Equal(t, c.want, d.Acked)
 		})
@@ -54,10 +54,10 @@ func TestCommitAdvancesOverContiguousRun(t *testing.T) {
 
 	commit("c")
 	require.Zero(t, d.Committed, "lease a holds the cursor back")
-	require.Equal(t, []span{{6, 7}}, d.Acked)
+	require.Equal(t, spanList{{6, 7}}, d.Acked)
 	commit("b")
 	require.Zero(t, d.Committed)
-	require.Equal(t, []span{{3, 7}}, d.Acked, "b and c merge")
+	require.Equal(t, spanList{{3, 7}}, d.Acked, "b and c merge")
 	commit("a")
 	require.Equal(t, int64(6), d.Committed, "a closes the gap: the cursor passes b and c")
 	require.Empty(t, d.Acked, "ranges at or below the cursor are dropped")
