@@ -2,10 +2,13 @@ package leasestore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"gocloud.dev/gcerrors"
 
 	"github.com/heraldevents/herald/herr"
 )
@@ -86,10 +89,23 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 			return
 		}
 		bg := context.WithoutCancel(ctx)
-		_ = p.Source.Settle(bg, received, 0)
 		if leaseID != "" {
-			_ = s.coll.Delete(bg, &payloadDoc{Key: payloadKey(p.Consumer, leaseID)})
+			switch s.leaseWritten(bg, p.Consumer, leaseID) {
+			case yes:
+				// An ambiguous failure (say a timeout after the server
+				// applied the write) did create the lease: custody has
+				// passed after all.
+				_ = p.Source.Settle(bg, received, taken)
+				received = nil
+				return
+			case no:
+				_ = s.coll.Delete(bg, &payloadDoc{Key: payloadKey(p.Consumer, leaseID)})
+			case unknown:
+				// Keep the payload: an orphan is harmless, while a lease
+				// whose payload is gone could never be delivered.
+			}
 		}
+		_ = p.Source.Settle(bg, received, 0)
 		received = nil
 	}
 
@@ -97,6 +113,9 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 		d, err := s.get(ctx, p.Consumer)
 		if err != nil {
 			return false, err
+		}
+		if h := testHookPullRead.Load(); h != nil {
+			(*h)(p.Consumer)
 		}
 		if d.Paused {
 			return false, herr.New(herr.FailedPrecondition, "durable consumer %q is paused", p.Consumer)
@@ -110,6 +129,11 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 		for i := range d.Leases {
 			if l := &d.Leases[i]; l.Worker == worker && l.live(nowMs) {
 				out, err = s.load(ctx, d.ID, l)
+				if errors.Is(err, errPayloadGone) {
+					// The worker acknowledged the lease since the read
+					// (its payload goes once it is committed): re-read.
+					return false, nil
+				}
 				return err == nil, err
 			}
 		}
@@ -125,6 +149,10 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 				return false, err
 			}
 			out, err = s.load(ctx, d.ID, l)
+			if errors.Is(err, errPayloadGone) {
+				// Nobody can have committed the generation just written.
+				return false, herr.New(herr.Internal, "lease %s has no payload record", l.ID)
+			}
 			return err == nil, err
 		}
 		// 3. The in-flight window.
@@ -203,9 +231,42 @@ func (s *Store) fit(in []Incoming) int {
 	return len(in)
 }
 
+// errPayloadGone is load's error for a payload record that does not exist.
+var errPayloadGone = herr.New(herr.Aborted, "the lease was settled meanwhile; retry")
+
+// testHookPullRead, when set, runs in Pull right after each read of the
+// consumer record, with the consumer id: tests use it to race a pull.
+var testHookPullRead atomic.Pointer[func(consumer string)]
+
+type tristate int
+
+const (
+	unknown tristate = iota
+	yes
+	no
+)
+
+// leaseWritten reports whether consumer's lease table holds lease.
+func (s *Store) leaseWritten(ctx context.Context, consumer, lease string) tristate {
+	d, err := s.get(ctx, consumer)
+	switch {
+	case herr.CodeOf(err) == herr.NotFound:
+		return no
+	case err != nil:
+		return unknown
+	case d.lease(lease) >= 0:
+		return yes
+	default:
+		return no
+	}
+}
+
 func (s *Store) load(ctx context.Context, consumer string, l *leaseRec) (*Lease, error) {
 	pd := &payloadDoc{Key: payloadKey(consumer, l.ID)}
 	if err := s.coll.Get(ctx, pd); err != nil {
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return nil, errPayloadGone
+		}
 		return nil, storeErr(err)
 	}
 	if int64(len(pd.Events)) != l.Count {
