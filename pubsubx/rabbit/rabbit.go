@@ -49,10 +49,11 @@
 // therefore takes its messages on a channel of its own, and a timer closes
 // that channel when ackdeadline passes with messages still unsettled; they
 // go back to the queue at their original positions. Once every message of a
-// Receive is settled, its channel is reused. Because delivery tags belong
-// to a channel of one connection, a message can only be acked or nacked
-// through the Broker that received it; Herald's pull handler receives and
-// settles in one request, so this holds. Settling a message whose deadline
+// Receive is settled, its channel is reused (or closed, if a consumer ran
+// on it, so that no delivery can outlive it unseen). Because delivery tags
+// belong to a channel of one connection, a message can only be acked or
+// nacked through the Broker that received it; Herald's pull handler
+// receives and settles in one request, so this holds. Settling a message whose deadline
 // already passed is a no-op (it has been or will be redelivered), as is
 // settling one twice.
 //
