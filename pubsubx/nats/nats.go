@@ -46,8 +46,11 @@
 // the whole receipt (Message.Handle holds it with the stream sequence), so
 // any client on the same stream could settle a message, not only the
 // process that received it. A nacked message is delivered again before
-// anything new; Nack settles its messages in stream order, so one receiver
-// keeps seeing publish order (Features.PublishOrder). Settling twice is
+// anything new, in the order of the nacks; Nack settles each call's
+// messages in stream order, so a receiver that nacks what it got keeps
+// seeing publish order (Features.PublishOrder). (Unlike RabbitMQ's
+// requeue, two Nack calls made newest first redeliver newest first.)
+// Settling twice is
 // harmless; a late ack (after the deadline passed and the message was
 // redelivered) still acks it.
 //
