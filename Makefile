@@ -30,3 +30,31 @@ lint: ## gofmt, go vet and staticcheck
 .PHONY: build
 build: ## Build the local adapter into bin/
 	CGO_ENABLED=0 $(GO) build -o bin/herald ./local/cmd/herald
+
+# Deployment artifacts (README "Deploy"). One bootstrap serves every Herald
+# function; HERALD_FUNCTION picks the routes.
+LAMBDA_ARCHES ?= arm64 amd64
+LAMBDA_FLAGS  := -tags lambda.norpc -trimpath -ldflags "-s -w"
+SAM_FUNCTIONS := PublishFunction PullFunction AcknowledgeFunction DestinationsFunction JobsFunction
+
+.PHONY: lambda
+lambda: ## Build the Lambda bootstrap for arm64 and amd64 into dist/<arch>/bootstrap (+ bootstrap.zip)
+	@set -e; for arch in $(LAMBDA_ARCHES); do \
+	  mkdir -p dist/$$arch; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build $(LAMBDA_FLAGS) -o dist/$$arch/bootstrap ./functions/cmd/lambda; \
+	  if command -v zip >/dev/null; then rm -f dist/$$arch/bootstrap.zip; (cd dist/$$arch && zip -q -X bootstrap.zip bootstrap); fi; \
+	  echo "dist/$$arch/bootstrap: $$(stat -c %s dist/$$arch/bootstrap) bytes"; \
+	done
+
+.PHONY: cloudrun
+cloudrun: ## Build the Cloud Run server for linux/amd64 and linux/arm64 into dist/cloudrun-<arch>/herald
+	@set -e; for arch in $(LAMBDA_ARCHES); do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w" -o dist/cloudrun-$$arch/herald ./functions/cmd/cloudrun; \
+	  echo "dist/cloudrun-$$arch/herald: $$(stat -c %s dist/cloudrun-$$arch/herald) bytes"; \
+	done
+
+# `sam build` (BuildMethod: makefile) runs build-<LogicalId> with
+# ARTIFACTS_DIR set; template.yaml deploys arm64.
+.PHONY: $(addprefix build-,$(SAM_FUNCTIONS))
+$(addprefix build-,$(SAM_FUNCTIONS)):
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/cmd/lambda

@@ -8,7 +8,11 @@ import (
 
 	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/herr"
-	_ "github.com/heraldevents/herald/pubsubx/mem" // mem:// topic URLs
+	_ "github.com/heraldevents/herald/pubsubx/awssnssqs" // awssnssqs:// topic URLs
+	_ "github.com/heraldevents/herald/pubsubx/gcppubsub" // gcppubsub:// topic URLs
+	_ "github.com/heraldevents/herald/pubsubx/mem"       // mem:// topic URLs
+	_ "github.com/heraldevents/herald/pubsubx/nats"      // nats:// topic URLs
+	_ "github.com/heraldevents/herald/pubsubx/rabbit"    // rabbit:// topic URLs
 )
 
 // Every broker driver in the tree is imported here for its URL scheme, so

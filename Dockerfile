@@ -1,0 +1,23 @@
+# Herald's Cloud Run image: the functions/cmd/cloudrun server, a static
+# binary on distroless, running as a non-root user. HERALD_FUNCTION
+# (default all) picks the routes; see README "Configuration".
+#
+#   docker build -t herald .
+#   docker run -p 8080:8080 -e HERALD_TOPIC_URL=mem://h -e HERALD_STORE_URL=mem://h/key \
+#     -e HERALD_DEV_TOKEN=a-token-of-16-chars-or-more herald
+
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG TARGETARCH
+RUN CGO_ENABLED=0 GOOS=linux GOARCH=${TARGETARCH:-amd64} \
+    go build -trimpath -ldflags "-s -w" -o /out/herald ./functions/cmd/cloudrun
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/herald /herald
+USER nonroot:nonroot
+ENV PORT=8080
+EXPOSE 8080
+ENTRYPOINT ["/herald"]
