@@ -2,10 +2,8 @@
 // Herald delivers events (seed 000, "200 response"), and formats the
 // per-consumer `sequence` attribute.
 //
-// An event is encoded once, at publish time, by Encode, which writes the
-// JSON the CloudEvents SDK (github.com/cloudevents/sdk-go/v2) writes, in one
-// pass into one buffer (tests hold the two to the same output; Decode reads
-// with the SDK). What travels through the broker and sits in a lease is that
+// An event is encoded once, at publish time, by Encode with the CloudEvents
+// SDK (github.com/cloudevents/sdk-go/v2); Decode reads with the SDK too. What travels through the broker and sits in a lease is that
 // encoding. The `sequence` attribute depends on the consumer, so it is
 // spliced in front of the encoded object at delivery with
 // AppendWithSequence, without decoding and re-encoding the event.
