@@ -140,6 +140,17 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 		// 2. Expired and failed leases go before new work.
 		if i := d.reclaimable(nowMs); i >= 0 {
 			l := &d.Leases[i]
+			// Read the events before taking the lease. Reading after the
+			// write could find them gone: a puller delayed past the new
+			// visibility timeout sees its generation reclaimed by another
+			// worker, committed, and its payload deleted in between.
+			got, err := s.load(ctx, d.ID, l)
+			if errors.Is(err, errPayloadGone) {
+				return false, nil // committed since the read: re-read
+			}
+			if err != nil {
+				return false, err
+			}
 			l.Worker, l.Requeued = worker, false
 			l.Generation++
 			l.Attempt++
@@ -148,12 +159,9 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 			if !ok || err != nil {
 				return false, err
 			}
-			out, err = s.load(ctx, d.ID, l)
-			if errors.Is(err, errPayloadGone) {
-				// Nobody can have committed the generation just written.
-				return false, herr.New(herr.Internal, "lease %s has no payload record", l.ID)
-			}
-			return err == nil, err
+			got.Generation, got.Attempt, got.ExpiresAt = l.Generation, l.Attempt, time.UnixMilli(l.Expires)
+			out = got
+			return true, nil
 		}
 		// 3. The in-flight window.
 		inFlight := d.inFlight()

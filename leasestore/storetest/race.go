@@ -13,7 +13,8 @@ import (
 )
 
 var raceCases = []conformanceCase{
-	{"Race/ManyWorkersTwoClients", testRace},
+	{"Race/ManyWorkersTwoClients", func(t *testing.T, h Harness) { testRace(t, h, false) }},
+	{"Race/ManyWorkersWithExpiry", func(t *testing.T, h Harness) { testRace(t, h, true) }},
 }
 
 // raceLedger records every delivery the racing workers see and reports
@@ -24,6 +25,8 @@ type raceLedger struct {
 	body     map[int64]string    // position → body
 	position map[string]int64    // body → position
 	aborted  int                 // pulls or acks that lost too many races
+	stale    int                 // acknowledgements that came too late
+	maxGen   int64               // highest generation seen
 }
 
 // see records that worker holds l; it returns an error if a position of
@@ -31,6 +34,7 @@ type raceLedger struct {
 func (r *raceLedger) see(worker string, l *leasestore.Lease) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.maxGen = max(r.maxGen, l.Generation)
 	for i, e := range l.Events {
 		pos := l.Start + int64(i)
 		k := [2]int64{pos, l.Generation}
@@ -50,7 +54,11 @@ func (r *raceLedger) see(worker string, l *leasestore.Lease) error {
 	return nil
 }
 
-func testRace(t *testing.T, h Harness) {
+// testRace runs 8 workers on two store clients until every event is
+// committed. With expiring, a ticker keeps moving the clock past the
+// visibility timeout, so leases are reclaimed under the workers' feet and
+// some of their acknowledgements turn stale.
+func testRace(t *testing.T, h Harness, expiring bool) {
 	const (
 		events  = 400
 		workers = 8
@@ -91,10 +99,23 @@ func testRace(t *testing.T, h Harness) {
 		}
 	})
 
+	if expiring {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				case <-time.After(5 * time.Millisecond):
+					b.clock.Advance(visibility)
+				}
+			}
+		})
+	}
+
 	var racers sync.WaitGroup
 	for w := range workers {
 		racers.Go(func() {
-			if err := raceWorker(b, b.stores[w%len(b.stores)], fmt.Sprintf("racer-%d", w), w, src, ledger, events); err != nil {
+			if err := raceWorker(b, b.stores[w%len(b.stores)], fmt.Sprintf("racer-%d", w), w, src, ledger, events, expiring); err != nil {
 				t.Errorf("racer %d: %v", w, err)
 			}
 		})
@@ -119,13 +140,19 @@ func testRace(t *testing.T, h Harness) {
 	require.Zero(t, sc.Available)
 	require.Zero(t, sc.BadSettles)
 	require.Zero(t, countRecords(t, b, payloadKeyPrefix(b.consumer)), "payloads left after everything was committed")
-	t.Logf("%d operations lost too many races and were retried", ledger.aborted)
+	t.Logf("%d operations lost too many races and were retried; %d stale acknowledgements; highest generation %d",
+		ledger.aborted, ledger.stale, ledger.maxGen)
+	if expiring {
+		require.Positive(t, ledger.stale+int(ledger.maxGen), "the clock moved but nothing expired")
+	}
 }
 
 // raceWorker pulls and acknowledges until the cursor reaches events. It
 // fails the first delivery of every lease whose start is a multiple of 5,
-// and sometimes pulls twice to check it gets the same lease back.
-func raceWorker(b *bundle, s *leasestore.Store, worker string, seed int, src *ScriptedSource, ledger *raceLedger, events int64) error {
+// and sometimes pulls twice to check it gets the same lease back. With
+// expiring, a lease may be reclaimed from it at any moment, so a stale
+// outcome or a different lease on the second pull is allowed.
+func raceWorker(b *bundle, s *leasestore.Store, worker string, seed int, src *ScriptedSource, ledger *raceLedger, events int64, expiring bool) error {
 	var lastCommitted int64
 	observe := func(c int64) error {
 		if c < lastCommitted {
@@ -169,43 +196,64 @@ func raceWorker(b *bundle, s *leasestore.Store, worker string, seed int, src *Sc
 		if err := ledger.see(worker, l); err != nil {
 			return err
 		}
+		held := []*leasestore.Lease{l}
 		if i%3 == 0 {
 			again, err := b.tryPull(s, worker, limit, src)
 			if err != nil {
 				return fmt.Errorf("pull again: %w", err)
 			}
-			if again == nil || again.ID != l.ID || again.Generation != l.Generation {
+			same := again != nil && again.ID == l.ID && again.Generation == l.Generation
+			if !same && !expiring {
 				return fmt.Errorf("a second pull did not return the live lease %s", l.ID)
 			}
+			if !same && again != nil {
+				// l expired meanwhile and this worker was given other work
+				// (or l again, one generation on): settle that too.
+				if err := ledger.see(worker, again); err != nil {
+					return err
+				}
+				held = append(held, again)
+			}
 		}
-		status := leasestore.StatusOK
-		if l.Start%5 == 0 && l.Attempt == 1 {
-			status = leasestore.StatusFailed
-		}
-		for {
-			r, err := s.Acknowledge(b.ctx, leasestore.AckParams{
-				Consumer: b.consumer, LeaseID: l.ID, Generation: l.Generation, Status: status,
-			})
-			if herr.CodeOf(err) == herr.Aborted {
-				ledger.mu.Lock()
-				ledger.aborted++
-				ledger.mu.Unlock()
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("acknowledge: %w", err)
-			}
-			want := leasestore.OutcomeCommitted
-			if status == leasestore.StatusFailed {
-				want = leasestore.OutcomeRequeued
-			}
-			if r.Outcome != want {
-				return fmt.Errorf("acknowledge %s of a live lease: %s, want %s", status, r.Outcome, want)
-			}
-			if err := observe(r.Committed); err != nil {
+		for _, h := range held {
+			if err := raceAck(b, s, h, ledger, expiring, observe); err != nil {
 				return err
 			}
-			break
 		}
+	}
+}
+
+// raceAck acknowledges l: failed for the first delivery of a lease whose
+// start is a multiple of 5, ok otherwise.
+func raceAck(b *bundle, s *leasestore.Store, l *leasestore.Lease, ledger *raceLedger, expiring bool, observe func(int64) error) error {
+	status := leasestore.StatusOK
+	if l.Start%5 == 0 && l.Attempt == 1 {
+		status = leasestore.StatusFailed
+	}
+	for {
+		r, err := s.Acknowledge(b.ctx, leasestore.AckParams{
+			Consumer: b.consumer, LeaseID: l.ID, Generation: l.Generation, Status: status,
+		})
+		if herr.CodeOf(err) == herr.Aborted {
+			ledger.mu.Lock()
+			ledger.aborted++
+			ledger.mu.Unlock()
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("acknowledge: %w", err)
+		}
+		want := leasestore.OutcomeCommitted
+		if status == leasestore.StatusFailed {
+			want = leasestore.OutcomeRequeued
+		}
+		if r.Outcome == leasestore.OutcomeStale && expiring {
+			ledger.mu.Lock()
+			ledger.stale++
+			ledger.mu.Unlock()
+		} else if r.Outcome != want {
+			return fmt.Errorf("acknowledge %s of a live lease: %s, want %s", status, r.Outcome, want)
+		}
+		return observe(r.Committed)
 	}
 }
