@@ -1,8 +1,14 @@
 package leasestore
 
-// SetTestHookPullRead makes f run in every Pull right after it reads the
-// consumer record, until the returned function is called.
-func SetTestHookPullRead(f func(consumer string)) (restore func()) {
-	testHookPullRead.Store(&f)
-	return func() { testHookPullRead.Store(nil) }
+// Hook points for SetTestHook.
+const (
+	HookPullRead      = hookPullRead
+	HookPullReclaimed = hookPullReclaimed
+)
+
+// SetTestHook makes f run at every hook point of every Pull until the
+// returned function is called.
+func SetTestHook(f func(point, consumer string)) (restore func()) {
+	testHook.Store(&f)
+	return func() { testHook.Store(nil) }
 }

@@ -114,9 +114,7 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 		if err != nil {
 			return false, err
 		}
-		if h := testHookPullRead.Load(); h != nil {
-			(*h)(p.Consumer)
-		}
+		runTestHook(hookPullRead, p.Consumer)
 		if d.Paused {
 			return false, herr.New(herr.FailedPrecondition, "durable consumer %q is paused", p.Consumer)
 		}
@@ -159,6 +157,7 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 			if !ok || err != nil {
 				return false, err
 			}
+			runTestHook(hookPullReclaimed, p.Consumer)
 			got.Generation, got.Attempt, got.ExpiresAt = l.Generation, l.Attempt, time.UnixMilli(l.Expires)
 			out = got
 			return true, nil
@@ -242,9 +241,21 @@ func (s *Store) fit(in []Incoming) int {
 // errPayloadGone is load's error for a payload record that does not exist.
 var errPayloadGone = herr.New(herr.Aborted, "the lease was settled meanwhile; retry")
 
-// testHookPullRead, when set, runs in Pull right after each read of the
-// consumer record, with the consumer id: tests use it to race a pull.
-var testHookPullRead atomic.Pointer[func(consumer string)]
+// Test hooks: points in Pull where tests run code to race it.
+const (
+	hookPullRead      = "pull-read"      // right after each read of the consumer record
+	hookPullReclaimed = "pull-reclaimed" // right after a reclaim is written
+)
+
+// testHook, when set, runs at each hook point with the point and the
+// consumer id. Production code never sets it.
+var testHook atomic.Pointer[func(point, consumer string)]
+
+func runTestHook(point, consumer string) {
+	if h := testHook.Load(); h != nil {
+		(*h)(point, consumer)
+	}
+}
 
 type tristate int
 
