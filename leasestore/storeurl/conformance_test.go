@@ -1,0 +1,31 @@
+package storeurl_test
+
+import (
+	"testing"
+
+	"github.com/heraldevents/herald/leasestore/storetest"
+	"github.com/heraldevents/herald/leasestore/storeurl/storeurltest"
+)
+
+// TestDynamoDBConformance runs leasestore's conformance suite on DynamoDB
+// (moto), each case on a fresh table.
+func TestDynamoDBConformance(t *testing.T) {
+	storetest.RunConformanceTests(t, storeurltest.NewDynamoDBHarness)
+}
+
+// TestFirestoreConformance runs leasestore's conformance suite on Google's
+// Firestore emulator, each case on a fresh collection.
+func TestFirestoreConformance(t *testing.T) {
+	storetest.RunConformanceTests(t, storeurltest.NewFirestoreHarness)
+}
+
+// BenchmarkDynamoDB measures the lease store on DynamoDB (moto).
+func BenchmarkDynamoDB(b *testing.B) {
+	storetest.RunBenchmarks(b, storeurltest.NewDynamoDBHarness)
+}
+
+// BenchmarkFirestore measures the lease store on Google's Firestore
+// emulator.
+func BenchmarkFirestore(b *testing.B) {
+	storetest.RunBenchmarks(b, storeurltest.NewFirestoreHarness)
+}

@@ -1,0 +1,209 @@
+// Package storeurl opens the docstore collection a leasestore.Store runs on
+// from a URL: the HERALD_STORE_URL of the local adapter, and the same string
+// a cloud deployment sets. Changing the URL moves the lease store from
+// memory to DynamoDB or Firestore without changing code.
+//
+// # URLs
+//
+//	mem://COLLECTION/key[?filename=PATH]
+//	dynamodb://TABLE?partition_key=key[&region=R][&endpoint=URL][&profile=P]
+//	firestore://projects/P/databases/D/documents/COLLECTION?name_field=key
+//
+// Every scheme names the key field, and it must be "key", the field
+// leasestore's records are keyed by. Query parameters:
+//
+//   - mem: filename, a file the collection is loaded from when opened and
+//     saved to when closed, so a local Herald keeps its consumers across
+//     restarts. Without it the collection lives only in memory. Collections
+//     of one name are shared within a process (memdocstore's URL opener).
+//   - dynamodb: partition_key (required, "key"); region (default: the AWS
+//     SDK's, AWS_REGION or the shared config; one of them is required);
+//     endpoint, an http(s) base URL that replaces the regional endpoint (a
+//     local moto_server or DynamoDB Local, a VPC endpoint); profile, a shared
+//     config profile. Credentials come from the AWS SDK's default chain
+//     (environment, shared files, SSO, web identity, container or instance
+//     role); they never go in the URL.
+//   - firestore: name_field (required, "key"). With FIRESTORE_EMULATOR_HOST
+//     set (host:port) the client talks plain gRPC to that emulator with no
+//     credentials; otherwise it uses Application Default Credentials.
+//
+// Anything else (another scheme, an unknown or repeated parameter, another
+// key field) is refused with herr.InvalidArgument naming the scheme or the
+// parameter, so that a typo in configuration fails at start-up rather than
+// silently falling back to a default.
+//
+// Reads are always strongly consistent, and DynamoDB scans are always
+// allowed: the lease state machine reads a consumer record and writes it
+// back conditioned on the revision it read, and an acknowledgement that read
+// a stale record would answer "stale" for a lease that exists. ListConsumers
+// filters on a non-key field, which DynamoDB can answer only by a scan.
+// That is why allow_scans and consistent_read are not parameters.
+//
+// # DynamoDB table
+//
+// One table holds every record; CreateTable makes it:
+//
+//	attribute  key (S), the partition key; no sort key
+//	billing    PAY_PER_REQUEST
+//	items      "c:<consumer id>"             kind "consumer": the consumer,
+//	                                         its lease table and cursor
+//	           "p:<consumer id>:<lease id>"  kind "payload": one lease's events
+//
+// Every state change is a PutItem conditioned on the item's
+// DocstoreRevision attribute (docstore's Replace), so two Herald instances
+// racing on one consumer never both win. Keys spread evenly over partitions
+// because they start with random UUIDs.
+//
+// Costs to know: a write costs one WCU per KB of the whole item, and the
+// consumer item carries its lease table (about 150 bytes per open lease plus
+// the worker id), so a consumer with hundreds of open leases pays tens of
+// WCUs per pull and per ack, and one item accepts at most 1,000 WCU a
+// second. ListConsumers scans the whole table, payload items included
+// (each up to leasestore.DefaultMaxPayloadBytes), paying read capacity for
+// every byte in it: it is an operator's call, never on the delivery path.
+//
+// The table has no TTL attribute. Payload items are removed when their
+// lease is committed or their consumer deleted; the only leftovers are
+// payloads of a failed best-effort delete or a crash between writing a
+// payload and writing its lease. A TTL cannot tell those from the payload of
+// a live lease, because nothing bounds how long a lease stays open (it is
+// requeued and redelivered until acknowledged, and a paused consumer keeps
+// its leases indefinitely): an expiry would delete events that are still
+// owed, which is a loss. Leftovers are unreachable and cost only storage; a
+// sweep that compares payload items with their consumer's lease table is the
+// safe way to remove them.
+//
+// # Firestore
+//
+// One collection holds every record; the document id is the "key" field.
+// Document ids may not contain '/', be "." or "..", or match __.*__;
+// leasestore's keys are "c:" and "p:" followed by consumer and lease ids,
+// which Herald makes as UUIDs, so they are valid. A consumer id chosen by
+// someone else must not contain '/'. Every state change is an update with an
+// update-time precondition. Firestore needs no index beyond its automatic
+// single-field ones (ListConsumers filters on "kind" alone); in production,
+// exempt the large fields "events", "leases" and "acked" from indexing to
+// keep writes cheap.
+//
+// # Errors
+//
+// Open returns herr.InvalidArgument for a bad URL, herr.NotFound when the
+// DynamoDB table does not exist, herr.FailedPrecondition when it exists with
+// another key schema, and herr.Unavailable when the backend cannot be
+// reached.
+package storeurl
+
+import (
+	"context"
+	"net/url"
+	"slices"
+	"strings"
+
+	vkit "cloud.google.com/go/firestore/apiv1"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"gocloud.dev/docstore"
+	_ "gocloud.dev/docstore/memdocstore" // the mem:// scheme
+
+	"github.com/heraldevents/herald/herr"
+)
+
+// KeyField is the docstore field leasestore's records are keyed by; every
+// URL must name it as its key field.
+const KeyField = "key"
+
+// Opener opens store URLs. The zero value builds its own clients; the
+// fields let a caller supply them (tests, or a process that already has a
+// configured client). An Opener is safe for concurrent use.
+type Opener struct {
+	// DynamoDB, if non-nil, serves dynamodb:// URLs, which may then not set
+	// region, endpoint or profile (the client already decides them).
+	// Nil: every Open builds a client from the URL and the AWS SDK's
+	// default configuration.
+	DynamoDB *dynamodb.Client
+	// Firestore, if non-nil, serves firestore:// URLs. Nil: Open dials a
+	// client on first use (one per FIRESTORE_EMULATOR_HOST value) and keeps
+	// it for the life of the process, because a docstore.Collection cannot
+	// close the client it runs on.
+	Firestore *vkit.Client
+}
+
+var defaultOpener Opener
+
+// Open opens the collection rawURL names, with the zero Opener; see the
+// package doc for the URL forms. The caller closes the collection.
+func Open(ctx context.Context, rawURL string) (*docstore.Collection, error) {
+	return defaultOpener.Open(ctx, rawURL)
+}
+
+// Open opens the collection rawURL names; see the package doc for the URL
+// forms. The caller closes the collection.
+func (o *Opener) Open(ctx context.Context, rawURL string) (*docstore.Collection, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// url.Error quotes the whole URL, which is fine: store URLs carry
+		// no secrets (credentials never go in them).
+		return nil, herr.Wrap(herr.InvalidArgument, err, "store URL is not a URL")
+	}
+	switch u.Scheme {
+	case "mem":
+		return openMem(ctx, u)
+	case "dynamodb":
+		return o.openDynamoDB(ctx, u)
+	case "firestore":
+		return o.openFirestore(ctx, u)
+	case "":
+		return nil, herr.New(herr.InvalidArgument, "store URL %q has no scheme (supported: mem, dynamodb, firestore)", rawURL)
+	default:
+		return nil, herr.New(herr.InvalidArgument, "store URL scheme %q is not supported (supported: mem, dynamodb, firestore)", u.Scheme)
+	}
+}
+
+// params checks u's query against the parameters a scheme allows and
+// returns the single value of each one present.
+func params(u *url.URL, allowed ...string) (map[string]string, error) {
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, herr.Wrap(herr.InvalidArgument, err, "store URL "+u.Scheme+"://: malformed query")
+	}
+	out := make(map[string]string, len(q))
+	for name, values := range q {
+		if !slices.Contains(allowed, name) {
+			return nil, herr.New(herr.InvalidArgument, "store URL %s://: unknown query parameter %q (supported: %s)",
+				u.Scheme, name, strings.Join(allowed, ", "))
+		}
+		if len(values) != 1 {
+			return nil, herr.New(herr.InvalidArgument, "store URL %s://: query parameter %q is given %d times", u.Scheme, name, len(values))
+		}
+		out[name] = values[0]
+	}
+	return out, nil
+}
+
+// requireKeyField checks that a URL names KeyField as its key field.
+func requireKeyField(scheme, where, got string) error {
+	if got != KeyField {
+		return herr.New(herr.InvalidArgument, "store URL %s://: %s must be %q, the lease store's key field (got %q)",
+			scheme, where, KeyField, got)
+	}
+	return nil
+}
+
+// openMem opens a memdocstore collection through docstore's default URL
+// mux, so that one name means one collection within the process.
+func openMem(ctx context.Context, u *url.URL) (*docstore.Collection, error) {
+	if _, err := params(u, "filename"); err != nil {
+		return nil, err
+	}
+	if u.Host == "" {
+		return nil, herr.New(herr.InvalidArgument, "store URL mem://: the collection name (the URL's host) is empty")
+	}
+	if err := requireKeyField("mem", "the key field (the URL's path)", strings.TrimPrefix(u.Path, "/")); err != nil {
+		return nil, err
+	}
+	coll, err := docstore.DefaultURLMux().OpenCollectionURL(ctx, u)
+	if err != nil {
+		// memdocstore fails only on a filename it cannot read or decode.
+		return nil, herr.Wrap(herr.InvalidArgument, err, "store URL mem://: cannot load the collection file")
+	}
+	return coll, nil
+}

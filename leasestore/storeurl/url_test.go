@@ -1,0 +1,127 @@
+package storeurl_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore"
+	"github.com/heraldevents/herald/leasestore/storeurl"
+	"github.com/heraldevents/herald/leasestore/storeurl/storeurltest"
+)
+
+// TestOpenRefuses checks that every malformed or unsupported store URL is
+// refused with herr.InvalidArgument and a message naming what is wrong,
+// before any server is contacted.
+func TestOpenRefuses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		url  string
+		want string // a part of the message
+	}{
+		{"redis://localhost/key", `scheme "redis"`},
+		{"herald", "has no scheme"},
+		{"::not a url", "not a URL"},
+		{"mem://herald/key?revision_field=rev", `unknown query parameter "revision_field"`},
+		{"mem://herald/key?filename=a&filename=b", `"filename" is given 2 times`},
+		{"mem://herald/id", `must be "key"`},
+		{"mem://herald", `must be "key"`},
+		{"mem:///key", "collection name"},
+		{"dynamodb://t?partition_key=key&sort_key=s", `unknown query parameter "sort_key"`},
+		{"dynamodb://t?partition_key=key&allow_scans=true", `unknown query parameter "allow_scans"`},
+		{"dynamodb://t?partition_key=key&consistent_read=false", `unknown query parameter "consistent_read"`},
+		{"dynamodb://t?partition_key=id", `partition_key must be "key"`},
+		{"dynamodb://t", `partition_key must be "key"`},
+		{"dynamodb://?partition_key=key", "table name"},
+		{"dynamodb://t/extra?partition_key=key", "table name"},
+		{"dynamodb://t?partition_key=key&region=", "region is empty"},
+		{"dynamodb://t?partition_key=key&region=us-east-1&endpoint=127.0.0.1:8000", "endpoint must be an http or https URL"},
+		{"firestore://projects/p/databases/(default)/documents/c?name_field=key&revision_field=r", `unknown query parameter "revision_field"`},
+		{"firestore://projects/p/databases/(default)/documents/c?name_field=id", `name_field must be "key"`},
+		{"firestore://projects/p/databases/(default)/documents/c", `name_field must be "key"`},
+		{"firestore://projects/p/documents/c?name_field=key", "projects/PROJECT/databases/DATABASE/documents/COLLECTION"},
+		{"firestore://projects/p/databases/(default)/documents/c/d?name_field=key", "projects/PROJECT/databases/DATABASE/documents/COLLECTION"},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			t.Parallel()
+			coll, err := storeurl.Open(t.Context(), tc.url)
+			require.Error(t, err)
+			require.Nil(t, coll)
+			require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%v", err)
+			require.Contains(t, herr.MessageOf(err), tc.want)
+		})
+	}
+}
+
+// TestOpenerWithClientRefusesClientSettings checks that a URL cannot set
+// region, endpoint or profile when the Opener already has a DynamoDB
+// client, since they would be silently ignored.
+func TestOpenerWithClientRefusesClientSettings(t *testing.T) {
+	t.Parallel()
+	h := &storeurltest.DynamoDB{Endpoint: "http://127.0.0.1:1"}
+	o := storeurl.Opener{DynamoDB: h.Client()}
+	for _, p := range []string{"region=us-east-1", "endpoint=http://127.0.0.1:1", "profile=p"} {
+		_, err := o.Open(t.Context(), "dynamodb://t?partition_key=key&"+p)
+		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%s: %v", p, err)
+	}
+}
+
+// TestMemFilePersists checks that a mem:// collection with a filename
+// keeps a consumer and its open lease across a close and reopen, as a
+// local Herald does across restarts.
+func TestMemFilePersists(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	file := filepath.Join(t.TempDir(), "leases.gob")
+	u := "mem://" + storeurltest.UniqueName("herald-file") + "/key?filename=" + file
+	clock := newFixedClock()
+
+	coll, err := storeurl.Open(ctx, u)
+	require.NoError(t, err)
+	st := leasestore.New(coll, leasestore.Options{Now: clock.Now})
+	id := uuid.NewString()
+	_, err = st.CreateConsumer(ctx, leasestore.Consumer{ID: id, Type: leasestore.TypeDurableConsumer, Subscription: "s"})
+	require.NoError(t, err)
+	events := numbered(2)
+	l, err := st.Pull(ctx, leasestore.PullParams{Consumer: id, Worker: "w", Limit: 10, Visibility: time.Minute, Source: newSource(events...)})
+	require.NoError(t, err)
+	require.NotNil(t, l)
+	require.NoError(t, coll.Close())
+
+	coll, err = storeurl.Open(ctx, u)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, coll.Close()) })
+	st = leasestore.New(coll, leasestore.Options{Now: clock.Now})
+	again, err := st.Pull(ctx, leasestore.PullParams{Consumer: id, Worker: "w", Limit: 10, Visibility: time.Minute, Source: newSource()})
+	require.NoError(t, err)
+	require.NotNil(t, again, "the open lease survived the restart")
+	require.Equal(t, l.ID, again.ID)
+	require.Equal(t, events, again.Events)
+	res, err := st.Acknowledge(ctx, leasestore.AckParams{Consumer: id, LeaseID: l.ID, Status: leasestore.StatusOK})
+	require.NoError(t, err)
+	require.Equal(t, leasestore.AckResult{Outcome: leasestore.OutcomeCommitted, Committed: 2}, *res)
+}
+
+// TestMemSameNameSameCollection checks that two opens of one mem:// name in
+// a process see the same records: the local adapter and a test may share a
+// store by URL.
+func TestMemSameNameSameCollection(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := "mem://" + storeurltest.UniqueName("herald-shared") + "/key"
+	a, err := storeurl.Open(ctx, u)
+	require.NoError(t, err)
+	b, err := storeurl.Open(ctx, u)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, a.Close()) })
+	id := uuid.NewString()
+	_, err = leasestore.New(a, leasestore.Options{}).CreateConsumer(ctx, leasestore.Consumer{ID: id, Type: leasestore.TypeDurableConsumer, Subscription: "s"})
+	require.NoError(t, err)
+	c, err := leasestore.New(b, leasestore.Options{}).GetConsumer(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, id, c.ID)
+}
