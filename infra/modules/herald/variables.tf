@@ -1,0 +1,104 @@
+variable "project_id" {
+  description = "Google Cloud project to deploy Herald into."
+  type        = string
+}
+
+variable "region" {
+  description = "Region of the Cloud Run service and the Cloud Scheduler job."
+  type        = string
+}
+
+variable "name" {
+  description = "Name of the Cloud Run service; also the prefix of the other resources."
+  type        = string
+  default     = "herald"
+}
+
+variable "image" {
+  description = "Container image built from the repository's Dockerfile (functions/cmd/cloudrun)."
+  type        = string
+}
+
+variable "topic_name" {
+  description = "Pub/Sub topic of the deployment. Herald creates one subscription per durable consumer on it at run time."
+  type        = string
+  default     = "herald-events"
+}
+
+variable "firestore_database" {
+  description = "Name of the Firestore (native mode) database that holds the lease store."
+  type        = string
+  default     = "herald"
+}
+
+variable "firestore_location" {
+  description = "Location of the Firestore database, e.g. eur3, nam5 or a region."
+  type        = string
+}
+
+variable "collection" {
+  description = "Firestore collection of the lease store."
+  type        = string
+  default     = "herald"
+}
+
+variable "tokens" {
+  description = "Bearer tokens (HERALD_TOKENS): token => {id, permissions}. Each token is at least 16 characters."
+  type = map(object({
+    id          = string
+    permissions = list(string)
+  }))
+  sensitive = true
+}
+
+variable "jobs_token" {
+  description = "Bearer token Cloud Scheduler sends to POST /v1/jobs/lease-expiry; it is given only the run:jobs permission. At least 16 characters."
+  type        = string
+  sensitive   = true
+  validation {
+    condition     = length(var.jobs_token) >= 16
+    error_message = "jobs_token must be at least 16 characters."
+  }
+}
+
+variable "event_source" {
+  description = "HERALD_SOURCE: the CloudEvents source of published events."
+  type        = string
+  default     = "/herald"
+}
+
+variable "receive_wait" {
+  description = "HERALD_RECEIVE_WAIT: how long a pull waits for new events before answering 204 (Go duration, 0s to 20s)."
+  type        = string
+  default     = "0s"
+}
+
+variable "max_lease_bytes" {
+  description = "HERALD_MAX_LEASE_BYTES: the most encoded event bytes in one lease (4096 to 1000000)."
+  type        = number
+  default     = 350000
+}
+
+variable "lease_expiry_schedule" {
+  description = "Cron schedule of the lease-expiry job (Cloud Scheduler syntax)."
+  type        = string
+  default     = "* * * * *"
+}
+
+variable "min_instances" {
+  description = "Minimum Cloud Run instances (0 scales to zero)."
+  type        = number
+  default     = 0
+}
+
+variable "max_instances" {
+  description = "Maximum Cloud Run instances."
+  type        = number
+  default     = 10
+}
+
+variable "public" {
+  description = "Let anyone reach the service (allUsers may invoke it). Herald checks bearer tokens itself, so the API needs this unless a gateway in front of it invokes Cloud Run with its own identity."
+  type        = bool
+  default     = true
+}
