@@ -12,6 +12,11 @@ import (
 	"github.com/heraldevents/herald/leasestore"
 )
 
+// racePoll is how long a caught-up racer or the cursor watcher waits
+// before asking again, so that polling does not crowd out the real work on
+// a slow emulator.
+const racePoll = 10 * time.Millisecond
+
 var raceCases = []conformanceCase{
 	{"Race/ManyWorkersTwoClients", func(t *testing.T, h Harness) { testRace(t, h, false) }},
 	{"Race/ManyWorkersWithExpiry", func(t *testing.T, h Harness) { testRace(t, h, true) }},
@@ -96,7 +101,7 @@ func testRace(t *testing.T, h Harness, expiring bool) {
 				t.Errorf("in flight %d exceeds the window", c.InFlight)
 			}
 			last = c.Committed
-			time.Sleep(time.Millisecond)
+			time.Sleep(racePoll)
 		}
 	})
 
@@ -190,7 +195,7 @@ func raceWorker(b *bundle, s *leasestore.Store, worker string, seed int, src *Sc
 			if c.Committed == events {
 				return nil
 			}
-			time.Sleep(time.Millisecond) // others hold leases; poll again
+			time.Sleep(racePoll) // others hold leases; poll again
 			continue
 		}
 		if len(l.Events) == 0 || len(l.Events) > limit && l.Generation == 0 {
