@@ -1,0 +1,67 @@
+package grpcapi
+
+import (
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/functions/httpx"
+	"github.com/heraldevents/herald/herr"
+)
+
+// errorWriter writes an error in the protocol of the request: a gRPC or
+// gRPC-Web status, or a Connect JSON error.
+var errorWriter = connect.NewErrorWriter()
+
+// Authenticate wraps an RPC handler so that it runs only for calls with
+// `authorization: Bearer <token>` metadata that a resolves, with the
+// principal in the request context (auth.FromContext). Other calls are
+// answered UNAUTHENTICATED in the caller's protocol before the request
+// body is read; the answer never repeats the token.
+//
+// It is net/http middleware rather than a connect.Interceptor because
+// connect decodes a unary request's body before unary interceptors run,
+// which would let an unauthenticated caller make the server read and
+// decode a message of up to the read limit.
+func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := bearer(r.Header.Values("Authorization"))
+		if !ok {
+			reject(w, r, herr.New(herr.Unauthenticated, "authorization metadata \"Bearer <token>\" is required"))
+			return
+		}
+		p, err := a.Authenticate(r.Context(), token)
+		if err != nil {
+			reject(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+	})
+}
+
+// reject answers err in the request's RPC protocol, or as a REST error for
+// a request that speaks none (e.g. a browser's GET).
+func reject(w http.ResponseWriter, r *http.Request, err error) {
+	if !errorWriter.IsSupported(r) {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	_ = errorWriter.Write(w, r, Error(r.Context(), r.URL.Path, err))
+}
+
+// bearer returns the token of the one `authorization: Bearer <token>`
+// value. More than one value is refused: which one a proxy or a client
+// library honours is not defined.
+func bearer(values []string) (string, bool) {
+	if len(values) != 1 {
+		return "", false
+	}
+	scheme, token, ok := strings.Cut(values[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}

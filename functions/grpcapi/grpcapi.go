@@ -1,0 +1,138 @@
+// Package grpcapi serves seed 002's gRPC API with connectrpc.com/connect:
+// EventPublishingService over a delivery.Service, plus gRPC health checking
+// (grpc.health.v1.Health) and server reflection (v1 and v1alpha). One
+// handler speaks the gRPC, gRPC-Web and Connect protocols, so the same
+// port that serves REST serves gRPC too: over HTTP/2 (cleartext "h2c"
+// locally, TLS behind a load balancer) for gRPC, and over HTTP/1.1 as well
+// for Connect and gRPC-Web.
+//
+// Package router mounts what Mounts returns next to the REST routes.
+//
+// # Authentication
+//
+// Every RPC of the seed's services needs `authorization: Bearer <token>`
+// metadata (an HTTP header). Authenticate checks it before the request body
+// is read, so a caller without a valid token cannot make the server
+// decode a large message; it answers UNAUTHENTICATED in the caller's
+// protocol and never repeats the token. Health checking and reflection are
+// public, as GET /health is: they reveal only the published schema.
+//
+// # Errors
+//
+// Code maps herr codes to gRPC codes. It is the gRPC counterpart of
+// httpx.Status and the only such mapping; Error applies it and keeps the
+// cause out of the status message (see package herr).
+//
+// # Not yet served
+//
+// EventConsumerService is generated (package consumerv1betaconnect) but not
+// mounted: package delivery has no durable-queue or streaming operations
+// for it yet. A client calling it gets UNIMPLEMENTED (gRPC) or 404 (HTTP).
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
+	"github.com/heraldevents/herald/herr"
+)
+
+// Mount is one handler and the path prefix it serves, e.g.
+// "/nvidia.omniverse.notifications.publisher.v1beta.EventPublishingService/".
+type Mount struct {
+	Path    string
+	Handler http.Handler
+}
+
+// Services selects the services Mounts serves. Health checking and
+// reflection are always served, for the selected services.
+type Services struct {
+	// Publisher serves EventPublishingService.
+	Publisher bool
+}
+
+// Mounts returns the handlers of the selected services, each behind
+// Authenticate, followed by health checking and reflection (v1 and
+// v1alpha) for them.
+func Mounts(svc *delivery.Service, a auth.Authenticator, s Services) []Mount {
+	var mounts []Mount
+	var names []string
+	if s.Publisher {
+		path, h := publisherv1betaconnect.NewEventPublishingServiceHandler(&Publisher{Service: svc},
+			readLimits())
+		mounts = append(mounts, Mount{path, Authenticate(a, h)})
+		names = append(names, publisherv1betaconnect.EventPublishingServiceName)
+	}
+	// The checker answers SERVING for "" (the whole server) and for each
+	// served service; NOT_FOUND for any other name.
+	path, h := grpchealth.NewHandler(grpchealth.NewStaticChecker(names...))
+	mounts = append(mounts, Mount{path, h})
+	reflector := grpcreflect.NewStaticReflector(append(names, grpchealth.HealthV1ServiceName)...)
+	path, h = grpcreflect.NewHandlerV1(reflector)
+	mounts = append(mounts, Mount{path, h})
+	path, h = grpcreflect.NewHandlerV1Alpha(reflector)
+	mounts = append(mounts, Mount{path, h})
+	return mounts
+}
+
+// Code maps a herr code to its gRPC status code. It is the gRPC
+// counterpart of functions/httpx.Status and the only such mapping; keep
+// the two in step with the list in package herr.
+//
+// The REST distinction between a malformed request (400) and a
+// well-formed but invalid one (422) has no gRPC counterpart: both, and
+// OutOfRange (a parameter outside its documented range), are
+// INVALID_ARGUMENT, the code seed 002 documents for a bad request.
+// Unknown is INTERNAL: seed 002 documents INTERNAL for server errors.
+func Code(c herr.Code) connect.Code {
+	switch c {
+	case herr.Malformed, herr.InvalidArgument, herr.OutOfRange:
+		return connect.CodeInvalidArgument
+	case herr.Unauthenticated:
+		return connect.CodeUnauthenticated
+	case herr.PermissionDenied:
+		return connect.CodePermissionDenied
+	case herr.NotFound:
+		return connect.CodeNotFound
+	case herr.AlreadyExists:
+		return connect.CodeAlreadyExists
+	case herr.FailedPrecondition:
+		return connect.CodeFailedPrecondition
+	case herr.Aborted:
+		return connect.CodeAborted
+	case herr.ResourceExhausted:
+		return connect.CodeResourceExhausted
+	case herr.Unavailable:
+		return connect.CodeUnavailable
+	case herr.DeadlineExceeded:
+		return connect.CodeDeadlineExceeded
+	case herr.Canceled:
+		return connect.CodeCanceled
+	case herr.Unimplemented:
+		return connect.CodeUnimplemented
+	default: // herr.Unknown, herr.Internal
+		return connect.CodeInternal
+	}
+}
+
+// Error returns err as a *connect.Error whose code is Code(herr.CodeOf(err))
+// and whose message is herr.MessageOf(err): caller-safe, never the cause.
+// Server-side failures (INTERNAL, UNAVAILABLE, DEADLINE_EXCEEDED,
+// UNIMPLEMENTED) are logged with their cause and procedure.
+func Error(ctx context.Context, procedure string, err error) *connect.Error {
+	code := Code(herr.CodeOf(err))
+	switch code {
+	case connect.CodeInternal, connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeUnimplemented:
+		slog.ErrorContext(ctx, "rpc failed", "procedure", procedure, "code", code.String(), "err", err)
+	}
+	return connect.NewError(code, errors.New(herr.MessageOf(err)))
+}

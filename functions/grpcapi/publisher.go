@@ -1,0 +1,171 @@
+package grpcapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/delivery"
+	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta"
+	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
+	"github.com/heraldevents/herald/herr"
+)
+
+// Request size caps. An event's message is at most 256 KiB as JSON
+// (delivery.MaxMessageBytes), but its protobuf encoding as a
+// google.protobuf.Struct can be several times larger (a number is nine
+// bytes plus framing however short its decimal form), so the caps on the
+// wire are looser than the REST body caps; the JSON limit is still the
+// one enforced. A larger request is RESOURCE_EXHAUSTED.
+const (
+	maxSingleRequestBytes = 4 << 20
+	maxBatchRequestBytes  = 64 << 20
+)
+
+// readLimits gives PublishEvent the single-event cap and every other
+// procedure the batch cap.
+func readLimits() connect.HandlerOption {
+	return connect.WithConditionalHandlerOptions(func(spec connect.Spec) []connect.HandlerOption {
+		if spec.Procedure == publisherv1betaconnect.EventPublishingServicePublishEventProcedure {
+			return []connect.HandlerOption{connect.WithReadMaxBytes(maxSingleRequestBytes)}
+		}
+		return []connect.HandlerOption{connect.WithReadMaxBytes(maxBatchRequestBytes)}
+	})
+}
+
+// Publisher implements EventPublishingService over a delivery.Service,
+// with the REST API's rules (package functions/publish): an invalid event
+// is INVALID_ARGUMENT (REST: 422), a type the caller may not publish is
+// PERMISSION_DENIED (403), and a broker failure is an OK answer with
+// result.success false and a failure_reason: that event was not
+// published. In a batch every event has its own result and an invalid
+// event fails alone.
+//
+// The caller's principal comes from the context (see Authenticate).
+type Publisher struct {
+	Service *delivery.Service
+}
+
+var _ publisherv1betaconnect.EventPublishingServiceHandler = (*Publisher)(nil)
+
+// PublishEvent publishes one event.
+func (h *Publisher) PublishEvent(ctx context.Context, req *connect.Request[pb.PublishEventRequest]) (*connect.Response[pb.PublishEventResponse], error) {
+	procedure := req.Spec().Procedure
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, Error(ctx, procedure, err)
+	}
+	ev := req.Msg.GetEvent()
+	if ev == nil {
+		return nil, Error(ctx, procedure, herr.New(herr.InvalidArgument, "event is required"))
+	}
+	e, err := toEvent(ev)
+	if err != nil {
+		return nil, Error(ctx, procedure, err)
+	}
+	res := &pb.PublishingResult{}
+	pub, err := h.Service.Publish(ctx, p, e)
+	switch {
+	case err == nil:
+		res.Success = true
+		res.Event = echo(ev, pub.PublishedAt)
+	case herr.CodeOf(err) == herr.Unavailable:
+		res.Event = echo(ev, time.Time{})
+		res.FailureReason = herr.MessageOf(err)
+	default:
+		return nil, Error(ctx, procedure, err)
+	}
+	return connect.NewResponse(&pb.PublishEventResponse{Result: res}), nil
+}
+
+// BatchPublishEvents publishes 1-100 events in parallel, one result each.
+func (h *Publisher) BatchPublishEvents(ctx context.Context, req *connect.Request[pb.BatchPublishEventsRequest]) (*connect.Response[pb.BatchPublishEventsResponse], error) {
+	procedure := req.Spec().Procedure
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, Error(ctx, procedure, err)
+	}
+	in := req.Msg.GetEvents()
+	switch n := len(in); {
+	case n == 0:
+		return nil, Error(ctx, procedure, herr.New(herr.InvalidArgument, "events must hold at least one event"))
+	case n > delivery.MaxBatchEvents:
+		return nil, Error(ctx, procedure, herr.New(herr.InvalidArgument, "events holds %d events; a batch holds at most %d", n, delivery.MaxBatchEvents))
+	}
+	results := make([]*pb.PublishingResult, len(in))
+	events := make([]delivery.Event, 0, len(in))
+	index := make([]int, 0, len(in)) // events[k] is request event index[k]
+	for i, ev := range in {
+		e, err := toEvent(ev)
+		if err != nil {
+			results[i] = &pb.PublishingResult{Event: echo(ev, time.Time{}), FailureReason: herr.MessageOf(err)}
+			continue
+		}
+		events = append(events, e)
+		index = append(index, i)
+	}
+	for k, br := range h.Service.PublishBatch(ctx, p, events) {
+		i := index[k]
+		if br.Err != nil {
+			results[i] = &pb.PublishingResult{Event: echo(in[i], time.Time{}), FailureReason: herr.MessageOf(br.Err)}
+			continue
+		}
+		results[i] = &pb.PublishingResult{Event: echo(in[i], br.Published.PublishedAt), Success: true}
+	}
+	return connect.NewResponse(&pb.BatchPublishEventsResponse{Results: results}), nil
+}
+
+// toEvent converts a wire event and checks it against the publish rules.
+// The message Struct becomes its JSON object (compacted, so the 256 KiB
+// limit is measured the same way on every build); a Struct that has no
+// JSON form (a NaN or infinite number, a value with no kind) is
+// INVALID_ARGUMENT.
+func toEvent(ev *pb.Event) (delivery.Event, error) {
+	e := delivery.Event{EventType: ev.GetEventType(), ResourceID: ev.GetResource().GetResourceId()}
+	if m := ev.GetMessage(); m != nil {
+		b, err := protojson.Marshal(m)
+		if err != nil {
+			return e, herr.Wrap(herr.InvalidArgument, err, "message must be a JSON object: every value needs a kind and numbers must be finite")
+		}
+		var buf bytes.Buffer
+		buf.Grow(len(b))
+		if err := json.Compact(&buf, b); err != nil {
+			return e, herr.Wrap(herr.Internal, err, "message could not be encoded as JSON")
+		}
+		e.Message = buf.Bytes()
+	}
+	if ts := ev.GetOccurredAt(); ts != nil {
+		if err := ts.CheckValid(); err != nil {
+			return e, herr.Wrap(herr.InvalidArgument, err, "occurred_at must be a valid timestamp: from 0001-01-01 to 9999-12-31, nanos in [0, 1e9)")
+		}
+		e.OccurredAt = ts.AsTime()
+	}
+	return e, e.Validate()
+}
+
+// echo is the event as a result reports it: the request's event, with an
+// empty message for a missing one and, when the event was published
+// without occurred_at, the publish time as occurred_at (as REST does).
+// It shares the request's submessages rather than copy them.
+func echo(ev *pb.Event, publishedAt time.Time) *pb.Event {
+	out := &pb.Event{
+		EventType:  ev.GetEventType(),
+		Message:    ev.GetMessage(),
+		OccurredAt: ev.GetOccurredAt(),
+		Resource:   ev.GetResource(),
+	}
+	if out.Message == nil {
+		out.Message = &structpb.Struct{}
+	}
+	if out.OccurredAt == nil && !publishedAt.IsZero() {
+		out.OccurredAt = timestamppb.New(publishedAt)
+	}
+	return out
+}
