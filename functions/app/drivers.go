@@ -4,10 +4,10 @@ import (
 	"context"
 
 	"gocloud.dev/docstore"
-	_ "gocloud.dev/docstore/memdocstore" // mem:// store URLs
 
 	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore/storeurl"
 	_ "github.com/heraldevents/herald/pubsubx/awssnssqs" // awssnssqs:// topic URLs
 	_ "github.com/heraldevents/herald/pubsubx/gcppubsub" // gcppubsub:// topic URLs
 	_ "github.com/heraldevents/herald/pubsubx/mem"       // mem:// topic URLs
@@ -15,12 +15,14 @@ import (
 	_ "github.com/heraldevents/herald/pubsubx/rabbit"    // rabbit:// topic URLs
 )
 
-// Every broker driver in the tree is imported here for its URL scheme, so
-// that every entrypoint opens every scheme.
+// Every broker driver in the tree is imported above for its URL scheme, so
+// that every entrypoint opens every scheme (app_test.go checks the list
+// against pubsubx/). Store URLs (mem, dynamodb, firestore) are opened by
+// leasestore/storeurl.
 
 // openStore opens the lease store collection at rawURL.
 func openStore(ctx context.Context, rawURL string) (*docstore.Collection, error) {
-	return docstore.OpenCollection(ctx, rawURL)
+	return storeurl.Open(ctx, rawURL)
 }
 
 func errNoJobs(f router.Function) error {

@@ -1,0 +1,96 @@
+package app_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/functions/app"
+	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/pubsubx"
+)
+
+// TestEveryDriverIsLinked finds every driver package under pubsubx/ (a
+// package declaring `const Scheme = "..."`) and checks its scheme is
+// registered in the entrypoints.
+func TestEveryDriverIsLinked(t *testing.T) {
+	t.Parallel()
+	schemeRE := regexp.MustCompile(`(?m)^const Scheme = "([a-z0-9+.-]+)"`)
+	files, err := filepath.Glob("../../pubsubx/*/*.go")
+	require.NoError(t, err)
+	var found []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		if m := schemeRE.FindSubmatch(b); m != nil {
+			found = append(found, string(m[1]))
+		}
+	}
+	require.Contains(t, found, "mem")
+	require.Greater(t, len(found), 1)
+	for _, s := range found {
+		require.Contains(t, pubsubx.Schemes(), s, "driver %s is imported by functions/app", s)
+	}
+}
+
+func cfg(f router.Function, topic, store string) config.Config {
+	return config.Config{Profile: config.Lambda, Function: f, TopicURL: topic, StoreURL: store,
+		DevToken: "a-token-of-sixteen-characters"}
+}
+
+func TestOpenOpensOnlyWhatTheFunctionUses(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	quiet := app.Options{Logger: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))}
+
+	// publish never opens the store, acknowledge never the broker.
+	a, err := app.Open(ctx, cfg(router.Publish, "mem://app-test-1", "nosuch://x"), quiet)
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	a, err = app.Open(ctx, cfg(router.Acknowledge, "nosuch://x", "mem://app-test-1/key"), quiet)
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+
+	_, err = app.Open(ctx, cfg(router.Pull, "mem://app-test-2", "nosuch://x"), quiet)
+	require.ErrorContains(t, err, config.EnvStoreURL)
+	_, err = app.Open(ctx, cfg(router.Pull, "nosuch://x", "mem://app-test-2/key"), quiet)
+	require.ErrorContains(t, err, config.EnvTopicURL)
+	_, err = app.Open(ctx, cfg(router.Jobs, "", "dynamodb://t"), quiet)
+	require.ErrorContains(t, err, "partition_key", "store URLs go through leasestore/storeurl")
+}
+
+func TestCloudWarningsAndJobs(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	a, err := app.Open(t.Context(), cfg(router.Publish, "mem://app-test-3", ""), app.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, a.Close()) })
+	require.Contains(t, logs.String(), "HERALD_TOPIC_URL is in memory")
+	require.Contains(t, logs.String(), "HERALD_DEV_TOKEN is set")
+	require.NotContains(t, logs.String(), "a-token-of-sixteen-characters")
+
+	_, err = a.RunJob(t.Context(), "lease-expiry")
+	require.Equal(t, herr.NotFound, herr.CodeOf(err), "publish runs no jobs")
+
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/v1/event-destinations", nil)
+	req.Header.Set("Authorization", "Bearer a-token-of-sixteen-characters")
+	a.Handler().ServeHTTP(rec, req)
+	require.Equal(t, http.StatusNotFound, rec.Code, "publish does not serve destinations")
+
+	j, err := app.Open(t.Context(), cfg(router.Jobs, "", "mem://app-test-3/key"), app.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, j.Close()) })
+	res, err := j.RunJob(t.Context(), "lease-expiry")
+	require.NoError(t, err)
+	require.Equal(t, "lease-expiry", res.Job)
+}
