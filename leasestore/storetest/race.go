@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -120,11 +121,19 @@ func testRace(t *testing.T, h Harness, expiring bool) {
 		})
 	}
 
+	// The first racer to fail stops the others: they would otherwise wait
+	// forever for a cursor that a stopped racer's lease holds back.
+	ctx, stop := context.WithCancel(b.ctx)
+	defer stop()
+	rb := *b
+	rb.ctx = ctx
 	var racers sync.WaitGroup
 	for w := range workers {
 		racers.Go(func() {
-			if err := raceWorker(b, b.stores[w%len(b.stores)], fmt.Sprintf("racer-%d", w), w, src, ledger, events, expiring); err != nil {
+			err := raceWorker(&rb, b.stores[w%len(b.stores)], fmt.Sprintf("racer-%d", w), w, src, ledger, events, expiring)
+			if err != nil && ctx.Err() == nil {
 				t.Errorf("racer %d: %v", w, err)
+				stop()
 			}
 		})
 	}
