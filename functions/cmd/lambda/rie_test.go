@@ -241,8 +241,12 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	require.Nil(t, dest.Committed)
 	require.Equal(t, "/v1/event-destinations/"+dest.ID, res.Headers["Location"])
 
-	m := initDurationRE.FindStringSubmatch(r.output.String())
-	require.NotNil(t, m, "the emulator reports an init duration:\n%s", r.output.String())
+	// The emulator prints its REPORT line after it has answered.
+	var m []string
+	require.Eventually(t, func() bool {
+		m = initDurationRE.FindStringSubmatch(r.output.String())
+		return m != nil
+	}, 10*time.Second, 10*time.Millisecond, "the emulator reports an init duration")
 	initMs, err := strconv.ParseFloat(m[1], 64)
 	require.NoError(t, err)
 	// The emulator's figure covers only its own bookkeeping (it does not
