@@ -58,3 +58,19 @@ cloudrun: ## Build the Cloud Run server for linux/amd64 and linux/arm64 into dis
 .PHONY: $(addprefix build-,$(SAM_FUNCTIONS))
 $(addprefix build-,$(SAM_FUNCTIONS)):
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/cmd/lambda
+
+# The gRPC API's code is generated from proto/ into gen/ and committed. buf
+# is built at a pinned version into bin/tools/<version>/; the protoc
+# plugins are go.mod tools (buf.gen.yaml runs `go tool protoc-gen-go`), so
+# the output is the same byte for byte on every machine.
+BUF_VERSION ?= v1.75.0
+BUF         := bin/tools/$(BUF_VERSION)/buf
+
+$(BUF):
+	GOBIN=$(CURDIR)/bin/tools/$(BUF_VERSION) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+
+.PHONY: generate
+generate: $(BUF) ## Lint and format-check proto/ with buf, then regenerate gen/ from it
+	$(BUF) lint
+	$(BUF) format --diff --exit-code
+	$(BUF) generate

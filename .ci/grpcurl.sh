@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# gRPC smoke test with a client nobody on the team wrote: grpcurl, knowing
+# nothing but what server reflection tells it, against `go run
+# ./local/cmd/herald` on a free port. It lists the services, checks health
+# and runs seed 002's PublishEvent example, expecting "success": true; a
+# call without a token must be Unauthenticated.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GRPCURL_VERSION=v1.9.4
+work=$(mktemp -d)
+herald_pid=
+cleanup() {
+  if [ -n "$herald_pid" ]; then kill "$herald_pid" 2>/dev/null || true; wait "$herald_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+grpcurl=$(command -v grpcurl || true)
+if [ -z "$grpcurl" ]; then
+  echo "== installing grpcurl $GRPCURL_VERSION"
+  GOBIN="$work/bin" go install "github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION"
+  grpcurl="$work/bin/grpcurl"
+fi
+
+# Herald picks a free port (HERALD_ADDR=…:0) and logs it. It is built
+# rather than `go run`, so that the process killed at the end is Herald
+# itself, not a go command that leaves its child running.
+go build -o "$work/herald" ./local/cmd/herald
+token="grpcurl-ci-token"
+HERALD_ADDR=127.0.0.1:0 HERALD_DEV_TOKEN="$token" "$work/herald" >"$work/herald.log" 2>&1 &
+herald_pid=$!
+addr=
+for _ in $(seq 1 100); do
+  addr=$(grep -o 'addr=http://127\.0\.0\.1:[0-9]*' "$work/herald.log" | head -1 | sed 's|addr=http://||' || true)
+  [ -n "$addr" ] && break
+  kill -0 "$herald_pid" 2>/dev/null || { cat "$work/herald.log"; echo "herald exited"; exit 1; }
+  sleep 0.1
+done
+[ -n "$addr" ] || { cat "$work/herald.log"; echo "herald did not log its address"; exit 1; }
+echo "== herald on $addr"
+
+fail() { echo "FAIL: $*"; cat "$work/herald.log"; exit 1; }
+publisher=nvidia.omniverse.notifications.publisher.v1beta.EventPublishingService
+
+echo "== grpcurl list"
+services=$("$grpcurl" -plaintext "$addr" list)
+echo "$services"
+grep -qx "$publisher" <<<"$services" || fail "reflection does not list $publisher"
+grep -qx "grpc.health.v1.Health" <<<"$services" || fail "reflection does not list grpc.health.v1.Health"
+
+echo "== grpcurl describe"
+"$grpcurl" -plaintext "$addr" describe "$publisher" | tee "$work/describe.txt"
+grep -q "rpc PublishEvent" "$work/describe.txt" || fail "describe lacks PublishEvent"
+
+echo "== health"
+"$grpcurl" -plaintext "$addr" grpc.health.v1.Health/Check | tee "$work/health.json"
+grep -q '"status": "SERVING"' "$work/health.json" || fail "health is not SERVING"
+
+echo "== PublishEvent (seed 002 example)"
+"$grpcurl" -plaintext -H "authorization: Bearer $token" -d '{
+  "event": {
+    "event_type": "myapp.user.created",
+    "message": {"user_id": "123", "username": "john_doe"},
+    "occurred_at": "2024-10-16T14:30:00Z",
+    "resource": {"resource_id": "/users/123"}
+  }
+}' "$addr" "$publisher/PublishEvent" | tee "$work/publish.json"
+grep -q '"success": true' "$work/publish.json" || fail "PublishEvent did not succeed"
+
+echo "== BatchPublishEvents"
+"$grpcurl" -plaintext -H "authorization: Bearer $token" -d '{"events": [
+  {"event_type": "myapp.file.uploaded", "message": {"file": "doc1.pdf"}},
+  {"event_type": "", "message": {"file": "doc2.pdf"}}
+]}' "$addr" "$publisher/BatchPublishEvents" | tee "$work/batch.json"
+[ "$(grep -c '"success": true' "$work/batch.json")" = 1 ] || fail "the batch's first event should succeed"
+grep -q '"failureReason": "event_type is required"' "$work/batch.json" || fail "the batch's second event should fail alone"
+
+echo "== no token"
+if "$grpcurl" -plaintext -d '{"event": {"event_type": "a"}}' "$addr" "$publisher/PublishEvent" >"$work/unauth.txt" 2>&1; then
+  fail "a call without a token succeeded"
+fi
+cat "$work/unauth.txt"
+grep -q "Code: Unauthenticated" "$work/unauth.txt" || fail "a call without a token is not Unauthenticated"
+
+echo "grpcurl: 1 passed, 0 failed"
