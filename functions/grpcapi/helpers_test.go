@@ -30,6 +30,9 @@ const (
 	publisher = publisherv1betaconnect.EventPublishingServiceName
 )
 
+// publishTime is the test server's clock: every event is published then.
+var publishTime = time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
+
 // bundle is a test server: grpcapi.Mounts over a delivery.Service whose
 // mem broker has one subscription (watchSub) that receives everything.
 type bundle struct {
@@ -59,7 +62,7 @@ func setup(t *testing.T, wrap func(pubsubx.Broker) pubsubx.Broker) *bundle {
 	if wrap != nil {
 		published = wrap(broker)
 	}
-	svc := delivery.New(delivery.Config{Broker: published, Source: "/test"})
+	svc := delivery.New(delivery.Config{Broker: published, Source: "/test", Now: func() time.Time { return publishTime }})
 	tokens := auth.StaticTokens{
 		allToken:  {ID: "dev", Permissions: []string{auth.PermAll}},
 		shopToken: {ID: "shop-app", Permissions: []string{auth.PermPublishPrefix + "shop.*"}},
