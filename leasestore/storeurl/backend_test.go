@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/docstore"
 	"gocloud.dev/docstore/memdocstore"
+	"gocloud.dev/gcerrors"
 
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/leasestore"
@@ -50,6 +51,7 @@ var backendCases = []struct {
 	{"racing clients lease every position once", testRacingClients},
 	{"largest payload fits in one record", testMaxPayload},
 	{"consumer with 1,000 single-event leases fits in one record", testThousandLeases},
+	{"longest queue id makes valid keys", testLongestID},
 }
 
 func runBackend(t *testing.T, b backend) {
@@ -429,7 +431,7 @@ func testMaxPayload(t *testing.T, b backend) {
 		"events": []any{pattern(b.itemLimit+1024, 'z')},
 	}
 	err := f.colls[0].Put(f.ctx, over)
-	require.Error(t, err, "a record of %d bytes is over the item limit", b.itemLimit+1024)
+	require.Equal(t, gcerrors.InvalidArgument, gcerrors.Code(err), "a record of %d bytes is over the item limit: %v", b.itemLimit+1024, err)
 }
 
 // pattern returns n bytes of a repeating, non-constant pattern starting at
@@ -568,4 +570,36 @@ func dynamoSize(v any) int {
 	default:
 		panic(fmt.Sprintf("dynamoSize: unexpected %T", v))
 	}
+}
+
+// testLongestID uses a consumer id of 200 characters drawn from every
+// character seed 002 allows in a queue id ([A-Za-z0-9._-]), the longest
+// and widest id Herald hands the store, and checks that its consumer and
+// payload keys work as document ids: created, leased, listed, committed.
+// (Firestore refuses or nests ids with '/', which no Herald id contains.)
+func testLongestID(t *testing.T, b backend) {
+	f := newFixture(t, b, 1, leasestore.Options{})
+	id := strings.Repeat("Az09._-", 200/7) + "..-_"
+	require.Len(t, id, 200)
+	st := f.stores[0]
+	_, err := st.CreateConsumer(f.ctx, leasestore.Consumer{ID: id, Type: leasestore.TypeDurableConsumer, Subscription: "s"})
+	require.NoError(t, err)
+	l, err := st.Pull(f.ctx, leasestore.PullParams{Consumer: id, Worker: "w", Limit: 5, Visibility: time.Minute, Source: newSource(numbered(2)...)})
+	require.NoError(t, err)
+	require.NotNil(t, l)
+	back, err := st.Pull(f.ctx, leasestore.PullParams{Consumer: id, Worker: "w", Limit: 5, Visibility: time.Minute, Source: newSource()})
+	require.NoError(t, err)
+	require.Equal(t, l.Events, back.Events, "read back through the payload key")
+	list, err := st.ListConsumers(f.ctx)
+	require.NoError(t, err)
+	ids := make([]string, len(list))
+	for i, c := range list {
+		ids[i] = c.ID
+	}
+	require.ElementsMatch(t, []string{f.consumer, id}, ids)
+	res, err := st.Acknowledge(f.ctx, leasestore.AckParams{Consumer: id, LeaseID: l.ID, Status: leasestore.StatusOK})
+	require.NoError(t, err)
+	require.Equal(t, leasestore.OutcomeCommitted, res.Outcome)
+	_, err = st.DeleteConsumer(f.ctx, id)
+	require.NoError(t, err)
 }

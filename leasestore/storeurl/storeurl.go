@@ -51,16 +51,22 @@
 //
 // Every state change is a PutItem conditioned on the item's
 // DocstoreRevision attribute (docstore's Replace), so two Herald instances
-// racing on one consumer never both win. Keys spread evenly over partitions
-// because they start with random UUIDs.
+// racing on one consumer never both win. Consumer and lease ids are UUIDs
+// or seed 002 queue ids, so keys spread over partitions.
 //
-// Costs to know: a write costs one WCU per KB of the whole item, and the
-// consumer item carries its lease table (about 150 bytes per open lease plus
-// the worker id), so a consumer with hundreds of open leases pays tens of
-// WCUs per pull and per ack, and one item accepts at most 1,000 WCU a
-// second. ListConsumers scans the whole table, payload items included
-// (each up to leasestore.DefaultMaxPayloadBytes), paying read capacity for
-// every byte in it: it is an operator's call, never on the delivery path.
+// Sizes and costs: a payload item holds at most
+// leasestore.DefaultMaxPayloadBytes (350,000) bytes of events plus a few
+// bytes per event, under the 400 KB item limit. A consumer item carries its
+// lease table: about 150 bytes per open lease and 25 per acknowledged range
+// above the cursor, so the largest table (1,000 single-event leases with
+// 999 acked ranges between them) is about 75 KB. Writes cost one WCU per KB
+// of the whole item and one item takes at most 1,000 WCU a second, so a
+// consumer with a full window pays about 75 WCUs per pull and per
+// acknowledgement and tops out near 13 of them a second; a consumer that
+// keeps up (a few open leases) pays 1 or 2. ListConsumers filters on
+// "kind", which DynamoDB can only do by scanning the whole table, payload
+// items included, paying read capacity for every byte: it is an
+// operator's call, never on the delivery path.
 //
 // The table has no TTL attribute. Payload items are removed when their
 // lease is committed or their consumer deleted; the only leftovers are
@@ -76,14 +82,20 @@
 // # Firestore
 //
 // One collection holds every record; the document id is the "key" field.
-// Document ids may not contain '/', be "." or "..", or match __.*__;
-// leasestore's keys are "c:" and "p:" followed by consumer and lease ids,
-// which Herald makes as UUIDs, so they are valid. A consumer id chosen by
-// someone else must not contain '/'. Every state change is an update with an
-// update-time precondition. Firestore needs no index beyond its automatic
-// single-field ones (ListConsumers filters on "kind" alone); in production,
-// exempt the large fields "events", "leases" and "acked" from indexing to
-// keep writes cheap.
+// Document ids may not contain '/' and may not be "." or "..", or match
+// __.*__; leasestore's keys are "c:" and "p:" followed by ids that Herald
+// makes as UUIDs or takes from seed 002's queue_id rule [A-Za-z0-9._-], so
+// they are valid (the prefix keeps "." and ".." out). An id with '/' is
+// refused by Firestore or, with two of them, nests the record in a
+// subcollection where ListConsumers does not see it: a consumer id must not
+// contain '/'. Every state change is an update with an update-time
+// precondition. No composite index is needed (ListConsumers filters on
+// "kind" alone); in production, exempt the large fields "events", "leases"
+// and "acked" from indexing to keep writes cheap. Every pull of new work
+// and every acknowledgement rewrites the consumer's document, and
+// Firestore advises keeping sustained writes to one document low (about
+// one a second): a busy consumer on Firestore sees more lost races, which
+// the store retries, so pull large batches.
 //
 // # Errors
 //
