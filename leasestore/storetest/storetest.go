@@ -7,6 +7,24 @@
 // ScriptedSource (the broker side, in process) and moves a Clock instead of
 // sleeping; the store itself always runs against the harness's collection.
 // It asserts herr codes, never message strings.
+//
+// # What a backend must give
+//
+// The store's correctness rests on one thing: a revision-conditional write
+// (docstore Replace or Delete of a document read with its revision) is
+// atomic on the server, even under concurrent clients. The Race cases
+// check exactly that, with 8 workers on two clients. moto_server as
+// shipped runs threaded and its DynamoDB PutItem evaluates the condition
+// and stores the item without a lock
+// (moto/dynamodb/models/table.py, Table.put_item), so under load two
+// conditional writes from the same revision can both succeed: the Race
+// cases then fail with "position N generation G leased to both". Run moto
+// single-threaded for this suite, e.g. with the Python interpreter that
+// moto_server runs on:
+//
+//	python -c 'import sys; from werkzeug.serving import run_simple; from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app; run_simple("127.0.0.1", int(sys.argv[1]), DomainDispatcherApplication(create_backend_app), threaded=False)' PORT
+//
+// Real DynamoDB, the Firestore emulator and memdocstore are atomic.
 package storetest
 
 import (
