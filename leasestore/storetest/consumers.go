@@ -30,7 +30,10 @@ func requireCode(t testing.TB, want herr.Code, err error) {
 func testCreateGetList(t *testing.T, h Harness) {
 	b := setup(t, h, setupOptions{})
 	id := "storetest-" + uuid.NewString()
-	groups := filter.Groups{}
+	groups := filter.Groups{
+		{EventType: "source_entry.updated", Filters: []filter.ResourceFilter{{FilterType: filter.StartsWithLazy, ResourceID: "sku-"}}},
+		{EventType: "source_entry.deleted"},
+	}
 	in := leasestore.Consumer{
 		ID: id, Type: leasestore.TypeDurableConsumer, Subscription: "sub-" + id,
 		Filters: groups, CreatedAt: b.clock.Now(),
@@ -51,6 +54,7 @@ func testCreateGetList(t *testing.T, h Harness) {
 	require.Equal(t, created.ID, got.ID)
 	require.Equal(t, created.Subscription, got.Subscription)
 	require.Equal(t, created.Type, got.Type)
+	require.Equal(t, groups, got.Filters, "filter groups round-trip")
 	require.True(t, got.CreatedAt.Equal(in.CreatedAt), "CreatedAt %v, want %v", got.CreatedAt, in.CreatedAt)
 
 	list, err := b.store.ListConsumers(b.ctx)
