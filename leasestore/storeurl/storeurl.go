@@ -49,6 +49,9 @@
 //	                                         its lease table and cursor
 //	           "p:<consumer id>:<lease id>"  kind "payload": one lease's events
 //
+// (leasestore's package doc is the authority on record kinds; any kind it
+// adds lives in the same table under the same key.)
+//
 // Every state change is a PutItem conditioned on the item's
 // DocstoreRevision attribute (docstore's Replace), so two Herald instances
 // racing on one consumer never both win. Consumer and lease ids are UUIDs
