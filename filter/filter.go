@@ -109,6 +109,11 @@ const (
 	MaxGroups           = 20
 	MaxFiltersPerGroup  = 20
 	MaxResourceIDLength = 1024
+	// MaxTotalBytes caps the event types and resource ids of one list
+	// together. The groups are stored in the consumer's record, which must
+	// fit a DynamoDB item (400 KB) beside its lease table; without this cap
+	// 20 groups of 20 filters of 1,024 bytes would take 410 KB alone.
+	MaxTotalBytes = 16 << 10
 )
 
 // EventTypePattern is the rule an event type follows: 1–255 characters,
@@ -120,6 +125,16 @@ var EventTypePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$`)
 func (gs Groups) Validate(field string) error {
 	if len(gs) > MaxGroups {
 		return herr.New(herr.InvalidArgument, "%s: at most %d filter groups are allowed, got %d", field, MaxGroups, len(gs))
+	}
+	total := 0
+	for _, g := range gs {
+		total += len(g.EventType)
+		for _, f := range g.Filters {
+			total += len(f.ResourceID)
+		}
+	}
+	if total > MaxTotalBytes {
+		return herr.New(herr.InvalidArgument, "%s: event types and resource ids together take %d bytes; at most %d are allowed", field, total, MaxTotalBytes)
 	}
 	for i, g := range gs {
 		if !EventTypePattern.MatchString(g.EventType) {

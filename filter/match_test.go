@@ -2,11 +2,13 @@ package filter_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/filter"
+	"github.com/heraldevents/herald/herr"
 )
 
 // TestResourceFilterMatch is the table of seed 002's filter types as
@@ -140,4 +142,18 @@ func TestValidate(t *testing.T) {
 		requireCode(t, err, "invalid_argument", tc.name)
 		require.Contains(t, err.Error(), tc.field, tc.name)
 	}
+}
+
+// TestValidateTotalBytes holds a consumer's filters to a size its record can
+// store.
+func TestValidateTotalBytes(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", filter.MaxResourceIDLength)
+	var gs filter.Groups
+	for range 17 { // 17 × 1,024 bytes of resource ids > 16 KiB
+		gs = append(gs, filter.Group{EventType: "a.b", Filters: []filter.ResourceFilter{{FilterType: filter.StartsWithGreedy, ResourceID: long}}})
+	}
+	err := gs.Validate("filter_groups")
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err))
+	require.NoError(t, gs[:15].Validate("filter_groups"))
 }
