@@ -68,14 +68,14 @@ func (t *Type) UnmarshalJSON(b []byte) error {
 	var n int
 	if err := json.Unmarshal(b, &n); err == nil {
 		if _, ok := typeNames[Type(n)]; !ok {
-			return fmt.Errorf("unknown filter_type %d", n)
+			return herr.New(herr.InvalidArgument, "unknown filter_type %d (want 0-3)", n)
 		}
 		*t = Type(n)
 		return nil
 	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("filter_type must be a string")
+		return herr.New(herr.InvalidArgument, "filter_type must be a string or a number")
 	}
 	name := strings.ToLower(strings.TrimPrefix(strings.ToUpper(s), "FILTER_TYPE_"))
 	for k, v := range typeNames {
@@ -84,7 +84,7 @@ func (t *Type) UnmarshalJSON(b []byte) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("unknown filter_type %q (want eq, starts_with_lazy, starts_with_greedy or unspecified)", s)
+	return herr.New(herr.InvalidArgument, "unknown filter_type (want eq, starts_with_lazy, starts_with_greedy or unspecified)")
 }
 
 // ResourceFilter is one resource-id condition of a group.
@@ -97,6 +97,15 @@ type ResourceFilter struct {
 type Group struct {
 	EventType string           `json:"event_type"`
 	Filters   []ResourceFilter `json:"filters"`
+}
+
+// MarshalJSON writes "filters" as [] rather than null when a group has none.
+func (g Group) MarshalJSON() ([]byte, error) {
+	type plain Group // without this method
+	if g.Filters == nil {
+		g.Filters = []ResourceFilter{}
+	}
+	return json.Marshal(plain(g))
 }
 
 // Groups is a list of filter groups; see the package doc for its semantics.

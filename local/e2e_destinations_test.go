@@ -108,9 +108,11 @@ func TestDestinationsE2E(t *testing.T) {
 				`{"type":"DURABLE_CONSUMER","filter_groups":`+groups+`}`)
 			require.Equal(t, "invalid_argument", e.Code, name)
 		}
-		// An unknown filter_type name does not decode: 400.
-		c.expectError(t, http.StatusBadRequest, "POST", "/v1/event-destinations",
+		// An unknown filter_type is an invalid filter group too: 422, with
+		// a message naming the allowed types.
+		e := c.expectError(t, http.StatusUnprocessableEntity, "POST", "/v1/event-destinations",
 			`{"type":"DURABLE_CONSUMER","filter_groups":[{"event_type":"a.b","filters":[{"filter_type":"regex","resource_id":"x"}]}]}`)
+		require.Contains(t, e.Message, "starts_with_lazy")
 	})
 
 	t.Run("unknown id is 404 everywhere", func(t *testing.T) {

@@ -244,3 +244,18 @@ func TestPublishE2E(t *testing.T) {
 		require.Equal(t, map[string]string{`{"k":0}`: "", `{"k":7}`: "/r/7"}, got)
 	})
 }
+
+// TestPublishEdgeValues covers values at the edge of the rules: timestamps
+// whose UTC year leaves 0001–9999, and a null message echoed as {}.
+func TestPublishEdgeValues(t *testing.T) {
+	t.Parallel()
+	c := start(t)
+	for _, ts := range []string{"9999-12-31T23:59:59-23:59", "0000-06-01T00:00:00Z"} {
+		e := c.expectError(t, http.StatusUnprocessableEntity, "POST", "/api/v1beta/events",
+			`{"event":{"event_type":"a.b","message":{},"occurred_at":"`+ts+`"}}`)
+		require.Equal(t, "invalid_argument", e.Code, ts)
+	}
+	r := c.must(t, "POST", "/api/v1beta/events", `{"event":{"event_type":"a.b","message":null,"occurred_at":"9999-12-31T23:59:59Z"}}`)
+	require.Equal(t, http.StatusOK, r.Status)
+	require.Contains(t, string(r.Body), `"message":{}`)
+}

@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -137,6 +138,12 @@ func DecodeJSON(r *http.Request, limit int64, v any) error {
 		return err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
+		// A field type's own decoder (filter.Type, say) may reject a value
+		// with a coded, caller-safe error: pass it on as it is.
+		var coded *herr.Error
+		if errors.As(err, &coded) {
+			return coded
+		}
 		return herr.Wrap(herr.Malformed, err, "request body is not valid JSON of the expected shape: "+jsonProblem(err))
 	}
 	return nil
@@ -154,9 +161,31 @@ func jsonProblem(err error) string {
 		if field == "" {
 			field = "(root)"
 		}
-		return field + " must be " + te.Type.String()
+		return field + " must be " + jsonKind(te.Type.Kind())
 	default:
 		return "invalid JSON"
+	}
+}
+
+// jsonKind names the JSON value a Go kind decodes from, so messages speak
+// JSON rather than Go type names.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.Struct, reflect.Map:
+		return "a JSON object"
+	case reflect.Slice, reflect.Array:
+		return "a JSON array"
+	case reflect.String:
+		return "a JSON string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a JSON integer"
+	case reflect.Float32, reflect.Float64:
+		return "a JSON number"
+	default:
+		return "a different JSON value"
 	}
 }
 

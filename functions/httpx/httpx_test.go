@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/leasestore"
@@ -140,7 +141,21 @@ func TestReadBodyAndDecodeJSON(t *testing.T) {
 		require.NotContains(t, herr.MessageOf(err), "nope", "the input is not quoted back")
 	}
 	err = httpx.DecodeJSON(req(`{"n": "x"}`), 100, &v)
-	require.Contains(t, herr.MessageOf(err), "n must be int")
+	require.Contains(t, herr.MessageOf(err), "n must be a JSON integer")
+	var obj struct {
+		Inner struct{} `json:"inner"`
+	}
+	err = httpx.DecodeJSON(req(`{"inner": []}`), 100, &obj)
+	require.Contains(t, herr.MessageOf(err), "inner must be a JSON object", "messages speak JSON, not Go types")
+
+	// A field's own decoder that returns a coded error keeps its code and
+	// message (an unknown filter_type is a 422 that says what is allowed).
+	var fv struct {
+		F filter.Type `json:"filter_type"`
+	}
+	err = httpx.DecodeJSON(req(`{"filter_type": "regex"}`), 100, &fv)
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err))
+	require.Contains(t, herr.MessageOf(err), "starts_with_greedy")
 	err = httpx.DecodeJSON(req(`{"n": 1}`+strings.Repeat(" ", 200)), 100, &v)
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "too large is checked before syntax")
 }

@@ -58,8 +58,11 @@ func (w *WireEvent) toEvent() (delivery.Event, error) {
 	}
 	if w.OccurredAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, w.OccurredAt)
-		if err != nil {
-			return e, herr.New(herr.InvalidArgument, "occurred_at must be an RFC 3339 timestamp such as 2024-10-16T14:30:00Z")
+		// In UTC the year must still have four digits, or the delivered
+		// CloudEvent time would not be RFC 3339 (gRPC's Timestamp has the
+		// same range).
+		if y := t.UTC().Year(); err != nil || y < 1 || y > 9999 {
+			return e, herr.New(herr.InvalidArgument, "occurred_at must be an RFC 3339 timestamp from 0001-01-01 to 9999-12-31, such as 2024-10-16T14:30:00Z")
 		}
 		e.OccurredAt = t
 	}
@@ -73,7 +76,7 @@ func echo(w *WireEvent, e delivery.Event) *WireEvent {
 	if !e.OccurredAt.IsZero() {
 		out.OccurredAt = e.OccurredAt.UTC().Format(time.RFC3339Nano)
 	}
-	if len(out.Message) == 0 {
+	if len(out.Message) == 0 || string(out.Message) == "null" {
 		out.Message = json.RawMessage("{}")
 	}
 	return &out
