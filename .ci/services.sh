@@ -15,7 +15,17 @@ if ! up 4222; then
   start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
     -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log || true
 fi
+failed=0
 for port in 5672 4222; do
   for _ in $(seq 1 60); do up "$port" && break; sleep 1; done
-  up "$port" && echo "== port $port is up" || echo "== WARNING: nothing listens on 127.0.0.1:$port"
+  if up "$port"; then
+    echo "== port $port is up"
+  else
+    echo "== nothing listens on 127.0.0.1:$port"
+    failed=1
+  fi
 done
+for bin in moto_server python3 java; do
+  command -v "$bin" >/dev/null || { echo "== $bin is not installed"; failed=1; }
+done
+exit "$failed"
