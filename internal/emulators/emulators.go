@@ -43,27 +43,6 @@ func Moto(t testing.TB) string {
 	return fmt.Sprintf("http://127.0.0.1:%d", port)
 }
 
-// motoSingleThreaded runs moto's WSGI app on werkzeug without threads.
-const motoSingleThreaded = `import sys
-from werkzeug.serving import run_simple
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-run_simple("127.0.0.1", int(sys.argv[1]), DomainDispatcherApplication(create_backend_app), threaded=False)`
-
-// MotoSingleThreaded starts moto serving one request at a time and returns
-// its endpoint. Use it for DynamoDB conditional-write races: moto_server as
-// shipped is threaded, and its PutItem checks a condition and stores the
-// item without a lock, so two writes conditioned on the same revision can
-// both succeed — which real DynamoDB never allows. Do not use it for SQS
-// long polls, which would block every other request.
-func MotoSingleThreaded(t testing.TB) string {
-	t.Helper()
-	lookPath(t, "moto_server")
-	py := lookPath(t, "python3")
-	port := FreePort(t)
-	start(t, "moto (single-threaded)", port, 30*time.Second, py, "-c", motoSingleThreaded, strconv.Itoa(port))
-	return fmt.Sprintf("http://127.0.0.1:%d", port)
-}
-
 // PubSub starts Google's Pub/Sub emulator and returns its host:port, the
 // value for PUBSUB_EMULATOR_HOST.
 func PubSub(t testing.TB) string {
