@@ -9,7 +9,20 @@
 //	run:jobs                    run the scheduled jobs over HTTP (POST /v1/jobs/{job})
 //	publish:PATTERN             publish events whose type matches PATTERN: an exact
 //	                            type, a prefix ending in "*" ("myapp.*"), or "*"
+//	receive:PATTERN             be delivered events whose type matches PATTERN (same
+//	                            patterns as publish); checked on every delivered event,
+//	                            streams and seed 000 pulls alike; a principal with no
+//	                            receive right cannot open a non-durable stream
+//	consume-durable-queues      stream from any durable queue (seed 002)
+//	create-durable-queues       create durable queues and update the filters of any one
+//	delete-durable-queues       delete any durable queue
+//	inspect-and-replay-all-dlq  list, replay and discard every dead letter
 //	*                           everything
+//
+// Seed 002 spells the last four with the service prefix
+// "event-consumer-service:" (as in
+// "event-consumer-service:inspect-and-replay-all-dlq"); both spellings are
+// accepted.
 package auth
 
 import (
@@ -27,7 +40,21 @@ const (
 	PermManageDestinations = "manage:destinations"
 	PermRunJobs            = "run:jobs"
 	PermPublishPrefix      = "publish:"
+	// PermReceivePrefix + PATTERN lets a principal be delivered events
+	// whose type matches PATTERN (see CanReceive).
+	PermReceivePrefix = "receive:"
+	// The durable-queue permissions of seed 002 ("Per-queue isolation is
+	// not enforced"): deployment-wide, not per queue.
+	PermConsumeDurableQueues = "consume-durable-queues"
+	PermCreateDurableQueues  = "create-durable-queues" // also authorizes updating filters
+	PermDeleteDurableQueues  = "delete-durable-queues"
+	// PermInspectDeadLetters grants deployment-wide dead-letter visibility
+	// and action (seed 002, "ManageDeadLetteredEvents").
+	PermInspectDeadLetters = "inspect-and-replay-all-dlq"
 	PermAll                = "*"
+	// ServicePrefix is seed 002's spelling prefix of the consumer-service
+	// permissions; "event-consumer-service:X" grants what X grants.
+	ServicePrefix = "event-consumer-service:"
 )
 
 // Principal is an authenticated caller.
@@ -38,10 +65,11 @@ type Principal struct {
 	Permissions []string
 }
 
-// Can reports whether p holds perm (or "*").
+// Can reports whether p holds perm (or "*"). A permission held as
+// ServicePrefix+perm counts as perm.
 func (p *Principal) Can(perm string) bool {
 	for _, have := range p.Permissions {
-		if have == PermAll || have == perm {
+		if have == PermAll || have == perm || (strings.HasPrefix(have, ServicePrefix) && have[len(ServicePrefix):] == perm) {
 			return true
 		}
 	}
@@ -50,18 +78,44 @@ func (p *Principal) Can(perm string) bool {
 
 // CanPublish reports whether p may publish events of eventType.
 func (p *Principal) CanPublish(eventType string) bool {
+	return p.matches(PermPublishPrefix, eventType)
+}
+
+// CanReceive reports whether p may be delivered events of eventType: it
+// holds "*" or a receive:PATTERN that matches (an exact type, a prefix
+// ending in "*", or "*").
+func (p *Principal) CanReceive(eventType string) bool {
+	return p.matches(PermReceivePrefix, eventType)
+}
+
+// CanReceiveAny reports whether p holds any receive right at all.
+func (p *Principal) CanReceiveAny() bool {
 	for _, have := range p.Permissions {
 		if have == PermAll {
 			return true
 		}
-		pattern, ok := strings.CutPrefix(have, PermPublishPrefix)
+		if pattern, ok := strings.CutPrefix(have, PermReceivePrefix); ok && pattern != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// matches reports whether p holds "*" or prefix+PATTERN with PATTERN
+// matching eventType.
+func (p *Principal) matches(prefix, eventType string) bool {
+	for _, have := range p.Permissions {
+		if have == PermAll {
+			return true
+		}
+		pattern, ok := strings.CutPrefix(have, prefix)
 		if !ok {
 			continue
 		}
 		if pattern == "*" || pattern == eventType {
 			return true
 		}
-		if prefix, ok := strings.CutSuffix(pattern, "*"); ok && strings.HasPrefix(eventType, prefix) {
+		if head, ok := strings.CutSuffix(pattern, "*"); ok && strings.HasPrefix(eventType, head) {
 			return true
 		}
 	}

@@ -119,3 +119,46 @@ func TestContext(t *testing.T) {
 	_, err = auth.FromContext(auth.WithPrincipal(context.Background(), nil))
 	require.Equal(t, herr.Unauthenticated, herr.CodeOf(err), "a nil principal is no principal")
 }
+
+// TestCanReceive checks the per-event-type read right, which takes the
+// same patterns as publish and is independent of it.
+func TestCanReceive(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		perms []string
+		yes   []string
+		no    []string
+		any   bool
+	}{
+		{[]string{"receive:myapp.*"}, []string{"myapp.a", "myapp.user.created"}, []string{"myapp", "other.a"}, true},
+		{[]string{"receive:a.b"}, []string{"a.b"}, []string{"a.bc", "a"}, true},
+		{[]string{"receive:*"}, []string{"a", "x.y"}, nil, true},
+		{[]string{"*"}, []string{"a"}, nil, true},
+		// publish rights grant no receive right, and a bare prefix none.
+		{[]string{"publish:*", auth.PermReadEvents, "receive:", "RECEIVE:*"}, nil, []string{"a"}, false},
+		{nil, nil, []string{"a"}, false},
+	}
+	for _, tc := range tests {
+		p := &auth.Principal{ID: "p", Permissions: tc.perms}
+		for _, typ := range tc.yes {
+			require.True(t, p.CanReceive(typ), "%v should receive %q", tc.perms, typ)
+		}
+		for _, typ := range tc.no {
+			require.False(t, p.CanReceive(typ), "%v should not receive %q", tc.perms, typ)
+		}
+		require.Equal(t, tc.any, p.CanReceiveAny(), "%v", tc.perms)
+	}
+}
+
+// TestServicePrefix checks that seed 002's "event-consumer-service:"
+// spelling grants the same permission, and nothing else.
+func TestServicePrefix(t *testing.T) {
+	t.Parallel()
+	p := &auth.Principal{ID: "ops", Permissions: []string{"event-consumer-service:" + auth.PermInspectDeadLetters}}
+	require.True(t, p.Can(auth.PermInspectDeadLetters))
+	require.False(t, p.Can(auth.PermConsumeDurableQueues))
+	require.False(t, p.Can("event-consumer-service:"), "the bare prefix is not a permission")
+	q := &auth.Principal{ID: "q", Permissions: []string{auth.PermCreateDurableQueues}}
+	require.True(t, q.Can(auth.PermCreateDurableQueues))
+	require.False(t, q.Can(auth.PermDeleteDurableQueues))
+}

@@ -114,9 +114,59 @@ func (r *PullRequest) Validate() error {
 	return nil
 }
 
+// maxWithheldLeases bounds how many leases one pull acknowledges because
+// none of their events may be shown to the caller.
+const maxWithheldLeases = 100
+
 // Pull leases the next batch (see leasestore.Store.Pull). It returns
 // (nil, nil) when the consumer is caught up.
+//
+// Every event is checked against the caller's right to read its type
+// (auth.Principal.CanReceive). One it may not read is withheld: its entry
+// in the returned lease's Events is nil, its position stays taken, and
+// acknowledging the lease settles it as skipped. A lease all of whose
+// events are withheld is acknowledged at once and the next one pulled.
 func (s *Service) Pull(ctx context.Context, p *auth.Principal, r PullRequest) (*leasestore.Lease, error) {
+	for range maxWithheldLeases {
+		l, err := s.pull(ctx, p, r)
+		if err != nil || l == nil {
+			return l, err
+		}
+		shown := withhold(p, l)
+		if shown > 0 {
+			return l, nil
+		}
+		if _, err := s.cfg.Store.Acknowledge(ctx, leasestore.AckParams{
+			Consumer: r.Destination, LeaseID: l.ID, Generation: l.Generation, Status: leasestore.StatusOK,
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+// withhold replaces the events p may not read by nil, in a copy of
+// l.Events, and returns how many are left.
+func withhold(p *auth.Principal, l *leasestore.Lease) int {
+	shown := 0
+	var events [][]byte
+	for i, e := range l.Events {
+		if p.CanReceive(eventType(e)) {
+			shown++
+			continue
+		}
+		if events == nil {
+			events = append([][]byte(nil), l.Events...)
+		}
+		events[i] = nil
+	}
+	if events != nil {
+		l.Events = events
+	}
+	return shown
+}
+
+func (s *Service) pull(ctx context.Context, p *auth.Principal, r PullRequest) (*leasestore.Lease, error) {
 	if err := p.Require(auth.PermReadEvents); err != nil {
 		return nil, err
 	}

@@ -100,7 +100,7 @@ func TestPermissionsE2E(t *testing.T) {
 	svc := delivery.New(delivery.Config{Broker: broker, Store: leasestore.New(coll, leasestore.Options{})})
 	tokens := auth.StaticTokens{
 		"admin":     {ID: "admin", Permissions: []string{auth.PermManageDestinations}},
-		"reader":    {ID: "reader", Permissions: []string{auth.PermReadEvents}},
+		"reader":    {ID: "reader", Permissions: []string{auth.PermReadEvents, "receive:orders.*"}},
 		"publisher": {ID: "publisher", Permissions: []string{"publish:orders.*"}},
 	}
 	srv := httptest.NewServer(router.New(svc, tokens))

@@ -14,7 +14,13 @@
 // HERALD_TOKENS holds a JSON object from bearer token to principal, and
 // HERALD_TOKENS_FILE names a file holding the same:
 //
-//	{"s3cr3t-token-of-32-characters…": {"id": "billing", "permissions": ["publish:billing.*", "read:events"]}}
+//	{"s3cr3t-token-of-32-characters…": {"id": "billing", "permissions": ["publish:billing.*", "read:events", "receive:billing.*"]}}
+//
+// Permission names are those of package auth: read:events,
+// manage:destinations, run:jobs, publish:PATTERN, receive:PATTERN,
+// consume-durable-queues, create-durable-queues, delete-durable-queues,
+// inspect-and-replay-all-dlq (the last four also with seed 002's
+// "event-consumer-service:" prefix) and *. An unknown name is refused.
 //
 // Both may be set, together with HERALD_DEV_TOKEN (a token with every
 // permission); a token given twice is refused. Errors and logs name a token
@@ -399,8 +405,10 @@ func ParseTokens(raw []byte) (auth.StaticTokens, error) {
 		}
 		for _, perm := range e.Permissions {
 			if !knownPermission(perm) {
-				return nil, fmt.Errorf("principal %q: unknown permission %q (known: %s, %s, %s, %sPATTERN, %s)",
-					e.ID, perm, auth.PermReadEvents, auth.PermManageDestinations, auth.PermRunJobs, auth.PermPublishPrefix, auth.PermAll)
+				return nil, fmt.Errorf("principal %q: unknown permission %q (known: %s, %s, %s, %sPATTERN, %sPATTERN, %s, %s, %s, %s, %s)",
+					e.ID, perm, auth.PermReadEvents, auth.PermManageDestinations, auth.PermRunJobs, auth.PermPublishPrefix,
+					auth.PermReceivePrefix, auth.PermConsumeDurableQueues, auth.PermCreateDurableQueues,
+					auth.PermDeleteDurableQueues, auth.PermInspectDeadLetters, auth.PermAll)
 			}
 		}
 		out[token] = &auth.Principal{ID: e.ID, Permissions: e.Permissions}
@@ -427,8 +435,16 @@ func knownPermission(p string) bool {
 	case auth.PermAll, auth.PermReadEvents, auth.PermManageDestinations, auth.PermRunJobs:
 		return true
 	}
-	pattern, ok := strings.CutPrefix(p, auth.PermPublishPrefix)
-	return ok && pattern != ""
+	switch strings.TrimPrefix(p, auth.ServicePrefix) {
+	case auth.PermConsumeDurableQueues, auth.PermCreateDurableQueues, auth.PermDeleteDurableQueues, auth.PermInspectDeadLetters:
+		return true
+	}
+	for _, prefix := range []string{auth.PermPublishPrefix, auth.PermReceivePrefix} {
+		if pattern, ok := strings.CutPrefix(p, prefix); ok && pattern != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Redact drops the user info and query of a URL, for logs and errors.

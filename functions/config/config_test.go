@@ -225,3 +225,21 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 	}
 	require.ElementsMatch(t, want, listed, "README configuration table vs config.Vars")
 }
+
+// TestConsumerPermissions checks that HERALD_TOKENS accepts seed 002's
+// permissions, with and without the service prefix, and receive patterns.
+func TestConsumerPermissions(t *testing.T) {
+	t.Parallel()
+	ts, err := config.ParseTokens([]byte(`{"` + longToken + `": {"id": "svc", "permissions": [
+		"receive:myapp.*", "consume-durable-queues", "create-durable-queues", "delete-durable-queues",
+		"inspect-and-replay-all-dlq", "event-consumer-service:consume-durable-queues"]}}`))
+	require.NoError(t, err)
+	p := ts[longToken]
+	require.True(t, p.CanReceive("myapp.a"))
+	require.True(t, p.Can(auth.PermInspectDeadLetters))
+	for _, bad := range []string{"receive:", "consume-durable-queue", "event-consumer-service:read:events"} {
+		_, err := config.ParseTokens([]byte(`{"` + longToken + `": {"id": "svc", "permissions": ["` + bad + `"]}}`))
+		require.ErrorContains(t, err, "unknown permission", bad)
+		require.NotContains(t, err.Error(), longToken)
+	}
+}

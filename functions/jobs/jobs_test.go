@@ -30,7 +30,7 @@ type fixture struct {
 var tokens = auth.StaticTokens{
 	"admin":     {ID: "admin", Permissions: []string{auth.PermAll}},
 	"scheduler": {ID: "cloud-scheduler", Permissions: []string{auth.PermRunJobs}},
-	"worker":    {ID: "worker", Permissions: []string{auth.PermReadEvents}},
+	"worker":    {ID: "worker", Permissions: []string{auth.PermReadEvents, "receive:*"}},
 }
 
 func setup(t *testing.T) *fixture {

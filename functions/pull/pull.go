@@ -8,6 +8,10 @@
 // caught up, 409 when paused, 429 with Retry-After and the in-flight count
 // when 1,000 events are leased and unacknowledged, 404 for an unknown id.
 //
+// Events whose type the caller may not read (it lacks a matching
+// receive:PATTERN) are left out of the lease it is shown; acknowledging the
+// lease settles them as skipped.
+//
 // The 200 body is built by appending bytes: the events are already encoded
 // CloudEvents, and only their `sequence` is spliced in.
 package pull
@@ -80,6 +84,9 @@ func parse(r *http.Request) (delivery.PullRequest, error) {
 
 // AppendLease appends the seed 000 "200 response" JSON of l to dst:
 // {"leaseId","generation","attempt","expiresAt","events":[CloudEvent…]}.
+// A nil entry of l.Events is an event withheld from the caller (see
+// delivery.Service.Pull): it is left out, and the others keep their
+// sequences.
 func AppendLease(dst []byte, l *leasestore.Lease) []byte {
 	size := 128
 	for _, e := range l.Events {
@@ -97,10 +104,15 @@ func AppendLease(dst []byte, l *leasestore.Lease) []byte {
 	dst = append(dst, `,"expiresAt":"`...)
 	dst = l.ExpiresAt.UTC().AppendFormat(dst, time.RFC3339Nano)
 	dst = append(dst, `","events":[`...)
+	first := true
 	for i, e := range l.Events {
-		if i > 0 {
+		if e == nil {
+			continue // withheld: the caller may not read its type
+		}
+		if !first {
 			dst = append(dst, ',')
 		}
+		first = false
 		dst = cloudevent.AppendWithSequence(dst, e, l.Start+int64(i))
 	}
 	return append(dst, "]}"...)

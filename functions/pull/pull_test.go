@@ -55,3 +55,27 @@ func TestAppendLease(t *testing.T) {
 	require.Contains(t, string(b), `"events":[]`)
 	require.True(t, json.Valid(b))
 }
+
+// TestAppendLeaseWithheld checks that withheld events (nil entries) are
+// left out and the others keep the sequence of their position.
+func TestAppendLeaseWithheld(t *testing.T) {
+	t.Parallel()
+	l := &leasestore.Lease{
+		ID: "x", Start: 7, ExpiresAt: time.Unix(0, 0),
+		Events: [][]byte{nil, []byte(`{"id":"b"}`), nil, []byte(`{"id":"d"}`)},
+	}
+	b := pull.AppendLease(nil, l)
+	require.True(t, json.Valid(b), "%s", b)
+	var got struct {
+		Events []struct {
+			ID       string `json:"id"`
+			Sequence string `json:"sequence"`
+		} `json:"events"`
+	}
+	require.NoError(t, json.Unmarshal(b, &got))
+	require.Len(t, got.Events, 2)
+	require.Equal(t, "b", got.Events[0].ID)
+	require.Equal(t, cloudevent.FormatSequence(8), got.Events[0].Sequence)
+	require.Equal(t, "d", got.Events[1].ID)
+	require.Equal(t, cloudevent.FormatSequence(10), got.Events[1].Sequence)
+}
