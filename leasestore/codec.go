@@ -18,28 +18,61 @@ import (
 //     matches every field of every map by name); one binary value decodes
 //     in microseconds.
 //
-// Format: a version byte, then a uvarint count, then per lease its id
-// (uvarint length and bytes), start, count, generation, attempt, expires
-// (varints), worker (uvarint length and bytes) and a flags byte (bit 0:
-// requeued); per acked range its start (varint) and length (uvarint).
+// Format (version 2): a version byte, then a uvarint count, then per lease
+// its id and payload id (uvarint length and bytes; the payload id is empty
+// when it equals the lease id), offset, start, count, generation, attempt,
+// expires (varints), worker (uvarint length and bytes) and a flags byte
+// (bit 0: requeued; bit 1: session lease; bits 2–3: the dead-letter reason
+// of a dying lease, see reasonCodes). Version 1, written before leases
+// could share a payload, lacks the payload id and offset and is still
+// read. Per acked range: its start (varint) and length (uvarint).
+//
+// Sessions (sessionList): a version byte, a uvarint count, then per session
+// its key (uvarint length and bytes), expiry (varint, Unix ms) and a flags
+// byte (bit 0: a tombstone, whose expiry is its removal time).
 
 const (
-	leaseTableV1 = 1
-	spanListV1   = 1
-	flagRequeued = 1 << 0
+	leaseTableV1  = 1
+	leaseTableV2  = 2
+	spanListV1    = 1
+	sessionListV1 = 1
+	flagRequeued  = 1 << 0
+	flagSession   = 1 << 1
+	reasonShift   = 2
+	reasonMask    = 3 << reasonShift
+	flagTombstone = 1 << 0
 )
+
+// reasonCodes are the dead-letter reasons as stored in a lease's flags; 0
+// is a lease that is not dying.
+var reasonCodes = [...]string{1: ReasonDeliveryLimit, 2: ReasonExpired, 3: ReasonMaxLen}
+
+func reasonCode(r string) byte {
+	for i, s := range reasonCodes {
+		if i > 0 && s == r {
+			return byte(i)
+		}
+	}
+	return 0
+}
 
 // leaseTable is the stored lease table: unacknowledged leases, by start.
 type leaseTable []leaseRec
 
 // MarshalBinary implements encoding.BinaryMarshaler for docstore.
 func (t leaseTable) MarshalBinary() ([]byte, error) {
-	b := make([]byte, 0, 2+len(t)*80)
-	b = append(b, leaseTableV1)
+	b := make([]byte, 0, 2+len(t)*90)
+	b = append(b, leaseTableV2)
 	b = binary.AppendUvarint(b, uint64(len(t)))
 	for i := range t {
 		l := &t[i]
 		b = appendString(b, l.ID)
+		payload := l.Payload
+		if payload == l.ID {
+			payload = ""
+		}
+		b = appendString(b, payload)
+		b = binary.AppendVarint(b, l.Offset)
 		b = binary.AppendVarint(b, l.Start)
 		b = binary.AppendVarint(b, l.Count)
 		b = binary.AppendVarint(b, l.Generation)
@@ -50,6 +83,16 @@ func (t leaseTable) MarshalBinary() ([]byte, error) {
 		if l.Requeued {
 			flags |= flagRequeued
 		}
+		if l.Session {
+			flags |= flagSession
+		}
+		if l.Dying != "" {
+			c := reasonCode(l.Dying)
+			if c == 0 {
+				return nil, fmt.Errorf("lease table: unknown dead-letter reason %q", l.Dying)
+			}
+			flags |= c << reasonShift
+		}
 		b = append(b, flags)
 	}
 	return b, nil
@@ -58,23 +101,81 @@ func (t leaseTable) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary implements encoding.BinaryUnmarshaler for docstore.
 func (t *leaseTable) UnmarshalBinary(b []byte) error {
 	r := reader{b: b}
-	if v := r.byte(); v != leaseTableV1 {
+	v := r.byte()
+	if v != leaseTableV1 && v != leaseTableV2 {
 		return fmt.Errorf("lease table: unknown version %d", v)
 	}
 	n := r.count()
 	out := make(leaseTable, 0, n)
 	for i := 0; i < n && r.err == nil; i++ {
-		l := leaseRec{
-			ID: r.string(), Start: r.varint(), Count: r.varint(), Generation: r.varint(),
-			Attempt: r.varint(), Expires: r.varint(), Worker: r.string(),
+		l := leaseRec{ID: r.string()}
+		if v == leaseTableV2 {
+			l.Payload, l.Offset = r.string(), r.varint()
 		}
-		l.Requeued = r.byte()&flagRequeued != 0
+		l.Start, l.Count, l.Generation = r.varint(), r.varint(), r.varint()
+		l.Attempt, l.Expires, l.Worker = r.varint(), r.varint(), r.string()
+		flags := r.byte()
+		l.Requeued = flags&flagRequeued != 0
+		l.Session = flags&flagSession != 0
+		if c := (flags & reasonMask) >> reasonShift; c != 0 {
+			l.Dying = reasonCodes[c]
+		}
 		out = append(out, l)
 	}
 	if err := r.done(); err != nil {
 		return fmt.Errorf("lease table: %w", err)
 	}
 	*t = out
+	return nil
+}
+
+// session is one entry of a consumer's session list: an attached session,
+// or the tombstone of one that was removed.
+type session struct {
+	Key string // workerKey of the session id
+	// Expires is when the session's TTL lapses (Unix ms); for a tombstone,
+	// when the session was removed.
+	Expires   int64
+	Tombstone bool
+}
+
+// sessionList is the stored list of sessions and tombstones.
+type sessionList []session
+
+// MarshalBinary implements encoding.BinaryMarshaler for docstore.
+func (s sessionList) MarshalBinary() ([]byte, error) {
+	b := make([]byte, 0, 2+len(s)*32)
+	b = append(b, sessionListV1)
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	for _, e := range s {
+		b = appendString(b, e.Key)
+		b = binary.AppendVarint(b, e.Expires)
+		var flags byte
+		if e.Tombstone {
+			flags |= flagTombstone
+		}
+		b = append(b, flags)
+	}
+	return b, nil
+}
+
+// UnmarshalBinary implements encoding.BinaryUnmarshaler for docstore.
+func (s *sessionList) UnmarshalBinary(b []byte) error {
+	r := reader{b: b}
+	if v := r.byte(); v != sessionListV1 {
+		return fmt.Errorf("sessions: unknown version %d", v)
+	}
+	n := r.count()
+	out := make(sessionList, 0, n)
+	for i := 0; i < n && r.err == nil; i++ {
+		e := session{Key: r.string(), Expires: r.varint()}
+		e.Tombstone = r.byte()&flagTombstone != 0
+		out = append(out, e)
+	}
+	if err := r.done(); err != nil {
+		return fmt.Errorf("sessions: %w", err)
+	}
+	*s = out
 	return nil
 }
 

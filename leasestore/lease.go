@@ -27,14 +27,23 @@ type Source interface {
 type Incoming struct {
 	Body   []byte
 	Handle any
+	// PublishedAt is when the event was published, if the source knows
+	// (zero otherwise). Only PullEvents on a consumer with a MessageTTL
+	// uses it, to age the event; when it is zero the event's CloudEvents
+	// "publishedat" attribute is read from Body instead (one JSON scan of
+	// the body), and an event with neither never expires.
+	PublishedAt time.Time
 }
 
-// PullParams are the arguments of Pull, as in seed 000 "Pull a batch".
+// PullParams are the arguments of Pull (seed 000 "Pull a batch") and of
+// PullEvents.
 type PullParams struct {
-	Consumer   string
-	Worker     string        // "" is the shared identity
-	Limit      int           // 1–100, checked by the caller
-	Visibility time.Duration // 1–600 s, checked by the caller
+	Consumer string
+	// Worker identifies the puller: for Pull a worker id ("" is the shared
+	// identity); for PullEvents the id of an attached session.
+	Worker     string
+	Limit      int           // events; 1–100 for Pull, checked by the caller
+	Visibility time.Duration // 1–600 s for Pull, checked by the caller
 	Source     Source
 }
 
@@ -42,10 +51,12 @@ type PullParams struct {
 type Lease struct {
 	ID         string
 	Generation int64
-	Attempt    int64
-	Start      int64
-	Events     [][]byte
-	ExpiresAt  time.Time
+	// Attempt is the lifetime delivery count of the lease's events, this
+	// delivery included (1 on the first delivery).
+	Attempt   int64
+	Start     int64
+	Events    [][]byte
+	ExpiresAt time.Time
 }
 
 // WindowFullError is returned by Pull when MaxInFlight events are leased and
@@ -68,9 +79,16 @@ func (e *WindowFullError) Unwrap() error {
 //
 //  1. the worker's live lease, if it holds one, unchanged;
 //  2. else the oldest expired or failed lease, with generation and attempt
-//     one higher;
+//     one higher; a lease larger than p.Limit is split, and only its first
+//     p.Limit events are handed out (they keep the lease id), while the rest
+//     stays waiting for redelivery under a new lease id;
 //  3. else, if MaxInFlight events are in flight, a *WindowFullError;
 //  4. else up to p.Limit new events from p.Source in a new lease.
+//
+// A failed or expired lease whose redelivery would pass
+// Options.DeliveryLimit is not handed out: its events go to the
+// dead-letter queue (ReasonDeliveryLimit), the cursor moves past them, and
+// the pull goes on to the next lease or to new work.
 //
 // It returns (nil, nil) when the consumer is caught up.
 func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
@@ -79,6 +97,8 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 		taken    int        // how many of received the payload holds
 		leaseID  string
 		out      *Lease
+		dying    *consumerDoc // the written record, when it marked leases dying
+		finished bool         // whether this call already finished dying leases it found
 	)
 	// release hands back whatever this call holds if it does not end with
 	// a new lease: after an error, and also after a lost race whose retry
@@ -90,17 +110,17 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 		}
 		bg := context.WithoutCancel(ctx)
 		if leaseID != "" {
-			switch s.leaseWritten(bg, p.Consumer, leaseID) {
-			case yes:
+			switch n := s.payloadWritten(bg, p.Consumer, leaseID); {
+			case n > 0:
 				// An ambiguous failure (say a timeout after the server
 				// applied the write) did create the lease: custody has
 				// passed after all.
-				_ = p.Source.Settle(bg, received, taken)
+				_ = p.Source.Settle(bg, received, min(n, taken))
 				received = nil
 				return
-			case no:
+			case n == 0:
 				_ = s.coll.Delete(bg, &payloadDoc{Key: payloadKey(p.Consumer, leaseID)})
-			case unknown:
+			default:
 				// Keep the payload: an orphan is harmless, while a lease
 				// whose payload is gone could never be delivered.
 			}
@@ -110,18 +130,28 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 	}
 
 	err := s.retry(ctx, func() (bool, error) {
+		out, dying = nil, nil
 		d, err := s.get(ctx, p.Consumer)
 		if err != nil {
 			return false, err
 		}
 		runTestHook(hookPullRead, p.Consumer)
 		if d.Paused {
-			return false, herr.New(herr.FailedPrecondition, "durable consumer %q is paused", p.Consumer)
+			return false, herr.New(herr.FailedPrecondition, "consumer %q is paused", p.Consumer)
 		}
 		now := s.opts.Now()
 		nowMs := now.UnixMilli()
 		expires := now.Add(p.Visibility)
 		worker := workerKey(p.Worker)
+		d.pruneSessions(nowMs)
+		if !finished && d.hasDying() {
+			// A dead-lettering was interrupted (see finishDying): finish
+			// it first, then read again. Should it fail again, the pull
+			// goes on without those leases, which nobody is handed.
+			finished = true
+			_ = s.finishDying(ctx, d)
+			return false, nil
+		}
 
 		// 1. The worker's own live lease comes back unchanged.
 		for i := range d.Leases {
@@ -135,13 +165,24 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 				return err == nil, err
 			}
 		}
-		// 2. Expired and failed leases go before new work.
-		if i := d.reclaimable(nowMs); i >= 0 {
+		// 2. Expired and failed leases go before new work, except those
+		// past the delivery limit, which are dead-lettered.
+		marked := false
+		for _, i := range d.reclaimOrder(nowMs) {
 			l := &d.Leases[i]
+			if l.Attempt >= int64(s.opts.DeliveryLimit) {
+				d.markDying(i, ReasonDeliveryLimit, nowMs)
+				marked = true
+				continue
+			}
 			// Read the events before taking the lease. Reading after the
 			// write could find them gone: a puller delayed past the new
 			// visibility timeout sees its generation reclaimed by another
 			// worker, committed, and its payload deleted in between.
+			if l.Count > int64(p.Limit) {
+				d.split(i, int64(p.Limit), uuid.NewString())
+				l = &d.Leases[i]
+			}
 			got, err := s.load(ctx, d.ID, l)
 			if errors.Is(err, errPayloadGone) {
 				return false, nil // committed since the read: re-read
@@ -149,7 +190,7 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 			if err != nil {
 				return false, err
 			}
-			l.Worker, l.Requeued = worker, false
+			l.Worker, l.Requeued, l.Session = worker, false, false
 			l.Generation++
 			l.Attempt++
 			l.Expires = expires.UnixMilli()
@@ -160,12 +201,23 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 			runTestHook(hookPullReclaimed, p.Consumer)
 			got.Generation, got.Attempt, got.ExpiresAt = l.Generation, l.Attempt, time.UnixMilli(l.Expires)
 			out = got
+			if marked {
+				dying = d
+			}
 			return true, nil
 		}
-		// 3. The in-flight window.
-		inFlight := d.inFlight()
+		// 3. The in-flight window (leases being dead-lettered are leaving
+		// it).
+		inFlight := d.holding()
 		room := MaxInFlight - inFlight
 		if room <= 0 {
+			if marked {
+				// Record the dead-lettering; the window stays full.
+				if ok, err := s.write(ctx, s.coll.Replace, d); !ok || err != nil {
+					return false, err
+				}
+				dying = d
+			}
 			retryAfter := time.Second
 			if e := d.earliestExpiry(nowMs); e > 0 {
 				retryAfter = max(retryAfter, time.Duration(e-nowMs)*time.Millisecond)
@@ -180,7 +232,15 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 				return false, err
 			}
 			if len(received) == 0 {
-				return true, nil // caught up
+				received = nil
+				if !marked {
+					return true, nil // caught up
+				}
+				ok, err := s.write(ctx, s.coll.Replace, d)
+				if ok && err == nil {
+					dying = d
+				}
+				return ok, err
 			}
 		}
 		n := min(s.fit(received), int(room))
@@ -207,6 +267,9 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 		if !ok || err != nil {
 			return false, err
 		}
+		if marked {
+			dying = d
+		}
 		events := make([][]byte, n)
 		for i := range n {
 			events[i] = received[i].Body
@@ -222,6 +285,11 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 		return true, nil
 	})
 	release() // a no-op when the received events went into a lease
+	if dying != nil {
+		// Best effort: leases left dying are finished by the next pull or
+		// ExpireLeases; nobody is handed them meanwhile.
+		_ = s.finishDying(ctx, dying)
+	}
 	return out, err
 }
 
@@ -257,43 +325,61 @@ func runTestHook(point, consumer string) {
 	}
 }
 
-type tristate int
-
-const (
-	unknown tristate = iota
-	yes
-	no
-)
-
-// leaseWritten reports whether consumer's lease table holds lease.
-func (s *Store) leaseWritten(ctx context.Context, consumer, lease string) tristate {
+// payloadWritten returns how many events of consumer's leases refer to
+// payload id: 0 when none (or the consumer is gone), -1 when the consumer
+// cannot be read. A write that created leases over the payload's first n
+// events leaves at most n (fewer once some are committed), so acking that
+// many at the broker never acks an event no lease holds.
+func (s *Store) payloadWritten(ctx context.Context, consumer, id string) int {
 	d, err := s.get(ctx, consumer)
 	switch {
 	case herr.CodeOf(err) == herr.NotFound:
-		return no
+		return 0
 	case err != nil:
-		return unknown
-	case d.lease(lease) >= 0:
-		return yes
-	default:
-		return no
+		return -1
 	}
+	n := 0
+	for i := range d.Leases {
+		if d.Leases[i].payloadID() == id {
+			n += int(d.Leases[i].Count)
+		}
+	}
+	return n
 }
 
-func (s *Store) load(ctx context.Context, consumer string, l *leaseRec) (*Lease, error) {
-	pd := &payloadDoc{Key: payloadKey(consumer, l.ID)}
+// getPayload reads consumer's payload record id; errPayloadGone when it
+// does not exist.
+func (s *Store) getPayload(ctx context.Context, consumer, id string) (*payloadDoc, error) {
+	pd := &payloadDoc{Key: payloadKey(consumer, id)}
 	if err := s.coll.Get(ctx, pd); err != nil {
 		if gcerrors.Code(err) == gcerrors.NotFound {
 			return nil, errPayloadGone
 		}
 		return nil, storeErr(err)
 	}
-	if int64(len(pd.Events)) != l.Count {
-		return nil, herr.New(herr.Internal, "lease %s payload holds %d events, lease says %d", l.ID, len(pd.Events), l.Count)
+	return pd, nil
+}
+
+// events returns l's events from its payload record pd.
+func (pd *payloadDoc) events(l *leaseRec) ([][]byte, error) {
+	if l.Offset < 0 || l.Offset+l.Count > int64(len(pd.Events)) {
+		return nil, herr.New(herr.Internal, "lease %s refers to events %d–%d of a payload of %d", l.ID, l.Offset, l.Offset+l.Count-1, len(pd.Events))
+	}
+	return pd.Events[l.Offset : l.Offset+l.Count : l.Offset+l.Count], nil
+}
+
+func (s *Store) load(ctx context.Context, consumer string, l *leaseRec) (*Lease, error) {
+	pd, err := s.getPayload(ctx, consumer, l.payloadID())
+	if err != nil {
+		return nil, err
+	}
+	events, err := pd.events(l)
+	if err != nil {
+		return nil, err
 	}
 	return &Lease{
 		ID: l.ID, Generation: l.Generation, Attempt: l.Attempt, Start: l.Start,
-		Events: pd.Events, ExpiresAt: time.UnixMilli(l.Expires),
+		Events: events, ExpiresAt: time.UnixMilli(l.Expires),
 	}, nil
 }
 
@@ -337,8 +423,8 @@ type AckResult struct {
 //     cursor over the contiguous run of acknowledged leases;
 //   - failed for the current generation requeues it ahead of new work; a
 //     failed that arrives again reads requeued again;
-//   - anything for an older generation, or for a lease already committed,
-//     is stale and changes nothing.
+//   - anything for an older generation, or for a lease already committed
+//     or being dead-lettered, is stale and changes nothing.
 //
 // Acknowledging is allowed while the consumer is paused.
 func (s *Store) Acknowledge(ctx context.Context, p AckParams) (*AckResult, error) {
@@ -346,23 +432,25 @@ func (s *Store) Acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 		return nil, herr.New(herr.InvalidArgument, "status must be ok or failed")
 	}
 	var res *AckResult
-	var committedLease string
+	var freed []string
 	err := s.retry(ctx, func() (bool, error) {
-		committedLease = ""
+		freed = nil
 		d, err := s.get(ctx, p.Consumer)
 		if err != nil {
 			return false, err
 		}
+		d.pruneSessions(s.nowMs())
 		i := d.lease(p.LeaseID)
-		if i < 0 || d.Leases[i].Generation != p.Generation {
+		if i < 0 || d.Leases[i].Generation != p.Generation || d.Leases[i].Dying != "" {
 			res = &AckResult{Outcome: OutcomeStale, Committed: d.Committed}
 			return true, nil
 		}
 		l := &d.Leases[i]
 		switch p.Status {
 		case StatusOK:
+			pid := l.payloadID()
 			d.commit(i)
-			committedLease = p.LeaseID
+			freed = d.unreferenced([]string{pid})
 			res = &AckResult{Outcome: OutcomeCommitted, Committed: d.Committed}
 		case StatusFailed:
 			res = &AckResult{Outcome: OutcomeRequeued, Committed: d.Committed}
@@ -376,9 +464,7 @@ func (s *Store) Acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 	if err != nil {
 		return nil, err
 	}
-	if committedLease != "" {
-		// Best effort: an orphaned payload is unreachable and harmless.
-		_ = s.coll.Delete(context.WithoutCancel(ctx), &payloadDoc{Key: payloadKey(p.Consumer, committedLease)})
-	}
+	// Best effort: an orphaned payload is unreachable and harmless.
+	s.deletePayloads(ctx, p.Consumer, freed)
 	return res, nil
 }

@@ -2,6 +2,7 @@ package leasestore
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/google/uuid"
 	"gocloud.dev/docstore"
 	"gocloud.dev/gcerrors"
 
@@ -28,11 +30,27 @@ const (
 	// DefaultMaxRetries bounds how often an operation re-reads and retries
 	// after losing a conditional-write race.
 	DefaultMaxRetries = 200
+	// DefaultDeliveryLimit is the default Options.DeliveryLimit (seed 002,
+	// "Bounded redelivery": a message whose delivery count passes the
+	// deployment's delivery limit is dead-lettered).
+	DefaultDeliveryLimit = 20
 )
 
-// Consumer types.
+// Consumer types. All three are stored alike (record kind "consumer") and
+// share one id namespace.
 const (
+	// TypeDurableConsumer is seed 000's durable consumer: leased batches
+	// through Pull and Acknowledge; never reaped.
 	TypeDurableConsumer = "DURABLE_CONSUMER"
+	// TypeDurableQueue is seed 002's durable queue: streams attach to it as
+	// sessions and take single events through PullEvents and Settle.
+	// ReapIdle deletes one that has had no live session for its idle
+	// window.
+	TypeDurableQueue = "DURABLE_QUEUE"
+	// TypeNonDurableQueue is seed 002's non-durable queue (its id is the
+	// reconnect token): like a durable queue, but ReapIdle deletes it once
+	// the reconnect grace window has passed without a live session.
+	TypeNonDurableQueue = "NON_DURABLE_QUEUE"
 )
 
 // Options tune a Store. The zero value is ready to use.
@@ -45,6 +63,15 @@ type Options struct {
 	// MaxRetries bounds retries after a lost conditional write (default
 	// DefaultMaxRetries).
 	MaxRetries int
+	// DeliveryLimit is the most times an event is delivered (default
+	// DefaultDeliveryLimit; values below 1 take the default). A lease's
+	// Attempt is its events' lifetime delivery count; when redelivering it
+	// would make that count pass DeliveryLimit, its events are moved to the
+	// dead-letter queue (reason ReasonDeliveryLimit) instead and the cursor
+	// moves past them. It applies to every consumer type, seed 000's
+	// durable consumers included, and to every redelivery path: a failed
+	// or nacked lease, an expired visibility timeout, a session that left.
+	DeliveryLimit int
 }
 
 // Store is the lease state machine over one docstore collection whose key
@@ -68,31 +95,63 @@ func New(coll *docstore.Collection, opts Options) *Store {
 	if opts.MaxRetries <= 0 {
 		opts.MaxRetries = DefaultMaxRetries
 	}
+	if opts.DeliveryLimit <= 0 {
+		opts.DeliveryLimit = DefaultDeliveryLimit
+	}
 	return &Store{coll: coll, opts: opts}
 }
 
-// Consumer is a durable consumer as callers see it.
+// Consumer is a consumer (durable consumer, durable queue or non-durable
+// queue) as callers see it.
 type Consumer struct {
 	ID           string
-	Type         string
+	Type         string // TypeDurableConsumer, TypeDurableQueue or TypeNonDurableQueue
 	Filters      filter.Groups
 	Subscription string // broker subscription name
 	Paused       bool
 	CreatedAt    time.Time
 	// Committed is the cursor position; 0 when nothing is committed yet.
 	Committed int64
-	// InFlight counts events leased and not acknowledged.
+	// InFlight counts the events Herald holds for the consumer: leased and
+	// not acknowledged, waiting for redelivery, or being dead-lettered.
 	InFlight int64
 	// Requeued counts the in-flight events that wait for redelivery: in
-	// leases failed by their worker or requeued by ExpireLeases.
+	// leases failed or nacked, requeued by ExpireLeases or because their
+	// session left, and events a replay or a MaxLength intake put there.
 	Requeued int64
+
+	// LastAttached is the last time a session was known attached (its
+	// last Attach or Detach, or the moment its TTL lapsed); zero when none
+	// ever was. Read only: CreateConsumer ignores it.
+	LastAttached time.Time
+	// LiveSessions counts the sessions attached now (their TTL has not
+	// lapsed). Read only.
+	LiveSessions int
+	// MessageTTL, when positive, is the queue's message TTL: PullEvents
+	// dead-letters (ReasonExpired) an event it would hand out that was
+	// enqueued (published, or replayed) at least MessageTTL ago. Stored
+	// with millisecond precision; 0 means no TTL.
+	MessageTTL time.Duration
+	// MaxLength, when positive, bounds the events Herald holds for the
+	// queue (InFlight: leased plus waiting for redelivery); see PullEvents
+	// for how it is kept (ReasonMaxLen). 0 means no bound; at most
+	// MaxInFlight.
+	MaxLength int
 }
 
-func (d *consumerDoc) view() (*Consumer, error) {
+// view returns the consumer as callers see it at nowMs. It prunes d's
+// sessions in memory (see pruneSessions), so lapsed sessions neither count
+// as live nor hold leases, whether or not a write has recorded that yet.
+func (d *consumerDoc) view(nowMs int64) (*Consumer, error) {
+	d.pruneSessions(nowMs)
 	c := &Consumer{
 		ID: d.ID, Type: d.Type, Subscription: d.Subscription, Paused: d.Paused,
 		CreatedAt: d.CreatedAt, Committed: d.Committed, InFlight: d.inFlight(),
-		Requeued: d.requeued(),
+		Requeued: d.requeued(), LiveSessions: d.liveSessions(nowMs),
+		MessageTTL: time.Duration(d.MessageTTL) * time.Millisecond, MaxLength: int(d.MaxLength),
+	}
+	if d.LastAttached > 0 {
+		c.LastAttached = time.UnixMilli(d.LastAttached).UTC()
 	}
 	if d.Filters != "" {
 		if err := json.Unmarshal([]byte(d.Filters), &c.Filters); err != nil {
@@ -102,11 +161,22 @@ func (d *consumerDoc) view() (*Consumer, error) {
 	return c, nil
 }
 
-// CreateConsumer stores a new consumer. c.ID, c.Type and c.Subscription are
-// required. It fails with herr.AlreadyExists if the id is taken.
+// CreateConsumer stores a new consumer at the head of its stream (nothing
+// committed, first position 1). c.ID, c.Type and c.Subscription are
+// required; c.Filters, c.Paused, c.CreatedAt (default: now), c.MessageTTL
+// and c.MaxLength are stored as given; the other fields are ignored. It
+// fails with herr.AlreadyExists if the id is taken (by a consumer of any
+// type), and with herr.InvalidArgument for a missing field, a negative
+// MessageTTL, or a MaxLength outside 0–MaxInFlight.
 func (s *Store) CreateConsumer(ctx context.Context, c Consumer) (*Consumer, error) {
 	if c.ID == "" || c.Type == "" || c.Subscription == "" {
 		return nil, herr.New(herr.InvalidArgument, "consumer needs an id, a type and a subscription")
+	}
+	if c.MessageTTL < 0 {
+		return nil, herr.New(herr.InvalidArgument, "message TTL must not be negative (0 means none)")
+	}
+	if c.MaxLength < 0 || c.MaxLength > MaxInFlight {
+		return nil, herr.New(herr.InvalidArgument, "max length must be between 0 (none) and %d, the in-flight window", MaxInFlight)
 	}
 	fs, err := json.Marshal(c.Filters)
 	if err != nil {
@@ -119,6 +189,8 @@ func (s *Store) CreateConsumer(ctx context.Context, c Consumer) (*Consumer, erro
 		Key: consumerKey(c.ID), Kind: kindConsumer, ID: c.ID, Type: c.Type,
 		Filters: string(fs), Subscription: c.Subscription, Paused: c.Paused,
 		CreatedAt: c.CreatedAt.UTC(), Next: 1,
+		MessageTTL: c.MessageTTL.Milliseconds(), MaxLength: int64(c.MaxLength),
+		Incarnation: newIncarnation(),
 	}
 	if err := s.coll.Create(ctx, d); err != nil {
 		if gcerrors.Code(err) == gcerrors.AlreadyExists {
@@ -126,8 +198,17 @@ func (s *Store) CreateConsumer(ctx context.Context, c Consumer) (*Consumer, erro
 		}
 		return nil, storeErr(err)
 	}
-	return d.view()
+	return d.view(s.nowMs())
 }
+
+// newIncarnation returns a short random token that tells apart consumers
+// that reuse one id (a durable queue re-created after it was reaped).
+func newIncarnation() string {
+	u := uuid.New()
+	return base64.RawURLEncoding.EncodeToString(u[:9])
+}
+
+func (s *Store) nowMs() int64 { return s.opts.Now().UnixMilli() }
 
 // GetConsumer returns consumer id, or herr.NotFound.
 func (s *Store) GetConsumer(ctx context.Context, id string) (*Consumer, error) {
@@ -135,11 +216,13 @@ func (s *Store) GetConsumer(ctx context.Context, id string) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return d.view()
+	return d.view(s.nowMs())
 }
 
-// ListConsumers returns every consumer, in no particular order.
+// ListConsumers returns every consumer, of every type, in no particular
+// order.
 func (s *Store) ListConsumers(ctx context.Context) ([]*Consumer, error) {
+	nowMs := s.nowMs()
 	it := s.coll.Query().Where("kind", "=", kindConsumer).Get(ctx)
 	defer it.Stop()
 	var out []*Consumer
@@ -152,7 +235,7 @@ func (s *Store) ListConsumers(ctx context.Context) ([]*Consumer, error) {
 		if err != nil {
 			return nil, storeErr(err)
 		}
-		c, err := d.view()
+		c, err := d.view(nowMs)
 		if err != nil {
 			return nil, err
 		}
@@ -160,9 +243,10 @@ func (s *Store) ListConsumers(ctx context.Context) ([]*Consumer, error) {
 	}
 }
 
-// DeleteConsumer removes consumer id and the payloads of its open leases.
-// It returns the deleted consumer (for its subscription name) or
-// herr.NotFound.
+// DeleteConsumer removes consumer id and the payload records of the events
+// it holds. Its dead letters stay: they name it as their origin, and
+// replaying one afterwards reports ReplayOriginQueueDeleted. It returns the
+// deleted consumer (for its subscription name) or herr.NotFound.
 func (s *Store) DeleteConsumer(ctx context.Context, id string) (*Consumer, error) {
 	var d *consumerDoc
 	err := s.retry(ctx, func() (bool, error) {
@@ -175,11 +259,35 @@ func (s *Store) DeleteConsumer(ctx context.Context, id string) (*Consumer, error
 	if err != nil {
 		return nil, err
 	}
-	for _, l := range d.Leases {
-		// Best effort: a payload left behind is unreachable and harmless.
-		_ = s.coll.Delete(ctx, &payloadDoc{Key: payloadKey(id, l.ID)})
+	s.deletePayloads(ctx, id, d.allPayloads())
+	return d.view(s.nowMs())
+}
+
+// allPayloads returns the payload ids d's leases refer to, each once.
+func (d *consumerDoc) allPayloads() []string {
+	var out []string
+	seen := map[string]bool{}
+	for i := range d.Leases {
+		if p := d.Leases[i].payloadID(); !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
 	}
-	return d.view()
+	return out
+}
+
+// deletePayloads deletes consumer's payload records ids, best effort: a
+// payload left behind is unreachable and harmless.
+func (s *Store) deletePayloads(ctx context.Context, consumer string, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	acts := s.coll.Actions()
+	for _, id := range ids {
+		acts.Delete(&payloadDoc{Key: payloadKey(consumer, id)})
+	}
+	_ = acts.Do(ctx)
 }
 
 // SetPaused pauses or resumes consumer id and returns it.
@@ -199,14 +307,41 @@ func (s *Store) SetPaused(ctx context.Context, id string, paused bool) (*Consume
 	if err != nil {
 		return nil, err
 	}
-	return d.view()
+	return d.view(s.nowMs())
+}
+
+// SetFilters replaces consumer id's filter groups with groups and returns
+// the consumer. The broker subscription is the caller's to update (first,
+// so that no event the new filters admit is dropped meanwhile). It fails
+// with herr.NotFound for an unknown consumer.
+func (s *Store) SetFilters(ctx context.Context, id string, groups filter.Groups) (*Consumer, error) {
+	fs, err := json.Marshal(groups)
+	if err != nil {
+		return nil, herr.Wrap(herr.Internal, err, "encode filters")
+	}
+	var d *consumerDoc
+	err = s.retry(ctx, func() (bool, error) {
+		var err error
+		if d, err = s.get(ctx, id); err != nil {
+			return false, err
+		}
+		if d.Filters == string(fs) {
+			return true, nil
+		}
+		d.Filters = string(fs)
+		return s.write(ctx, s.coll.Replace, d)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d.view(s.nowMs())
 }
 
 func (s *Store) get(ctx context.Context, id string) (*consumerDoc, error) {
 	d := &consumerDoc{Key: consumerKey(id)}
 	if err := s.coll.Get(ctx, d); err != nil {
 		if gcerrors.Code(err) == gcerrors.NotFound {
-			return nil, herr.New(herr.NotFound, "durable consumer %q does not exist", id)
+			return nil, herr.New(herr.NotFound, "consumer %q does not exist", id)
 		}
 		return nil, storeErr(err)
 	}
@@ -223,7 +358,7 @@ func (s *Store) write(ctx context.Context, op func(context.Context, docstore.Doc
 	case gcerrors.FailedPrecondition:
 		return false, nil
 	case gcerrors.NotFound:
-		return false, herr.New(herr.NotFound, "durable consumer %q does not exist", d.ID)
+		return false, herr.New(herr.NotFound, "consumer %q does not exist", d.ID)
 	default:
 		return false, storeErr(err)
 	}

@@ -39,6 +39,20 @@ func requireReclaimed(t testing.TB, old, got *leasestore.Lease, expires time.Tim
 	require.True(t, got.ExpiresAt.Equal(expires), "ExpiresAt %v, want %v", got.ExpiresAt, expires)
 }
 
+// requireReclaimedPart checks that got is the first n events of old,
+// redelivered: same lease id and start, one generation and one attempt
+// higher, a fresh expiry.
+func requireReclaimedPart(t testing.TB, old, got *leasestore.Lease, n int, expires time.Time) {
+	t.Helper()
+	require.NotNil(t, got, "want the reclaimed lease, got caught up")
+	require.Equal(t, old.ID, got.ID, "the handed-out part keeps the lease id")
+	require.Equal(t, old.Generation+1, got.Generation, "generation")
+	require.Equal(t, old.Attempt+1, got.Attempt, "attempt")
+	require.Equal(t, old.Start, got.Start, "positions")
+	require.Equal(t, asStrings(old.Events[:n]), asStrings(got.Events), "events")
+	require.True(t, got.ExpiresAt.Equal(expires), "ExpiresAt %v, want %v", got.ExpiresAt, expires)
+}
+
 func testExpiryReclaim(t *testing.T, h Harness) {
 	b := setup(t, h, setupOptions{})
 	all := bodies("r", 6)

@@ -1,0 +1,450 @@
+package leasestore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"gocloud.dev/docstore"
+	"gocloud.dev/gcerrors"
+
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore/internal/faults"
+)
+
+// Dead-letter reasons (seed 002, DeadLetteredEvent.Reason, without the
+// REASON_ prefix).
+const (
+	// ReasonDeliveryLimit: redelivering the event would have passed
+	// Options.DeliveryLimit.
+	ReasonDeliveryLimit = "DELIVERY_LIMIT"
+	// ReasonExpired: the event outlived its queue's MessageTTL before it
+	// could be handed out.
+	ReasonExpired = "EXPIRED"
+	// ReasonMaxLen: the event was evicted, oldest first, because its queue
+	// held more than its MaxLength.
+	ReasonMaxLen = "MAXLEN"
+)
+
+// DeadLetter is one event in the dead-letter queue, a record of kind
+// "deadletter" keyed "d:<ID>". There is one per dead-lettered event (a
+// batch lease past the delivery limit gives one per event). It is written
+// before the event leaves its consumer, so a failure in between leaves the
+// event in both places, never in neither.
+type DeadLetter struct {
+	// ID identifies the dead letter for ReplayDeadLetter and
+	// DiscardDeadLetter: "<origin>:<incarnation>:<position>", the position
+	// zero-padded to 20 digits. It is deterministic, so finishing an
+	// interrupted dead-lettering never makes a second copy.
+	ID string
+	// Reason is ReasonDeliveryLimit, ReasonExpired or ReasonMaxLen.
+	Reason string
+	// OriginQueue is the id of the consumer (queue, or seed 000 durable
+	// consumer) the event was dead-lettered from; a replay returns it there.
+	OriginQueue string
+	// EventType and ResourceID are the event's CloudEvents "type" and
+	// "subject" ("" when the body is not a CloudEvent or has none).
+	EventType  string
+	ResourceID string
+	// DeliveryCount is how often the event was delivered before it was
+	// dead-lettered (0 for an event that expired or was evicted before its
+	// first delivery).
+	DeliveryCount int64
+	// DeadLetteredAt is when the event was dead-lettered (millisecond
+	// precision).
+	DeadLetteredAt time.Time
+	// Body is the encoded CloudEvent, as the consumer held it.
+	Body []byte
+}
+
+// ReplayOutcome is the outcome of ReplayDeadLetter (seed 002,
+// ActionOutcome.Outcome, without the OUTCOME_ prefix).
+type ReplayOutcome string
+
+// Replay outcomes.
+const (
+	// ReplayReplayed: the event is back on its origin consumer, waiting
+	// for delivery with a fresh delivery budget; the dead letter is gone.
+	ReplayReplayed ReplayOutcome = "REPLAYED"
+	// ReplayOriginQueueDeleted: the origin consumer does not exist; the
+	// dead letter is left in place.
+	ReplayOriginQueueDeleted ReplayOutcome = "ORIGIN_QUEUE_DELETED"
+	// ReplayFailed: the replay could not be confirmed (a store write
+	// failed); the dead letter is left in place.
+	ReplayFailed ReplayOutcome = "REPLAY_FAILED"
+)
+
+// deadLetterDoc is the stored form of a DeadLetter.
+type deadLetterDoc struct {
+	Key           string `docstore:"key"`
+	Kind          string `docstore:"kind"`
+	Reason        string `docstore:"reason"`
+	Origin        string `docstore:"origin"`
+	Position      int64  `docstore:"position"`
+	EventType     string `docstore:"event_type"`
+	ResourceID    string `docstore:"resource_id"`
+	DeliveryCount int64  `docstore:"delivery_count"`
+	At            int64  `docstore:"dead_lettered_ms"` // Unix ms
+	Body          []byte `docstore:"body"`
+
+	DocstoreRevision any
+}
+
+const deadLetterPrefix = "d:"
+
+func deadLetterKey(consumer, incarnation string, position int64) string {
+	return fmt.Sprintf("%s%s:%s:%020d", deadLetterPrefix, consumer, incarnation, position)
+}
+
+func (dl *deadLetterDoc) view() *DeadLetter {
+	return &DeadLetter{
+		ID: strings.TrimPrefix(dl.Key, deadLetterPrefix), Reason: dl.Reason, OriginQueue: dl.Origin,
+		EventType: dl.EventType, ResourceID: dl.ResourceID, DeliveryCount: dl.DeliveryCount,
+		DeadLetteredAt: time.UnixMilli(dl.At).UTC(), Body: dl.Body,
+	}
+}
+
+// eventAttrs reads the CloudEvents attributes the dead-letter queue and the
+// message TTL need from an encoded event. Anything that is not a JSON
+// object gives zero values.
+type eventAttrs struct {
+	Type        string `json:"type"`
+	Subject     string `json:"subject"`
+	PublishedAt string `json:"publishedat"`
+}
+
+func readAttrs(body []byte) eventAttrs {
+	var a eventAttrs
+	_ = json.Unmarshal(body, &a) // unknown members (data) are skipped, not decoded
+	return a
+}
+
+// publishedMs returns the enqueue time of an incoming event in Unix ms: its
+// PublishedAt, else its body's "publishedat", else 0 (unknown).
+func publishedMs(in Incoming) int64 {
+	if !in.PublishedAt.IsZero() {
+		return in.PublishedAt.UnixMilli()
+	}
+	if t, err := time.Parse(time.RFC3339Nano, readAttrs(in.Body).PublishedAt); err == nil {
+		return t.UnixMilli()
+	}
+	return 0
+}
+
+// finishDying moves the dying leases of d (as read, or as just written) to
+// the dead-letter queue: first one dead-letter record per event, under its
+// deterministic key, then one conditional write of the consumer record
+// that removes the leases and marks their positions acknowledged, so the
+// cursor passes them. A lost race re-reads and does it again (the records
+// are simply rewritten). A failure leaves the leases dying, and any
+// operation that meets them later finishes the job; as the records come
+// first, an event is never in neither place.
+func (s *Store) finishDying(ctx context.Context, d *consumerDoc) error {
+	for attempt := 0; ; attempt++ {
+		var dying []leaseRec
+		for _, l := range d.Leases {
+			if l.Dying != "" {
+				dying = append(dying, l)
+			}
+		}
+		if len(dying) == 0 {
+			return nil
+		}
+		if err := faults.Check(faults.DeadLetterWrite, d.ID); err != nil {
+			return err
+		}
+		acts := s.coll.Actions()
+		payloads := map[string]*payloadDoc{}
+		for i := range dying {
+			l := &dying[i]
+			pd, ok := payloads[l.payloadID()]
+			if !ok {
+				var err error
+				if pd, err = s.getPayload(ctx, d.ID, l.payloadID()); err != nil {
+					if errors.Is(err, errPayloadGone) {
+						return herr.New(herr.Internal, "lease %s of %q is being dead-lettered, but its payload is gone", l.ID, d.ID)
+					}
+					return err
+				}
+				payloads[l.payloadID()] = pd
+			}
+			events, err := pd.events(l)
+			if err != nil {
+				return err
+			}
+			for j, body := range events {
+				a := readAttrs(body)
+				acts.Put(&deadLetterDoc{
+					Key: deadLetterKey(d.ID, d.Incarnation, l.Start+int64(j)), Kind: kindDeadLetter,
+					Reason: l.Dying, Origin: d.ID, Position: l.Start + int64(j),
+					EventType: a.Type, ResourceID: a.Subject, DeliveryCount: l.Attempt,
+					At: l.Expires, Body: body,
+				})
+			}
+		}
+		if err := acts.Do(ctx); err != nil {
+			return storeErr(err)
+		}
+		if err := faults.Check(faults.DeadLetterRemove, d.ID); err != nil {
+			return err
+		}
+		var freed []string
+		for _, l := range dying {
+			if i := d.lease(l.ID); i >= 0 {
+				freed = append(freed, l.payloadID())
+				d.commit(i)
+			}
+		}
+		ok, err := s.write(ctx, s.coll.Replace, d)
+		if err != nil {
+			return err
+		}
+		if ok {
+			s.deletePayloads(ctx, d.ID, d.unreferenced(freed))
+			return nil
+		}
+		if attempt >= s.opts.MaxRetries {
+			return herr.New(herr.Aborted, "too much contention on this consumer; retry")
+		}
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			return err
+		}
+		if d, err = s.get(ctx, d.ID); err != nil {
+			return err
+		}
+	}
+}
+
+// ListDeadLetters returns up to limit dead letters (limit ≥ 1) in a stable
+// order, by DeadLetteredAt and then by ID, starting after pageToken ("" for
+// the first page), and the token of the next page ("" after the last). The
+// order does not change as dead letters come and go: a dead letter written
+// after a page was read appears on a later page only if it sorts after
+// that page. A token that this method did not issue is herr.InvalidArgument.
+//
+// Cost: every page queries every dead-letter record's key and time (records
+// of kind "deadletter"; on DynamoDB that is a scan of the table) and sorts
+// them in memory, then reads the page's records in full. Listing all N dead
+// letters in pages of L costs N·N/L small reads; the dead-letter queue is
+// meant to be triaged down, not to grow without bound.
+func (s *Store) ListDeadLetters(ctx context.Context, limit int, pageToken string) ([]*DeadLetter, string, error) {
+	if limit < 1 {
+		return nil, "", herr.New(herr.InvalidArgument, "limit must be at least 1")
+	}
+	after, err := parsePageToken(pageToken)
+	if err != nil {
+		return nil, "", err
+	}
+	type ref struct {
+		at  int64
+		key string
+	}
+	less := func(a, b ref) int {
+		if a.at != b.at {
+			return int(min(max(a.at-b.at, -1), 1))
+		}
+		return strings.Compare(a.key, b.key)
+	}
+	var refs []ref
+	it := s.coll.Query().Where("kind", "=", kindDeadLetter).Get(ctx, "key", "dead_lettered_ms")
+	defer it.Stop()
+	for {
+		var dl deadLetterDoc
+		err := it.Next(ctx, &dl)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, "", storeErr(err)
+		}
+		r := ref{at: dl.At, key: dl.Key}
+		if after != nil && less(r, ref{at: after.at, key: after.key}) <= 0 {
+			continue
+		}
+		refs = append(refs, r)
+	}
+	slices.SortFunc(refs, less)
+	next := ""
+	if len(refs) > limit {
+		refs = refs[:limit]
+		last := refs[limit-1]
+		next = pageToken64(last.at, last.key)
+	}
+	docs := make([]*deadLetterDoc, len(refs))
+	acts := s.coll.Actions()
+	for i, r := range refs {
+		docs[i] = &deadLetterDoc{Key: r.key}
+		acts.Get(docs[i])
+	}
+	if err := acts.Do(ctx); err != nil {
+		var errs docstore.ActionListError
+		if !errors.As(err, &errs) {
+			return nil, "", storeErr(err)
+		}
+		// A dead letter replayed or discarded since the query is left out.
+		for _, e := range errs {
+			if gcerrors.Code(e.Err) != gcerrors.NotFound {
+				return nil, "", storeErr(err)
+			}
+			docs[e.Index] = nil
+		}
+	}
+	out := make([]*DeadLetter, 0, len(docs))
+	for _, dl := range docs {
+		if dl != nil {
+			out = append(out, dl.view())
+		}
+	}
+	return out, next, nil
+}
+
+type pageToken struct {
+	at  int64
+	key string
+}
+
+func pageToken64(at int64, key string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at, 10) + " " + key))
+}
+
+func parsePageToken(t string) (*pageToken, error) {
+	if t == "" {
+		return nil, nil
+	}
+	bad := herr.New(herr.InvalidArgument, "page token is not one this listing issued")
+	b, err := base64.RawURLEncoding.DecodeString(t)
+	if err != nil {
+		return nil, bad
+	}
+	at, key, ok := strings.Cut(string(b), " ")
+	if !ok || !strings.HasPrefix(key, deadLetterPrefix) {
+		return nil, bad
+	}
+	n, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return nil, bad
+	}
+	return &pageToken{at: n, key: key}, nil
+}
+
+// getDeadLetter reads dead letter id, or herr.NotFound.
+func (s *Store) getDeadLetter(ctx context.Context, id string) (*deadLetterDoc, error) {
+	dl := &deadLetterDoc{Key: deadLetterPrefix + id}
+	if err := s.coll.Get(ctx, dl); err != nil {
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return nil, herr.New(herr.NotFound, "no dead letter %q (it may have been replayed or discarded)", id)
+		}
+		return nil, storeErr(err)
+	}
+	return dl, nil
+}
+
+// ReplayDeadLetter returns dead letter id's event to its exact origin
+// consumer (seed 002, ACTION_REPLAY: confirm-gated and no-loss):
+//
+//  1. a payload record holding the event, under a key derived from id;
+//  2. one conditional write of the origin consumer record adding a
+//     requeued single-event lease at the consumer's next position, with a
+//     fresh delivery budget (delivered next with Attempt 1) and, for a
+//     MessageTTL, an age that starts now;
+//  3. only then the dead letter is deleted.
+//
+// Outcomes: ReplayReplayed; ReplayOriginQueueDeleted when no consumer has
+// the origin id (the dead letter is left); ReplayFailed with the store's
+// error when a step fails (the dead letter is left). A replay whose first
+// two steps succeeded and whose delete failed reports ReplayFailed too; the
+// event is then on its consumer already, and replaying again does not add
+// it twice while that lease is open (step 2 finds it). A replay into a
+// consumer whose in-flight window is full is ReplayFailed with
+// herr.ResourceExhausted. An unknown id is herr.NotFound (outcome "").
+func (s *Store) ReplayDeadLetter(ctx context.Context, id string) (ReplayOutcome, error) {
+	dl, err := s.getDeadLetter(ctx, id)
+	if err != nil {
+		if herr.CodeOf(err) == herr.NotFound {
+			return "", err
+		}
+		return ReplayFailed, err
+	}
+	if _, err := s.get(ctx, dl.Origin); err != nil {
+		if herr.CodeOf(err) == herr.NotFound {
+			return ReplayOriginQueueDeleted, nil
+		}
+		return ReplayFailed, err
+	}
+	sum := sha256.Sum256([]byte(dl.Key))
+	pid := "dl-" + base64.RawURLEncoding.EncodeToString(sum[:16])
+	pd := &payloadDoc{
+		Key: payloadKey(dl.Origin, pid), Kind: kindPayload, Consumer: dl.Origin,
+		Events: [][]byte{dl.Body}, Published: []int64{s.nowMs()},
+	}
+	if err := s.coll.Put(ctx, pd); err != nil {
+		return ReplayFailed, storeErr(err)
+	}
+	gone := false
+	err = s.retry(ctx, func() (bool, error) {
+		d, err := s.get(ctx, dl.Origin)
+		if herr.CodeOf(err) == herr.NotFound {
+			gone = true
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if d.payloadRefs(pid) {
+			return true, nil // an earlier replay of this dead letter is still open
+		}
+		if d.holding() >= MaxInFlight {
+			return false, herr.New(herr.ResourceExhausted, "consumer %q holds %d events, its in-flight window; replay when it has room", d.ID, MaxInFlight)
+		}
+		if err := faults.Check(faults.ReplayConsumerWrite, d.ID); err != nil {
+			return false, err
+		}
+		d.Leases = append(d.Leases, leaseRec{
+			ID: uuid.NewString(), Payload: pid, Start: d.Next, Count: 1, Requeued: true,
+		})
+		d.Next++
+		return s.write(ctx, s.coll.Replace, d)
+	})
+	if gone {
+		_ = s.coll.Delete(context.WithoutCancel(ctx), &payloadDoc{Key: pd.Key})
+		return ReplayOriginQueueDeleted, nil
+	}
+	if err != nil {
+		return ReplayFailed, err
+	}
+	if err := faults.Check(faults.ReplayDelete, dl.Origin); err != nil {
+		return ReplayFailed, err
+	}
+	if err := s.coll.Delete(ctx, &deadLetterDoc{Key: dl.Key}); err != nil {
+		return ReplayFailed, storeErr(err)
+	}
+	return ReplayReplayed, nil
+}
+
+// DiscardDeadLetter deletes dead letter id (seed 002, ACTION_DISCARD). It
+// fails with herr.NotFound when there is none (already replayed or
+// discarded).
+func (s *Store) DiscardDeadLetter(ctx context.Context, id string) error {
+	dl, err := s.getDeadLetter(ctx, id)
+	if err != nil {
+		return err
+	}
+	// Conditional on the revision read: a concurrent replay or discard
+	// wins, and this one reports NotFound.
+	if err := s.coll.Delete(ctx, dl); err != nil {
+		if c := gcerrors.Code(err); c == gcerrors.FailedPrecondition || c == gcerrors.NotFound {
+			return herr.New(herr.NotFound, "no dead letter %q (it was replayed or discarded meanwhile)", id)
+		}
+		return storeErr(err)
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package leasestore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/heraldevents/herald/herr"
+)
+
+// ReapIdle is the idle-queue reaper (seed 002, "Durable Queue Lifetime"
+// and the reconnect grace of non-durable queues). It deletes every queue
+// without a live session whose idle time has passed its window:
+//
+//   - a TypeNonDurableQueue once grace has passed since LastAttached;
+//   - a TypeDurableQueue once idle has passed since LastAttached.
+//
+// A queue that never had a session counts from its CreatedAt. A queue with
+// a live session is never reaped, and TypeDurableConsumer never is.
+// Publishing to a queue does not keep it alive; only attached sessions do.
+//
+// Each deletion is a conditional delete of the consumer record as read, so
+// a session that attaches meanwhile wins and the queue stays. The payload
+// records of the events the queue held are deleted with it (those events
+// are gone: seed 002 deletes a reaped queue "along with any messages it
+// still holds"); its dead letters stay, like DeleteConsumer's.
+//
+// It returns the queues it deleted, so that the caller deletes their
+// broker subscriptions. When some cannot be read or deleted it goes on with
+// the others and returns what it deleted with the errors joined.
+func (s *Store) ReapIdle(ctx context.Context, grace, idle time.Duration) ([]*Consumer, error) {
+	all, err := s.ListConsumers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		out  []*Consumer
+		errs []error
+	)
+	for _, c := range all {
+		if window(c.Type, grace, idle) < 0 {
+			continue
+		}
+		if !s.idle(c, grace, idle) {
+			continue
+		}
+		reaped, err := s.reapOne(ctx, c.ID, grace, idle)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if reaped != nil {
+			out = append(out, reaped)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// window returns the idle window of a consumer type, or -1 for a type that
+// is never reaped.
+func window(typ string, grace, idle time.Duration) time.Duration {
+	switch typ {
+	case TypeNonDurableQueue:
+		return grace
+	case TypeDurableQueue:
+		return idle
+	}
+	return -1
+}
+
+// idle reports whether c (as viewed now) is past its idle window.
+func (s *Store) idle(c *Consumer, grace, idle time.Duration) bool {
+	w := window(c.Type, grace, idle)
+	if w < 0 || c.LiveSessions > 0 {
+		return false
+	}
+	since := c.CreatedAt
+	if c.LastAttached.After(since) {
+		since = c.LastAttached
+	}
+	return !s.opts.Now().Before(since.Add(w))
+}
+
+// reapOne deletes consumer id if it is still idle: a conditional delete on
+// the revision read. It returns the deleted consumer, or nil when it is
+// gone or no longer idle.
+func (s *Store) reapOne(ctx context.Context, id string, grace, idle time.Duration) (*Consumer, error) {
+	var (
+		d    *consumerDoc
+		view *Consumer
+	)
+	err := s.retry(ctx, func() (bool, error) {
+		view = nil
+		var err error
+		if d, err = s.get(ctx, id); err != nil {
+			if herr.CodeOf(err) == herr.NotFound {
+				return true, nil
+			}
+			return false, err
+		}
+		c, err := d.view(s.nowMs())
+		if err != nil {
+			return false, err
+		}
+		if !s.idle(c, grace, idle) {
+			return true, nil
+		}
+		ok, err := s.write(ctx, s.coll.Delete, d)
+		if herr.CodeOf(err) == herr.NotFound {
+			return true, nil
+		}
+		if ok {
+			view = c
+		}
+		return ok, err
+	})
+	if err != nil || view == nil {
+		return nil, err
+	}
+	s.deletePayloads(ctx, id, d.allPayloads())
+	return view, nil
+}
