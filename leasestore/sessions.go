@@ -231,9 +231,15 @@ func (d *consumerDoc) pruneSessions(nowMs int64) bool {
 			changed = true
 		}
 	}
+	live := make(map[string]bool, len(d.Sessions))
+	for _, e := range d.Sessions {
+		if !e.Tombstone {
+			live[e.Key] = true // every non-tombstone is live after the loop above
+		}
+	}
 	for i := range d.Leases {
 		l := &d.Leases[i]
-		if l.Session && !l.Requeued && l.Dying == "" && !d.liveSession(l.Worker, nowMs) {
+		if l.Session && !l.Requeued && l.Dying == "" && !live[l.Worker] {
 			l.Requeued, l.Worker = true, ""
 			changed = true
 		}

@@ -17,6 +17,7 @@ var pullCases = []conformanceCase{
 	{"Pull/SameWorkerSameLease", testPullSameWorker},
 	{"Pull/DifferentWorkerNewWork", testPullDifferentWorker},
 	{"Pull/EmptyWorkerIsShared", testPullEmptyWorker},
+	{"Pull/ReclaimHonoursLimit", testPullReclaimSplit},
 }
 
 func testPullCaughtUp(t *testing.T, h Harness) {
@@ -139,3 +140,39 @@ func testPullEmptyWorker(t *testing.T, h Harness) {
 
 // workerName returns a distinct worker id for i.
 func workerName(i int) string { return "worker-" + strconv.Itoa(i) }
+
+// testPullReclaimSplit: a worker that pulls with limit 3 after a 10-event
+// lease expired gets 3 events, not the whole lease; the rest stays
+// reclaimable under its own lease id, sharing the payload.
+func testPullReclaimSplit(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	all := bodies("x", 10)
+	src := NewScriptedSource(all...)
+	big := b.pull(t, "w1", 10, src)
+	b.clock.Advance(visibility)
+
+	head := b.pull(t, "w2", 3, src)
+	requireReclaimedPart(t, big, head, 3, b.clock.Now().Add(visibility))
+	c := b.get(t)
+	require.Equal(t, int64(10), c.InFlight, "splitting neither adds nor drops events")
+
+	mid := b.pull(t, "w3", 5, src)
+	requireLease(t, mid, 4, all[3:8]...)
+	require.NotEqual(t, big.ID, mid.ID, "the rest has its own lease id")
+	require.Equal(t, int64(2), mid.Attempt, "the rest was delivered once already")
+	tail := b.pull(t, "w4", 5, src)
+	requireLease(t, tail, 9, all[8:]...)
+	require.Equal(t, int64(2), tail.Attempt)
+	require.NotEqual(t, mid.ID, tail.ID)
+	require.Equal(t, 1, src.Counts().Receives, "redeliveries only, no new work")
+	require.Equal(t, 1, countRecords(t, b, payloadKeyPrefix(b.consumer)), "the parts share the payload")
+
+	// The first holder's generation is stale for every part.
+	require.Equal(t, leasestore.OutcomeStale, b.ack(t, big, leasestore.StatusOK).Outcome)
+	require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, tail, leasestore.StatusOK).Outcome)
+	require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, head, leasestore.StatusOK).Outcome)
+	require.Equal(t, 1, countRecords(t, b, payloadKeyPrefix(b.consumer)), "the payload stays while a part is open")
+	r := b.ack(t, mid, leasestore.StatusOK)
+	require.Equal(t, int64(10), r.Committed)
+	require.Zero(t, countRecords(t, b, payloadKeyPrefix(b.consumer)), "and goes with the last part")
+}

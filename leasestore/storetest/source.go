@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/heraldevents/herald/leasestore"
 )
@@ -31,8 +32,9 @@ type ScriptedSource struct {
 }
 
 type message struct {
-	body  []byte
-	state msgState
+	body      []byte
+	published time.Time
+	state     msgState
 }
 
 type msgState int
@@ -51,12 +53,19 @@ func NewScriptedSource(bodies ...[]byte) *ScriptedSource {
 	return s
 }
 
-// Add appends bodies, as if they were published now.
+// Add appends bodies, as if they were published now, of unknown publish
+// time (Incoming.PublishedAt zero).
 func (s *ScriptedSource) Add(bodies ...[]byte) {
+	s.AddAt(time.Time{}, bodies...)
+}
+
+// AddAt appends bodies published at at: Receive reports it as their
+// Incoming.PublishedAt.
+func (s *ScriptedSource) AddAt(at time.Time, bodies ...[]byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, b := range bodies {
-		s.msgs = append(s.msgs, message{body: b})
+		s.msgs = append(s.msgs, message{body: b, published: at})
 	}
 }
 
@@ -78,7 +87,7 @@ func (s *ScriptedSource) Receive(ctx context.Context, max int) ([]leasestore.Inc
 	for i := s.head; i < len(s.msgs) && len(out) < max; i++ {
 		if m := &s.msgs[i]; m.state == available {
 			m.state = outstanding
-			out = append(out, leasestore.Incoming{Body: m.body, Handle: i})
+			out = append(out, leasestore.Incoming{Body: m.body, Handle: i, PublishedAt: m.published})
 		}
 	}
 	hook := s.onReceive

@@ -1,6 +1,10 @@
 // Package storetest is the conformance suite every leasestore backend runs
 // unchanged: every lease rule of seed 000, racing store clients, a crash
-// between the lease write and the broker ack, and the payload size cap.
+// between the lease write and the broker ack, and the payload size cap;
+// and for seed 002's queues: sessions, single-event pulls and settlements,
+// the delivery count and limit, message TTL and maximum length, the
+// dead-letter queue (no loss between its writes, listing, replay,
+// discard), the idle-queue reaper, and sessions acting at random.
 //
 // A backend's test file implements Harness in a few lines and calls
 // RunConformanceTests and RunBenchmarks. The suite feeds the store from a
@@ -77,6 +81,11 @@ var conformanceCases = concat(
 	custodyCases,
 	raceCases,
 	sizeCases,
+	sessionCases,
+	eventCases,
+	deadLetterCases,
+	reapCases,
+	randomCases,
 )
 
 func concat[T any](lists ...[]T) []T {
