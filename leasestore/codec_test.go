@@ -1,6 +1,7 @@
 package leasestore
 
 import (
+	"encoding/binary"
 	"strings"
 	"testing"
 
@@ -16,6 +17,12 @@ func TestLeaseTableRoundTrip(t *testing.T) {
 			{ID: "3f1c6a52-2a8e-4d1b-9a63-0f5e1c7b2d40", Start: 1 << 40, Count: 100, Generation: 7, Attempt: 8, Expires: -1, Requeued: true},
 			{ID: "", Start: 0, Count: 0, Worker: strings.Repeat("é", 300)},
 		},
+		{
+			{ID: "part", Payload: "shared", Offset: 41, Start: 7, Count: 1, Worker: workerKey("s"), Session: true, Attempt: 3, Expires: 5},
+			{ID: "dying-1", Payload: "shared", Offset: 2, Start: 9, Count: 1, Dying: ReasonDeliveryLimit, Generation: 4, Attempt: 20},
+			{ID: "dying-2", Start: 10, Count: 3, Dying: ReasonExpired},
+			{ID: "dying-3", Payload: "p", Start: 13, Count: 1, Dying: ReasonMaxLen, Requeued: true, Session: true},
+		},
 	} {
 		b, err := in.MarshalBinary()
 		require.NoError(t, err)
@@ -23,6 +30,63 @@ func TestLeaseTableRoundTrip(t *testing.T) {
 		require.NoError(t, out.UnmarshalBinary(b))
 		require.Equal(t, in, out)
 	}
+}
+
+// TestLeaseTableReadsVersion1 decodes a lease table as written before
+// leases could share a payload (version 1: no payload id or offset): every
+// lease refers to its own payload from its first event.
+func TestLeaseTableReadsVersion1(t *testing.T) {
+	t.Parallel()
+	v1 := []byte{leaseTableV1, 2}
+	for _, l := range []leaseRec{
+		{ID: "a", Start: 1, Count: 2, Generation: 0, Attempt: 1, Expires: 1_893_456_000_000, Worker: workerKey("w")},
+		{ID: "b", Start: 3, Count: 1, Generation: 2, Attempt: 3, Expires: 7, Requeued: true},
+	} {
+		v1 = appendString(v1, l.ID)
+		for _, n := range []int64{l.Start, l.Count, l.Generation, l.Attempt, l.Expires} {
+			v1 = binary.AppendVarint(v1, n)
+		}
+		v1 = appendString(v1, l.Worker)
+		if l.Requeued {
+			v1 = append(v1, flagRequeued)
+		} else {
+			v1 = append(v1, 0)
+		}
+	}
+	var got leaseTable
+	require.NoError(t, got.UnmarshalBinary(v1))
+	require.Equal(t, leaseTable{
+		{ID: "a", Start: 1, Count: 2, Attempt: 1, Expires: 1_893_456_000_000, Worker: workerKey("w")},
+		{ID: "b", Start: 3, Count: 1, Generation: 2, Attempt: 3, Expires: 7, Requeued: true},
+	}, got)
+	require.Equal(t, "a", got[0].payloadID(), "a version 1 lease's payload is its own")
+	// Written back, it is version 2 and reads the same.
+	b, err := got.MarshalBinary()
+	require.NoError(t, err)
+	require.Equal(t, byte(leaseTableV2), b[0])
+	var again leaseTable
+	require.NoError(t, again.UnmarshalBinary(b))
+	require.Equal(t, got, again)
+}
+
+func TestLeaseTableRejectsUnknownReason(t *testing.T) {
+	t.Parallel()
+	_, err := leaseTable{{ID: "x", Dying: "BORED"}}.MarshalBinary()
+	require.Error(t, err)
+}
+
+func TestSessionListRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, in := range []sessionList{{}, {{Key: workerKey("s1"), Expires: 1_893_456_000_000}, {Key: workerKey("s2"), Expires: 5, Tombstone: true}}} {
+		b, err := in.MarshalBinary()
+		require.NoError(t, err)
+		var out sessionList
+		require.NoError(t, out.UnmarshalBinary(b))
+		require.Equal(t, in, out)
+	}
+	var out sessionList
+	require.Error(t, out.UnmarshalBinary([]byte{sessionListV1, 1, 3, 'a'}), "truncated")
+	require.Error(t, out.UnmarshalBinary([]byte{9, 0}), "unknown version")
 }
 
 func TestSpanListRoundTrip(t *testing.T) {
@@ -69,4 +133,21 @@ func TestLeaseTableIsCompact(t *testing.T) {
 	b, err := tab.MarshalBinary()
 	require.NoError(t, err)
 	require.Less(t, len(b), 100_000, "1,000 leases must stay under 100 KB")
+
+	// A full table of a queue: 1,000 single-event session leases, each
+	// naming the payload it shares, and 1,000 sessions with MaxTombstones
+	// removed ones.
+	for i := range tab {
+		tab[i].Payload, tab[i].Offset, tab[i].Session = "9b2f0c4e-71d2-4c59-8f5e-2a7d3b1c0e9f", int64(i%100), true
+	}
+	b, err = tab.MarshalBinary()
+	require.NoError(t, err)
+	require.Less(t, len(b), 140_000, "1,000 stream leases must stay under 140 KB")
+	sessions := make(sessionList, MaxSessions+MaxTombstones)
+	for i := range sessions {
+		sessions[i] = session{Key: workerKey(strings.Repeat("s", i)), Expires: 1_893_456_000_000, Tombstone: i >= MaxSessions}
+	}
+	sb, err := sessions.MarshalBinary()
+	require.NoError(t, err)
+	require.Less(t, len(sb), 40_000, "the most sessions a consumer keeps must stay under 40 KB")
 }

@@ -140,3 +140,77 @@ func TestWorkerKey(t *testing.T) {
 	require.Len(t, keys, 5, "distinct ids, distinct keys")
 	require.NotEmpty(t, workerKey(""), `the shared identity "" is a key like any other, never a requeued lease's empty worker`)
 }
+
+func TestPruneSessions(t *testing.T) {
+	t.Parallel()
+	const now = 100_000
+	a, b, c := workerKey("a"), workerKey("b"), workerKey("c")
+	d := &consumerDoc{
+		LastAttached: 10,
+		Sessions: sessionList{
+			{Key: a, Expires: now + 1},                   // live
+			{Key: b, Expires: now},                       // lapses now
+			{Key: c, Expires: 50_000, Tombstone: true},   // removed a while ago
+			{Key: "old", Expires: 1, Tombstone: true},    // kept, retention is an hour
+			{Key: workerKey("x"), Expires: now - 20_000}, // lapsed earlier
+		},
+		Leases: []leaseRec{
+			{ID: "la", Worker: a, Session: true, Count: 1, Expires: now + 60_000},
+			{ID: "lb", Worker: b, Session: true, Count: 1, Expires: now + 60_000},
+			{ID: "lc", Worker: c, Session: true, Count: 1, Expires: now + 60_000},
+			{ID: "batch", Worker: b, Count: 1, Expires: now + 60_000}, // Pull's, not a session's
+		},
+	}
+	require.True(t, d.pruneSessions(now))
+	require.Equal(t, int64(now), d.LastAttached, "the latest lapse")
+	require.Equal(t, 1, d.liveSessions(now))
+	require.True(t, d.liveSession(a, now))
+	require.False(t, d.liveSession(b, now))
+	require.Equal(t, []bool{false, true, true, false}, []bool{d.Leases[0].Requeued, d.Leases[1].Requeued, d.Leases[2].Requeued, d.Leases[3].Requeued},
+		"leases of gone sessions are requeued; others and non-session leases are not")
+	require.False(t, d.pruneSessions(now), "nothing more to do")
+
+	// Tombstones go after TombstoneRetention.
+	later := now - 10_000 + TombstoneRetention.Milliseconds()
+	d.Sessions[0].Expires = later + 1
+	require.True(t, d.pruneSessions(later))
+	var keys []string
+	for _, e := range d.Sessions {
+		keys = append(keys, e.Key)
+	}
+	require.Equal(t, []string{a, b}, keys, "tombstones of removals at least an hour old are gone, b's (50 min old) is kept")
+}
+
+func TestPruneSessionsKeepsNewestTombstones(t *testing.T) {
+	t.Parallel()
+	const now = 10_000_000
+	d := &consumerDoc{}
+	for i := range MaxTombstones + 50 {
+		d.Sessions = append(d.Sessions, session{Key: workerKey(string(rune('a' + i))), Expires: now - int64(i), Tombstone: true})
+	}
+	require.True(t, d.pruneSessions(now))
+	require.Len(t, d.Sessions, MaxTombstones)
+	for _, e := range d.Sessions {
+		require.Greater(t, e.Expires, int64(now-MaxTombstones), "the newest removals are kept")
+	}
+}
+
+func TestSplit(t *testing.T) {
+	t.Parallel()
+	d := &consumerDoc{Leases: []leaseRec{
+		{ID: "other", Start: 1, Count: 1},
+		{ID: "big", Start: 2, Count: 10, Offset: 0, Worker: workerKey("w"), Generation: 3, Attempt: 4, Expires: 9},
+	}}
+	r := d.split(1, 4, "rest")
+	require.Equal(t, 2, r, "appended: existing indexes stay valid")
+	require.Equal(t, leaseRec{ID: "big", Start: 2, Count: 4, Worker: workerKey("w"), Generation: 3, Attempt: 4, Expires: 9}, d.Leases[1])
+	require.Equal(t, leaseRec{ID: "rest", Payload: "big", Offset: 4, Start: 6, Count: 6, Requeued: true, Generation: 3, Attempt: 4, Expires: 9}, d.Leases[2])
+	r2 := d.split(2, 1, "rest2")
+	require.Equal(t, "big", d.Leases[r2].Payload, "a part of a part still names the first payload")
+	require.Equal(t, int64(5), d.Leases[r2].Offset)
+	require.Equal(t, int64(7), d.Leases[r2].Start)
+	require.Equal(t, int64(11), d.inFlight(), "no event lost or added")
+	require.Empty(t, d.unreferenced([]string{"big", "other", "big"}))
+	d.Leases = d.Leases[:1]
+	require.Equal(t, []string{"big"}, d.unreferenced([]string{"big", "other", "big"}))
+}

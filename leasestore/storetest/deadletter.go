@@ -171,9 +171,16 @@ func testDLWrittenBeforeRemoval(t *testing.T, h Harness) {
 	c := b.getC(t, q)
 	require.Equal(t, int64(1), c.InFlight, "the consumer still holds the event")
 	require.Zero(t, c.Committed, "the cursor has not passed it")
-	// Nobody is handed it, and its old generation cannot settle it.
+	// Nobody is handed it, and no generation can settle it any more: it
+	// is the dead-letter queue's.
 	require.Empty(t, b.pullEvents(t, q, "s1", 1, src))
-	require.Equal(t, leasestore.SettleResult{Skipped: 1}, b.settle(t, q, refs(l), nil))
+	for gen := l.Generation; gen <= l.Generation+2; gen++ {
+		r := leasestore.EventRef{LeaseID: l.ID, Generation: gen}
+		require.Equal(t, leasestore.SettleResult{Skipped: 2}, b.settle(t, q, []leasestore.EventRef{r}, []leasestore.EventRef{r}))
+		a, err := b.store.Acknowledge(b.ctx, leasestore.AckParams{Consumer: q, LeaseID: l.ID, Generation: gen, Status: leasestore.StatusOK})
+		require.NoError(t, err)
+		require.Equal(t, leasestore.OutcomeStale, a.Outcome)
+	}
 	_, err := b.store.ExpireLeases(b.ctx, q)
 	require.ErrorIs(t, err, errInjected, "the sweep reports that it could not finish")
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/docstore"
 	"gocloud.dev/docstore/memdocstore"
@@ -18,6 +19,7 @@ import (
 
 var sizeCases = []conformanceCase{
 	{"Size/ConsumerRecordFitsAnItem", testConsumerRecordSize},
+	{"Size/QueueRecordFitsAnItem", testQueueRecordSize},
 }
 
 // maxConsumerRecordBytes bounds the JSON form of a consumer record: below
@@ -86,6 +88,73 @@ func testConsumerRecordSize(t *testing.T, h Harness) {
 	// the acked range at 2, and the freed slot takes the next position.
 	require.Equal(t, leasestore.AckResult{Outcome: leasestore.OutcomeCommitted, Committed: 2}, *b.ack(t, first, leasestore.StatusOK))
 	require.Equal(t, int64(pulls+1), b.pull(t, "after-the-copy", 1, src).Start)
+}
+
+// testQueueRecordSize builds the largest record a queue can have, as
+// testConsumerRecordSize does for Pull: 1,000 single-event leases held by
+// 1,000 attached sessions, 999 acked ranges between them, and
+// MaxTombstones removed sessions remembered.
+func testQueueRecordSize(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	mem, err := memdocstore.OpenCollection("key", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mem.Close() })
+	q := "storetest-q-" + uuid.NewString()
+	builder := &bundle{ctx: b.ctx, colls: []*docstore.Collection{mem}, clock: b.clock, consumer: q}
+	builder.store = leasestore.New(mem, leasestore.Options{Now: b.clock.Now})
+	builder.stores = []*leasestore.Store{builder.store}
+	_, err = builder.store.CreateConsumer(b.ctx, leasestore.Consumer{ID: q, Type: leasestore.TypeDurableQueue, Subscription: "sub-" + q})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = b.store.DeleteConsumer(context.WithoutCancel(b.ctx), q) })
+
+	session := func(i int) string {
+		return "session-" + uuid.NewSHA1(uuid.NameSpaceOID, []byte(strconv.Itoa(i))).String()
+	}
+	for i := range leasestore.MaxTombstones {
+		builder.attach(t, q, "gone-"+session(i))
+	}
+	n, err := builder.store.EvictSessions(b.ctx, q)
+	require.NoError(t, err)
+	require.Equal(t, leasestore.MaxTombstones, n)
+	for i := range leasestore.MaxSessions {
+		builder.attach(t, q, session(i))
+	}
+	const pulls = 2*leasestore.MaxInFlight - 1
+	src := NewScriptedSource(bodies("z", pulls+1)...)
+	var first *leasestore.Lease
+	for i := 1; i <= pulls; i++ {
+		if i%2 == 1 {
+			ls := builder.pullEvents(t, q, session(i/2), 1, src)
+			require.Equal(t, []int64{int64(i)}, starts(ls))
+			if i == 1 {
+				first = ls[0]
+			}
+			continue
+		}
+		ls := builder.pullEvents(t, q, session(0), 1, src)
+		require.Equal(t, []int64{int64(i)}, starts(ls))
+		require.Equal(t, 1, builder.settle(t, q, refs(ls...), nil).Acked)
+	}
+	copyRecords(t, b.ctx, mem, b.colls[0])
+
+	c := b.getC(t, q)
+	require.Equal(t, int64(leasestore.MaxInFlight), c.InFlight)
+	require.Equal(t, leasestore.MaxSessions, c.LiveSessions)
+	require.Zero(t, c.Committed)
+
+	doc := map[string]any{"key": consumerKey(q)}
+	require.NoError(t, b.colls[0].Get(b.ctx, doc))
+	enc, err := json.Marshal(doc)
+	require.NoError(t, err)
+	t.Logf("queue record with %d leases, %d sessions, %d tombstones and %d acked ranges: %d bytes as JSON",
+		leasestore.MaxInFlight, leasestore.MaxSessions, leasestore.MaxTombstones, leasestore.MaxInFlight-1, len(enc))
+	require.Less(t, len(enc), maxConsumerRecordBytes, "the queue record must fit one DynamoDB item")
+
+	// The backend rewrites the largest record: a heartbeat, a settlement
+	// that joins position 1 to the acked range at 2, a pull of new work.
+	b.attach(t, q, session(0))
+	require.Equal(t, leasestore.SettleResult{Acked: 1, Committed: 2}, b.settle(t, q, refs(first), nil))
+	require.Equal(t, []int64{pulls + 1}, starts(b.pullEvents(t, q, session(0), 1, src)))
 }
 
 // copyRecords copies every record of from into to, as the generic maps
