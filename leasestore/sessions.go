@@ -231,15 +231,21 @@ func (d *consumerDoc) pruneSessions(nowMs int64) bool {
 			changed = true
 		}
 	}
-	live := make(map[string]bool, len(d.Sessions))
-	for _, e := range d.Sessions {
-		if !e.Tombstone {
-			live[e.Key] = true // every non-tombstone is live after the loop above
-		}
-	}
+	var live map[string]bool // built at the first session lease: Pull's consumers have none
 	for i := range d.Leases {
 		l := &d.Leases[i]
-		if l.Session && !l.Requeued && l.Dying == "" && !live[l.Worker] {
+		if !l.Session || l.Requeued || l.Dying != "" {
+			continue
+		}
+		if live == nil {
+			live = make(map[string]bool, len(d.Sessions))
+			for _, e := range d.Sessions {
+				if !e.Tombstone {
+					live[e.Key] = true // every non-tombstone is live after the loop above
+				}
+			}
+		}
+		if !live[l.Worker] {
 			l.Requeued, l.Worker = true, ""
 			changed = true
 		}
