@@ -89,6 +89,7 @@ type deadLetterDoc struct {
 	Kind          string `docstore:"kind"`
 	Reason        string `docstore:"reason"`
 	Origin        string `docstore:"origin"`
+	Incarnation   string `docstore:"incarnation"` // of the origin consumer
 	Position      int64  `docstore:"position"`
 	EventType     string `docstore:"event_type"`
 	ResourceID    string `docstore:"resource_id"`
@@ -185,7 +186,7 @@ func (s *Store) finishDying(ctx context.Context, d *consumerDoc) error {
 				a := readAttrs(body)
 				acts.Put(&deadLetterDoc{
 					Key: deadLetterKey(d.ID, d.Incarnation, l.Start+int64(j)), Kind: kindDeadLetter,
-					Reason: l.Dying, Origin: d.ID, Position: l.Start + int64(j),
+					Reason: l.Dying, Origin: d.ID, Incarnation: d.Incarnation, Position: l.Start + int64(j),
 					EventType: a.Type, ResourceID: a.Subject, DeliveryCount: l.Attempt,
 					At: l.Expires, Body: body,
 				})
@@ -348,6 +349,31 @@ func (s *Store) getDeadLetter(ctx context.Context, id string) (*deadLetterDoc, e
 	return dl, nil
 }
 
+// finishOrigin finishes the dead-lettering of dl's event if its origin
+// consumer still holds it dying (the move was interrupted after the
+// dead-letter record was written). Replaying or discarding the record
+// before that would let the unfinished move write it again. It reports
+// whether the origin consumer exists, and whether it finished a move (which
+// rewrote dl's record).
+func (s *Store) finishOrigin(ctx context.Context, dl *deadLetterDoc) (exists, finished bool, err error) {
+	d, err := s.get(ctx, dl.Origin)
+	if herr.CodeOf(err) == herr.NotFound {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	if d.Incarnation != dl.Incarnation {
+		return true, false, nil
+	}
+	for _, l := range d.Leases {
+		if l.Dying != "" && l.Start <= dl.Position && dl.Position < l.Start+l.Count {
+			return true, true, s.finishDying(ctx, d)
+		}
+	}
+	return true, false, nil
+}
+
 // ReplayDeadLetter returns dead letter id's event to its exact origin
 // consumer (seed 002, ACTION_REPLAY: confirm-gated and no-loss):
 //
@@ -357,6 +383,9 @@ func (s *Store) getDeadLetter(ctx context.Context, id string) (*deadLetterDoc, e
 //     fresh delivery budget (delivered next with Attempt 1) and, for a
 //     MessageTTL, an age that starts now;
 //  3. only then the dead letter is deleted.
+//
+// If the move of the event to the dead-letter queue was interrupted (its
+// origin still holds it, marked), that move is finished first.
 //
 // Outcomes: ReplayReplayed; ReplayOriginQueueDeleted when no consumer has
 // the origin id (the dead letter is left); ReplayFailed with the store's
@@ -374,11 +403,12 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, id string) (ReplayOutcome,
 		}
 		return ReplayFailed, err
 	}
-	if _, err := s.get(ctx, dl.Origin); err != nil {
-		if herr.CodeOf(err) == herr.NotFound {
-			return ReplayOriginQueueDeleted, nil
-		}
+	exists, _, err := s.finishOrigin(ctx, dl)
+	if err != nil {
 		return ReplayFailed, err
+	}
+	if !exists {
+		return ReplayOriginQueueDeleted, nil
 	}
 	sum := sha256.Sum256([]byte(dl.Key))
 	pid := "dl-" + base64.RawURLEncoding.EncodeToString(sum[:16])
@@ -430,13 +460,23 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, id string) (ReplayOutcome,
 	return ReplayReplayed, nil
 }
 
-// DiscardDeadLetter deletes dead letter id (seed 002, ACTION_DISCARD). It
-// fails with herr.NotFound when there is none (already replayed or
+// DiscardDeadLetter deletes dead letter id (seed 002, ACTION_DISCARD). If
+// the move of its event to the dead-letter queue was interrupted, it
+// finishes that first (and fails, leaving the dead letter, if it cannot).
+// It fails with herr.NotFound when there is none (already replayed or
 // discarded).
 func (s *Store) DiscardDeadLetter(ctx context.Context, id string) error {
 	dl, err := s.getDeadLetter(ctx, id)
 	if err != nil {
 		return err
+	}
+	if _, finished, err := s.finishOrigin(ctx, dl); err != nil {
+		return err
+	} else if finished {
+		// The move rewrote the record: read its new revision.
+		if dl, err = s.getDeadLetter(ctx, id); err != nil {
+			return err
+		}
 	}
 	// Conditional on the revision read: a concurrent replay or discard
 	// wins, and this one reports NotFound.

@@ -20,6 +20,7 @@ var deadLetterCases = []conformanceCase{
 	{"DeadLetter/DeliveryLimitAfterExpiry", testDLDeliveryLimitExpiry},
 	{"DeadLetter/WrittenBeforeRemoval", testDLWrittenBeforeRemoval},
 	{"DeadLetter/NeverNeither", testDLNeverNeither},
+	{"DeadLetter/ActOnWhileFinishing", testDLActWhileFinishing},
 	{"DeadLetter/ListStableOrder", testDLList},
 	{"DeadLetter/Replay", testDLReplay},
 	{"DeadLetter/ReplayOriginDeleted", testDLReplayOriginDeleted},
@@ -212,6 +213,50 @@ func testDLNeverNeither(t *testing.T, h Harness) {
 	require.Equal(t, []int64{2}, starts(got), "the next pull finishes the move and goes on")
 	require.Equal(t, []string{"poison"}, dlBodies(b.deadLettersOf(t, q)))
 	require.Equal(t, int64(1), b.getC(t, q).Committed)
+}
+
+// testDLActWhileFinishing: an operator replays or discards a dead letter
+// whose move was interrupted (the origin still holds the event, marked).
+// The move is finished first, so it cannot write the dead letter again
+// afterwards.
+func testDLActWhileFinishing(t *testing.T, h Harness) {
+	for _, replay := range []bool{true, false} {
+		b, q, src, _ := dyingSetup(t, h)
+		stop := injectFault(t, faults.DeadLetterRemove, q)
+		require.Empty(t, b.pullEvents(t, q, "s1", 1, src))
+		id := b.deadLettersOf(t, q)[0].ID
+		if replay {
+			out, err := b.store.ReplayDeadLetter(b.ctx, id)
+			require.ErrorIs(t, err, errInjected, "the unfinished move fails again")
+			require.Equal(t, leasestore.ReplayFailed, out)
+		} else {
+			require.ErrorIs(t, b.store.DiscardDeadLetter(b.ctx, id), errInjected)
+		}
+		require.Len(t, b.deadLettersOf(t, q), 1, "left in place")
+		stop()
+
+		if replay {
+			out, err := b.store.ReplayDeadLetter(b.ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, leasestore.ReplayReplayed, out)
+		} else {
+			require.NoError(t, b.store.DiscardDeadLetter(b.ctx, id))
+		}
+		c := b.getC(t, q)
+		require.Equal(t, int64(1), c.Committed, "the move finished: the cursor passed the event")
+		// Nothing brings the dead letter back.
+		ls := b.pullEvents(t, q, "s1", 5, src)
+		_, err := b.store.ExpireLeases(b.ctx, q)
+		require.NoError(t, err)
+		require.Empty(t, b.deadLettersOf(t, q))
+		if replay {
+			require.Equal(t, []string{"poison"}, eventBodies(ls), "replayed once")
+			require.Equal(t, int64(1), b.getC(t, q).InFlight)
+		} else {
+			require.Empty(t, ls)
+			require.Zero(t, b.getC(t, q).InFlight)
+		}
+	}
 }
 
 func testDLList(t *testing.T, h Harness) {
