@@ -449,6 +449,11 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, id string) (ReplayOutcome,
 		return ReplayOriginQueueDeleted, nil
 	}
 	if err != nil {
+		if s.payloadWritten(context.WithoutCancel(ctx), dl.Origin, pid) == 0 {
+			// Certainly not on the consumer: drop the payload (kept when
+			// unsure, as a lease without its payload could not be delivered).
+			_ = s.coll.Delete(context.WithoutCancel(ctx), &payloadDoc{Key: pd.Key})
+		}
 		return ReplayFailed, err
 	}
 	if err := faults.Check(faults.ReplayDelete, dl.Origin); err != nil {

@@ -54,13 +54,17 @@ import (
 //     events even when it has redeliveries to hand out: a source that waits
 //     for events when there are none delays those pulls by its wait.
 //
-// Errors: herr.InvalidArgument for a limit below 1; herr.NotFound for an
+// Errors: herr.InvalidArgument for a limit below 1 or a visibility under a
+// millisecond; herr.NotFound for an
 // unknown consumer; herr.FailedPrecondition for a paused consumer or a
 // session that is not attached; *WindowFullError when MaxInFlight events
 // are held and none can be handed out; the source's errors.
 func (s *Store) PullEvents(ctx context.Context, p PullParams) ([]*Lease, error) {
 	if p.Limit < 1 {
 		return nil, herr.New(herr.InvalidArgument, "limit must be at least 1")
+	}
+	if p.Visibility < time.Millisecond {
+		return nil, herr.New(herr.InvalidArgument, "visibility must be at least a millisecond")
 	}
 	key := workerKey(p.Worker)
 	var (

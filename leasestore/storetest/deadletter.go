@@ -405,6 +405,7 @@ func testDLReplayFailed(t *testing.T, h Harness) {
 	require.Equal(t, leasestore.ReplayFailed, out)
 	require.Len(t, b.deadLettersOf(t, q), 1, "the copy is left in place")
 	require.Zero(t, b.getC(t, q).InFlight, "and the queue did not get it")
+	require.Zero(t, countRecords(t, b, payloadKeyPrefix(q)), "nor the replay's payload")
 	stop()
 
 	stop = injectFault(t, faults.ReplayDelete, q)

@@ -77,6 +77,8 @@ func testSessionErrors(t *testing.T, h Harness) {
 	requireCode(t, herr.NotFound, err)
 	_, err = b.tryPullEvents(b.store, q, "s", 0, NewScriptedSource())
 	requireCode(t, herr.InvalidArgument, err)
+	_, err = b.store.PullEvents(b.ctx, leasestore.PullParams{Consumer: q, Worker: "s", Limit: 1, Source: NewScriptedSource()})
+	requireCode(t, herr.InvalidArgument, err)
 	require.Zero(t, b.getC(t, q).LiveSessions, "failed attaches attach nothing")
 }
 
