@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -171,6 +172,11 @@ func (d *consumerDoc) view(nowMs int64) (*Consumer, error) {
 func (s *Store) CreateConsumer(ctx context.Context, c Consumer) (*Consumer, error) {
 	if c.ID == "" || c.Type == "" || c.Subscription == "" {
 		return nil, herr.New(herr.InvalidArgument, "consumer needs an id, a type and a subscription")
+	}
+	// Record keys embed the id; Firestore reads '/' in a document id as a
+	// path separator, so every backend refuses it alike.
+	if strings.ContainsRune(c.ID, '/') {
+		return nil, herr.New(herr.InvalidArgument, "consumer id must not contain '/'")
 	}
 	if c.MessageTTL < 0 {
 		return nil, herr.New(herr.InvalidArgument, "message TTL must not be negative (0 means none)")

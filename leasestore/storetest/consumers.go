@@ -79,6 +79,10 @@ func testCreateAlreadyExists(t *testing.T, h Harness) {
 
 	_, err = b.store.CreateConsumer(b.ctx, leasestore.Consumer{ID: "", Type: leasestore.TypeDurableConsumer, Subscription: "s"})
 	requireCode(t, herr.InvalidArgument, err)
+	// A '/' would be a path separator in a Firestore document id: every
+	// backend refuses it alike.
+	_, err = b.store.CreateConsumer(b.ctx, leasestore.Consumer{ID: "a/b", Type: leasestore.TypeDurableConsumer, Subscription: "s"})
+	requireCode(t, herr.InvalidArgument, err)
 }
 
 func testConsumerNotFound(t *testing.T, h Harness) {
