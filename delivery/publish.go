@@ -1,7 +1,9 @@
 // Package delivery is Herald's core: it publishes events to the broker and
-// runs durable consumers over pubsubx (the broker) and leasestore (leases
-// and cursors). Transports (REST today; gRPC and WebSocket later) are thin
-// faces on a *Service.
+// runs durable consumers, durable and non-durable queues, stream sessions
+// and the dead-letter queue over pubsubx (the broker) and leasestore
+// (leases, sessions and cursors). Transports (REST and SSE today; gRPC and
+// WebSocket later) are thin faces on a *Service; streams go through
+// Service.OpenStream and *Stream.
 package delivery
 
 import (
@@ -43,6 +45,9 @@ type Config struct {
 	// ReceiveWait is how long a pull waits at the broker when nothing is
 	// ready before answering "caught up" (default 0: answer at once).
 	ReceiveWait time.Duration
+	// Streams tunes stream sessions, queue lifetimes and the SSE
+	// transport; zero fields take their defaults.
+	Streams StreamConfig
 	// Now defaults to time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -65,6 +70,7 @@ func New(cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.Streams.setDefaults()
 	return &Service{cfg: cfg}
 }
 

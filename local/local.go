@@ -24,6 +24,7 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/functions/app"
 	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/router"
 )
 
@@ -51,6 +52,25 @@ type Config struct {
 	// MaxLeaseBytes caps one lease's encoded events
 	// (HERALD_MAX_LEASE_BYTES; default 350,000).
 	MaxLeaseBytes int
+	// ReconnectGrace, QueueIdleWindow and DeliveryLimit are seed 002's
+	// queue lifetimes and redelivery budget (HERALD_RECONNECT_GRACE,
+	// default 20s; HERALD_QUEUE_IDLE_WINDOW, default 24h;
+	// HERALD_DELIVERY_LIMIT, default 20).
+	ReconnectGrace  time.Duration
+	QueueIdleWindow time.Duration
+	DeliveryLimit   int
+	// SSEKeepAlive and SSEAckDelay tune the SSE streams
+	// (HERALD_SSE_KEEPALIVE, default 15s; HERALD_SSE_ACK_DELAY, default 1s,
+	// negative for none).
+	SSEKeepAlive time.Duration
+	SSEAckDelay  time.Duration
+	// ReapInterval is how often the idle-queue reaper runs
+	// (HERALD_REAP_INTERVAL, default 5s); negative turns it off (tests
+	// that run the reap-idle-queues job themselves).
+	ReapInterval time.Duration
+	// SessionTTL replaces how long a stream session counts as attached
+	// without a heartbeat (tests; default 30s).
+	SessionTTL time.Duration
 	// Now, if set, replaces the clock of the lease store and publisher.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -66,6 +86,8 @@ func ConfigFromEnv() Config {
 	return Config{
 		Addr: c.Addr, DevToken: c.DevToken, TopicURL: c.TopicURL, StoreURL: c.StoreURL,
 		Source: c.Source, Tokens: c.Tokens, ReceiveWait: c.ReceiveWait, MaxLeaseBytes: c.MaxLeaseBytes,
+		ReconnectGrace: c.ReconnectGrace, QueueIdleWindow: c.QueueIdleWindow, DeliveryLimit: c.DeliveryLimit,
+		SSEKeepAlive: c.SSEKeepAlive, SSEAckDelay: c.SSEAckDelay, ReapInterval: c.ReapInterval,
 		envErr: err,
 	}
 }
@@ -89,6 +111,9 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.ReapInterval == 0 {
+		c.ReapInterval = config.DefaultReapInterval
+	}
 }
 
 // Server is a running local Herald: its broker, store and handler.
@@ -109,7 +134,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		DevToken: cfg.DevToken, Tokens: cfg.Tokens,
 		TopicURL: cfg.TopicURL, StoreURL: cfg.StoreURL, Source: cfg.Source,
 		ReceiveWait: cfg.ReceiveWait, MaxLeaseBytes: cfg.MaxLeaseBytes,
-	}, app.Options{Now: cfg.Now, Logger: cfg.Logger})
+		ReconnectGrace: cfg.ReconnectGrace, QueueIdleWindow: cfg.QueueIdleWindow, DeliveryLimit: cfg.DeliveryLimit,
+		SSEKeepAlive: cfg.SSEKeepAlive, SSEAckDelay: cfg.SSEAckDelay,
+	}, app.Options{Now: cfg.Now, Logger: cfg.Logger, SessionTTL: cfg.SessionTTL})
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +175,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.cfg.Logger.Info("herald listening", "addr", "http://"+ln.Addr().String(), "topic", config.Redact(s.cfg.TopicURL), "store", config.Redact(s.cfg.StoreURL))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	reapCtx, stopReaper := context.WithCancel(ctx)
+	reaped := make(chan struct{})
+	go func() { defer close(reaped); s.reap(reapCtx) }()
+	defer func() { stopReaper(); <-reaped }()
 	select {
 	case err := <-errc:
 		return err
@@ -156,4 +187,24 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdownCtx)
+}
+
+// reap runs the idle-queue reaper (the reap-idle-queues job) every
+// ReapInterval until ctx is done; the clouds run the job on a schedule.
+func (s *Server) reap(ctx context.Context) {
+	if s.cfg.ReapInterval < 0 {
+		return
+	}
+	t := time.NewTicker(s.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := s.app.RunJob(ctx, jobs.ReapIdleQueues); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("idle-queue reaper failed; it runs again", "err", err)
+		}
+	}
 }

@@ -31,6 +31,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// SessionTTL replaces how long a stream session counts as attached
+	// without a heartbeat (tests; default delivery.DefaultSessionTTL).
+	SessionTTL time.Duration
 }
 
 // App is one process's Herald: its backends and its handler.
@@ -73,10 +76,14 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 			_ = a.Close()
 			return nil, fmt.Errorf("%s %s: %w", config.EnvStoreURL, config.Redact(cfg.StoreURL), err)
 		}
-		store = leasestore.New(a.coll, leasestore.Options{Now: opts.Now, MaxPayloadBytes: cfg.MaxLeaseBytes})
+		store = leasestore.New(a.coll, leasestore.Options{Now: opts.Now, MaxPayloadBytes: cfg.MaxLeaseBytes, DeliveryLimit: cfg.DeliveryLimit})
 	}
 	a.svc = delivery.New(delivery.Config{
 		Broker: a.broker, Store: store, Source: cfg.Source, ReceiveWait: cfg.ReceiveWait,
+		Streams: delivery.StreamConfig{
+			ReconnectGrace: cfg.ReconnectGrace, IdleWindow: cfg.QueueIdleWindow,
+			KeepAlive: cfg.SSEKeepAlive, AutoAckDelay: cfg.SSEAckDelay, SessionTTL: opts.SessionTTL,
+		},
 		Now: opts.Now, Logger: opts.Logger,
 	})
 	a.handler = router.ForFunction(a.svc, cfg.Authenticator(), cfg.Function)

@@ -64,7 +64,7 @@ func TestOpenOpensOnlyWhatTheFunctionUses(t *testing.T) {
 	require.ErrorContains(t, err, config.EnvStoreURL)
 	_, err = app.Open(ctx, cfg(router.Pull, "nosuch://x", "mem://app-test-2/key"), quiet)
 	require.ErrorContains(t, err, config.EnvTopicURL)
-	_, err = app.Open(ctx, cfg(router.Jobs, "", "dynamodb://t"), quiet)
+	_, err = app.Open(ctx, cfg(router.Jobs, "mem://app-test-2", "dynamodb://t"), quiet)
 	require.ErrorContains(t, err, "partition_key", "store URLs go through leasestore/storeurl")
 }
 
@@ -87,7 +87,8 @@ func TestCloudWarningsAndJobs(t *testing.T) {
 	a.Handler().ServeHTTP(rec, req)
 	require.Equal(t, http.StatusNotFound, rec.Code, "publish does not serve destinations")
 
-	j, err := app.Open(t.Context(), cfg(router.Jobs, "", "mem://app-test-3/key"), app.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	// jobs opens the broker too: the idle-queue reaper deletes subscriptions.
+	j, err := app.Open(t.Context(), cfg(router.Jobs, "mem://app-test-3", "mem://app-test-3/key"), app.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, j.Close()) })
 	res, err := j.RunJob(t.Context(), "lease-expiry")

@@ -70,17 +70,23 @@ func (p Profile) Cloud() bool { return p == Lambda || p == CloudRun }
 
 // Variable names.
 const (
-	EnvFunction      = "HERALD_FUNCTION"
-	EnvAddr          = "HERALD_ADDR"
-	EnvPort          = "PORT"
-	EnvDevToken      = "HERALD_DEV_TOKEN"
-	EnvTokens        = "HERALD_TOKENS"
-	EnvTokensFile    = "HERALD_TOKENS_FILE"
-	EnvTopicURL      = "HERALD_TOPIC_URL"
-	EnvStoreURL      = "HERALD_STORE_URL"
-	EnvSource        = "HERALD_SOURCE"
-	EnvReceiveWait   = "HERALD_RECEIVE_WAIT"
-	EnvMaxLeaseBytes = "HERALD_MAX_LEASE_BYTES"
+	EnvFunction        = "HERALD_FUNCTION"
+	EnvAddr            = "HERALD_ADDR"
+	EnvPort            = "PORT"
+	EnvDevToken        = "HERALD_DEV_TOKEN"
+	EnvTokens          = "HERALD_TOKENS"
+	EnvTokensFile      = "HERALD_TOKENS_FILE"
+	EnvTopicURL        = "HERALD_TOPIC_URL"
+	EnvStoreURL        = "HERALD_STORE_URL"
+	EnvSource          = "HERALD_SOURCE"
+	EnvReceiveWait     = "HERALD_RECEIVE_WAIT"
+	EnvMaxLeaseBytes   = "HERALD_MAX_LEASE_BYTES"
+	EnvReconnectGrace  = "HERALD_RECONNECT_GRACE"
+	EnvQueueIdleWindow = "HERALD_QUEUE_IDLE_WINDOW"
+	EnvDeliveryLimit   = "HERALD_DELIVERY_LIMIT"
+	EnvSSEKeepAlive    = "HERALD_SSE_KEEPALIVE"
+	EnvSSEAckDelay     = "HERALD_SSE_ACK_DELAY"
+	EnvReapInterval    = "HERALD_REAP_INTERVAL"
 )
 
 // Defaults.
@@ -103,6 +109,23 @@ const (
 	MaxLeaseBytes = 1_000_000
 	// MinCloudTokenLength is the shortest token a cloud profile accepts.
 	MinCloudTokenLength = 16
+	// Seed 002 defaults: the reconnect grace of a non-durable queue, the
+	// idle window of a durable queue, the delivery limit past which an
+	// event is dead-lettered.
+	DefaultReconnectGrace  = 20 * time.Second
+	DefaultQueueIdleWindow = 24 * time.Hour
+	DefaultDeliveryLimit   = leasestore.DefaultDeliveryLimit
+	// DefaultSSEKeepAlive is the interval of SSE keep-alive comments, well
+	// inside the idle timeouts of common proxies and load balancers.
+	DefaultSSEKeepAlive = 15 * time.Second
+	// DefaultSSEAckDelay is how long the durable SSE stream waits before it
+	// acknowledges an event it wrote.
+	DefaultSSEAckDelay = time.Second
+	// DefaultReapInterval is how often the local adapter runs the
+	// idle-queue reaper.
+	DefaultReapInterval = 5 * time.Second
+	// MaxDeliveryLimit bounds HERALD_DELIVERY_LIMIT.
+	MaxDeliveryLimit = 1000
 )
 
 // Var describes one environment variable.
@@ -140,8 +163,10 @@ var (
 	usesStore     = router.Function.UsesStore
 	// authed functions check tokens: every function, all of whose routes
 	// but GET /health need one.
-	usesPull = func(f router.Function) bool { return f == router.Pull || f == router.All }
-	usesPub  = func(f router.Function) bool { return f == router.Publish || f == router.All }
+	usesPull   = func(f router.Function) bool { return f == router.Pull || f == router.All }
+	usesPub    = func(f router.Function) bool { return f == router.Publish || f == router.All }
+	usesJobs   = func(f router.Function) bool { return f == router.Jobs || f == router.All }
+	usesStream = func(f router.Function) bool { return f == router.Pull || f == router.All }
 )
 
 var vars = []Var{
@@ -178,6 +203,24 @@ var vars = []Var{
 	{Name: EnvMaxLeaseBytes, LocalDefault: strconv.Itoa(DefaultMaxLeaseBytes), CloudDefault: strconv.Itoa(DefaultMaxLeaseBytes), Unit: "bytes", Deploy: true,
 		Meaning:  "most encoded event bytes in one lease; a pull returns fewer events rather than pass it (4096–1,000,000; keep ≤ 350,000 on DynamoDB)",
 		profiles: allProfiles, uses: usesPull},
+	{Name: EnvReconnectGrace, LocalDefault: "20s", CloudDefault: "20s", Unit: "Go duration",
+		Meaning:  "how long a non-durable queue outlives its last stream before the reaper deletes it; a reconnect token is NOT_FOUND after it (1s–24h)",
+		profiles: allProfiles, uses: usesJobs},
+	{Name: EnvQueueIdleWindow, LocalDefault: "24h", CloudDefault: "24h", Unit: "Go duration",
+		Meaning:  "how long a durable queue lives without an attached consumer before the reaper deletes it with what it holds (1s–8760h)",
+		profiles: allProfiles, uses: usesJobs},
+	{Name: EnvDeliveryLimit, LocalDefault: strconv.Itoa(DefaultDeliveryLimit), CloudDefault: strconv.Itoa(DefaultDeliveryLimit), Unit: "deliveries",
+		Meaning:  "an event whose lifetime delivery count would pass this is moved to the dead-letter queue instead of delivered again (1–1000)",
+		profiles: allProfiles, uses: usesStore},
+	{Name: EnvSSEKeepAlive, LocalDefault: "15s", CloudDefault: "15s", Unit: "Go duration",
+		Meaning:  "interval of `: keep-alive` comment lines on SSE streams, so idle connections survive proxies (1s–5m)",
+		profiles: allProfiles, uses: usesStream},
+	{Name: EnvSSEAckDelay, LocalDefault: "1s", CloudDefault: "1s", Unit: "Go duration",
+		Meaning:  "how long GET /api/v1beta/events/stream-durable waits after writing an event before it acknowledges it (0s–60s)",
+		profiles: allProfiles, uses: usesStream},
+	{Name: EnvReapInterval, LocalDefault: "5s", Unit: "Go duration",
+		Meaning:  "local only: how often the idle-queue reaper runs (the clouds run the reap-idle-queues job on a schedule) (100ms–1h)",
+		profiles: []Profile{Local}},
 }
 
 // Vars returns the table of every variable any profile reads.
@@ -210,6 +253,17 @@ type Config struct {
 	Source        string
 	ReceiveWait   time.Duration
 	MaxLeaseBytes int
+	// ReconnectGrace, QueueIdleWindow and DeliveryLimit are seed 002's
+	// queue lifetimes and redelivery budget.
+	ReconnectGrace  time.Duration
+	QueueIdleWindow time.Duration
+	DeliveryLimit   int
+	// SSEKeepAlive and SSEAckDelay tune the SSE streams; 0 means the
+	// default, and a negative SSEAckDelay no delay (HERALD_SSE_ACK_DELAY=0s).
+	SSEKeepAlive time.Duration
+	SSEAckDelay  time.Duration
+	// ReapInterval is how often the local adapter reaps idle queues.
+	ReapInterval time.Duration
 }
 
 // Authenticator returns the token table: Tokens plus DevToken.
@@ -316,6 +370,37 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 			fail(EnvMaxLeaseBytes, "%q is not a whole number of bytes between %d and %d", s, MinLeaseBytes, MaxLeaseBytes)
 		} else {
 			c.MaxLeaseBytes = n
+		}
+	}
+
+	duration := func(name string, lo, hi time.Duration, dst *time.Duration) {
+		s := val(name)
+		if s == "" {
+			return
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d < lo || d > hi {
+			fail(name, "%q is not a Go duration between %s and %s", s, lo, hi)
+			return
+		}
+		*dst = d
+	}
+	duration(EnvReconnectGrace, time.Second, 24*time.Hour, &c.ReconnectGrace)
+	duration(EnvQueueIdleWindow, time.Second, 8760*time.Hour, &c.QueueIdleWindow)
+	duration(EnvSSEKeepAlive, time.Second, 5*time.Minute, &c.SSEKeepAlive)
+	duration(EnvSSEAckDelay, 0, time.Minute, &c.SSEAckDelay)
+	if c.SSEAckDelay == 0 && val(EnvSSEAckDelay) != "" {
+		c.SSEAckDelay = -1 // "0s": acknowledge at once
+	}
+	if p == Local {
+		duration(EnvReapInterval, 100*time.Millisecond, time.Hour, &c.ReapInterval)
+	}
+	if s := val(EnvDeliveryLimit); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxDeliveryLimit {
+			fail(EnvDeliveryLimit, "%q is not a whole number between 1 and %d", s, MaxDeliveryLimit)
+		} else {
+			c.DeliveryLimit = n
 		}
 	}
 

@@ -226,6 +226,42 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 	require.ElementsMatch(t, want, listed, "README configuration table vs config.Vars")
 }
 
+// TestStreamVariables checks seed 002's lifetimes, the delivery limit and
+// the SSE settings: defaults, overrides and ranges.
+func TestStreamVariables(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(config.Local, env(nil))
+	require.NoError(t, err)
+	require.Equal(t, config.DefaultReconnectGrace, c.ReconnectGrace)
+	require.Equal(t, config.DefaultQueueIdleWindow, c.QueueIdleWindow)
+	require.Equal(t, config.DefaultDeliveryLimit, c.DeliveryLimit)
+	require.Equal(t, config.DefaultSSEKeepAlive, c.SSEKeepAlive)
+	require.Equal(t, config.DefaultSSEAckDelay, c.SSEAckDelay)
+	require.Equal(t, config.DefaultReapInterval, c.ReapInterval)
+
+	c, err = config.Load(config.Local, env(map[string]string{
+		config.EnvReconnectGrace: "5s", config.EnvQueueIdleWindow: "2h", config.EnvDeliveryLimit: "3",
+		config.EnvSSEKeepAlive: "30s", config.EnvSSEAckDelay: "0s", config.EnvReapInterval: "1s",
+	}))
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, c.ReconnectGrace)
+	require.Equal(t, 2*time.Hour, c.QueueIdleWindow)
+	require.Equal(t, 3, c.DeliveryLimit)
+	require.Equal(t, 30*time.Second, c.SSEKeepAlive)
+	require.Negative(t, c.SSEAckDelay, "0s means no delay")
+	require.Equal(t, time.Second, c.ReapInterval)
+
+	for name, bad := range map[string]string{
+		config.EnvReconnectGrace: "0s", config.EnvQueueIdleWindow: "forever", config.EnvDeliveryLimit: "0",
+		config.EnvSSEKeepAlive: "10m", config.EnvSSEAckDelay: "-1s", config.EnvReapInterval: "1ms",
+	} {
+		_, err := config.Load(config.Local, env(map[string]string{name: bad}))
+		require.ErrorContains(t, err, name+":", "%s=%s", name, bad)
+	}
+	_, err = config.Load(config.Local, env(map[string]string{config.EnvDeliveryLimit: "1001"}))
+	require.ErrorContains(t, err, config.EnvDeliveryLimit)
+}
+
 // TestConsumerPermissions checks that HERALD_TOKENS accepts seed 002's
 // permissions, with and without the service prefix, and receive patterns.
 func TestConsumerPermissions(t *testing.T) {

@@ -39,6 +39,9 @@ type Destination struct {
 	// Requeued counts the in-flight events waiting for redelivery (failed,
 	// or expired and swept by the lease-expiry job).
 	Requeued int64 `json:"requeued"`
+	// LiveSessions counts the streams attached to a queue now (0 for a
+	// seed 000 durable consumer, which has none).
+	LiveSessions int `json:"live_sessions"`
 }
 
 // FromConsumer converts a stored consumer.
@@ -50,7 +53,7 @@ func FromConsumer(c *leasestore.Consumer) Destination {
 	return Destination{
 		ID: c.ID, Type: c.Type, FilterGroups: gs, Paused: c.Paused,
 		CreatedAt: c.CreatedAt.UTC(), Committed: Sequence(c.Committed), InFlight: c.InFlight,
-		Requeued: c.Requeued,
+		Requeued: c.Requeued, LiveSessions: c.LiveSessions,
 	}
 }
 

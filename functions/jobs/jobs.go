@@ -1,7 +1,15 @@
 // Package jobs runs Herald's scheduled jobs, which the local adapter, a
 // Lambda schedule and Cloud Scheduler all call the same way:
 //
-//	POST /v1/jobs/lease-expiry   → 200 {"job":"lease-expiry","consumers":3,"requeued_leases":1,"requeued_events":20,"failed":0}
+//	POST /v1/jobs/lease-expiry      → 200 {"job":"lease-expiry","consumers":3,"requeued_leases":1,"requeued_events":20,"failed":0}
+//	POST /v1/jobs/reap-idle-queues  → 200 {"job":"reap-idle-queues","consumers":0,"requeued_leases":0,"requeued_events":0,"failed":0,"reaped_queues":2}
+//
+// reap-idle-queues deletes the non-durable queues whose last stream left
+// more than HERALD_RECONNECT_GRACE ago and the durable queues without an
+// attached consumer for HERALD_QUEUE_IDLE_WINDOW, with their broker
+// subscriptions (seed 002, "Durable Queue Lifetime"); failed counts
+// subscriptions it could not delete. The local adapter runs it every
+// HERALD_REAP_INTERVAL; the clouds on a schedule.
 //
 // The HTTP form needs a token with the run:jobs permission (Cloud
 // Scheduler sends one). On AWS, EventBridge Scheduler invokes the jobs
@@ -26,8 +34,12 @@ import (
 // LeaseExpiry names the lease-expiry sweep (delivery.Service.ExpireLeases).
 const LeaseExpiry = "lease-expiry"
 
+// ReapIdleQueues names the idle-queue reaper
+// (delivery.Service.ReapIdleQueues).
+const ReapIdleQueues = "reap-idle-queues"
+
 // Names lists every job, for documentation and schedules.
-func Names() []string { return []string{LeaseExpiry} }
+func Names() []string { return []string{LeaseExpiry, ReapIdleQueues} }
 
 // SchedulerPrincipal is who a job runs as when a platform scheduler
 // invokes the jobs function directly, without a token (a Lambda on an
@@ -41,6 +53,8 @@ type Result struct {
 	RequeuedLeases int    `json:"requeued_leases"`
 	RequeuedEvents int64  `json:"requeued_events"`
 	Failed         int    `json:"failed"`
+	// ReapedQueues is set by reap-idle-queues only: the queues it deleted.
+	ReapedQueues *int `json:"reaped_queues,omitempty"`
 }
 
 // Run runs job name as p. An unknown name is herr.NotFound. On a partial
@@ -56,8 +70,14 @@ func Run(ctx context.Context, svc *delivery.Service, p *auth.Principal, name str
 			Job: name, Consumers: rep.Consumers, RequeuedLeases: rep.Leases,
 			RequeuedEvents: rep.Events, Failed: rep.Failed,
 		}, err
+	case ReapIdleQueues:
+		rep, err := svc.ReapIdleQueues(ctx, p)
+		if rep == nil {
+			return nil, err
+		}
+		return &Result{Job: name, Failed: rep.Failed, ReapedQueues: &rep.Queues}, err
 	default:
-		return nil, herr.New(herr.NotFound, "no such job %q (known: %s)", name, LeaseExpiry)
+		return nil, herr.New(herr.NotFound, "no such job %q (known: %s, %s)", name, LeaseExpiry, ReapIdleQueues)
 	}
 }
 

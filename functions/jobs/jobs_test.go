@@ -117,5 +117,10 @@ func TestRunAsScheduler(t *testing.T) {
 	require.Equal(t, &jobs.Result{Job: jobs.LeaseExpiry}, res)
 	_, err = jobs.Run(t.Context(), f.svc, &auth.Principal{ID: "p", Permissions: []string{auth.PermReadEvents}}, jobs.LeaseExpiry)
 	require.Error(t, err)
-	require.Equal(t, []string{"lease-expiry"}, jobs.Names())
+	require.Equal(t, []string{"lease-expiry", "reap-idle-queues"}, jobs.Names())
+	res, err = jobs.Run(t.Context(), f.svc, jobs.SchedulerPrincipal, jobs.ReapIdleQueues)
+	require.NoError(t, err)
+	require.Equal(t, jobs.ReapIdleQueues, res.Job)
+	require.NotNil(t, res.ReapedQueues)
+	require.Zero(t, *res.ReapedQueues)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/acknowledge"
+	"github.com/heraldevents/herald/functions/deadletters"
 	"github.com/heraldevents/herald/functions/destinations"
 	"github.com/heraldevents/herald/functions/grpcapi"
 	"github.com/heraldevents/herald/functions/health"
@@ -26,6 +27,8 @@ import (
 	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/publish"
 	"github.com/heraldevents/herald/functions/pull"
+	"github.com/heraldevents/herald/functions/queues"
+	"github.com/heraldevents/herald/functions/stream"
 	"github.com/heraldevents/herald/herr"
 )
 
@@ -42,7 +45,11 @@ const (
 	All          Function = "all"
 )
 
-// Functions lists every function but All, in a stable order.
+// Functions lists every function but All, in a stable order. Seed 002's
+// consumer routes join the function of their kind: the SSE streams are
+// served by Pull (consuming), durable-queue and dead-letter management by
+// Destinations. The streams need a server that does not buffer responses
+// (the local adapter, Cloud Run).
 func Functions() []Function {
 	return []Function{Publish, Pull, Acknowledge, Destinations, Jobs}
 }
@@ -62,10 +69,12 @@ func ParseFunction(s string) (Function, error) {
 	return "", fmt.Errorf("unknown function %q (known: %s)", s, strings.Join(names, ", "))
 }
 
-// UsesBroker reports whether f's routes reach the message broker.
+// UsesBroker reports whether f's routes reach the message broker. Jobs
+// does: the idle-queue reaper deletes the subscriptions of the queues it
+// reaps.
 func (f Function) UsesBroker() bool {
 	switch f {
-	case Publish, Pull, Destinations, All:
+	case Publish, Pull, Destinations, Jobs, All:
 		return true
 	}
 	return false
@@ -89,6 +98,10 @@ type Route struct {
 	Function Function
 	// Public routes need no bearer token.
 	Public bool
+	// QueryToken routes also take the bearer token from the access_token
+	// query parameter, for clients that cannot set headers (a browser's
+	// EventSource); see package functions/stream.
+	QueryToken bool
 }
 
 type route struct {
@@ -97,40 +110,61 @@ type route struct {
 }
 
 var table = []route{
-	{Route{"POST", "/api/v1beta/events", Publish, false}, func(s *delivery.Service) http.Handler {
+	{Route{"POST", "/api/v1beta/events", Publish, false, false}, func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&publish.Handler{Service: s}).Single)
 	}},
-	{Route{"POST", "/api/v1beta/events/batch", Publish, false}, func(s *delivery.Service) http.Handler {
+	{Route{"POST", "/api/v1beta/events/batch", Publish, false, false}, func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&publish.Handler{Service: s}).Batch)
 	}},
-	{Route{"POST", "/v1/event-destinations", Destinations, false}, func(s *delivery.Service) http.Handler {
+	{Route{"POST", "/v1/event-destinations", Destinations, false, false}, func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Create)
 	}},
-	{Route{"GET", "/v1/event-destinations", Destinations, false}, func(s *delivery.Service) http.Handler {
+	{Route{"GET", "/v1/event-destinations", Destinations, false, false}, func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).List)
 	}},
-	{Route{"GET", "/v1/event-destinations/{id}", Destinations, false}, func(s *delivery.Service) http.Handler {
+	{Route{"GET", "/v1/event-destinations/{id}", Destinations, false, false}, func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Get)
 	}},
-	{Route{"DELETE", "/v1/event-destinations/{id}", Destinations, false}, func(s *delivery.Service) http.Handler {
+	{Route{"DELETE", "/v1/event-destinations/{id}", Destinations, false, false}, func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Delete)
 	}},
-	{Route{"POST", "/v1/event-destinations/{id}/pause", Destinations, false}, func(s *delivery.Service) http.Handler {
+	{Route{"POST", "/v1/event-destinations/{id}/pause", Destinations, false, false}, func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Pause)
 	}},
-	{Route{"POST", "/v1/event-destinations/{id}/resume", Destinations, false}, func(s *delivery.Service) http.Handler {
+	{Route{"POST", "/v1/event-destinations/{id}/resume", Destinations, false, false}, func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Resume)
 	}},
-	{Route{"POST", "/v1/event-destinations/{id}/pull", Pull, false}, func(s *delivery.Service) http.Handler {
+	{Route{"POST", "/v1/event-destinations/{id}/pull", Pull, false, false}, func(s *delivery.Service) http.Handler {
 		return &pull.Handler{Service: s}
 	}},
-	{Route{"POST", "/v1/event-destinations/{id}/acknowledge", Acknowledge, false}, func(s *delivery.Service) http.Handler {
+	{Route{"POST", "/v1/event-destinations/{id}/acknowledge", Acknowledge, false, false}, func(s *delivery.Service) http.Handler {
 		return &acknowledge.Handler{Service: s}
 	}},
-	{Route{"POST", "/v1/jobs/{job}", Jobs, false}, func(s *delivery.Service) http.Handler {
+	{Route{"POST", "/api/v1beta/queues/durable", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&queues.Handler{Service: s}).Create)
+	}},
+	{Route{"PATCH", "/api/v1beta/queues/durable", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&queues.Handler{Service: s}).Update)
+	}},
+	{Route{"DELETE", "/api/v1beta/queues/durable", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&queues.Handler{Service: s}).Delete)
+	}},
+	{Route{"GET", "/api/v1beta/events/stream", Pull, false, true}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&stream.Handler{Service: s}).NonDurable)
+	}},
+	{Route{"GET", "/api/v1beta/events/stream-durable", Pull, false, true}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&stream.Handler{Service: s}).Durable)
+	}},
+	{Route{"GET", "/api/v1beta/dead-letters", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&deadletters.Handler{Service: s}).List)
+	}},
+	{Route{"POST", "/api/v1beta/dead-letters/actions", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&deadletters.Handler{Service: s}).Act)
+	}},
+	{Route{"POST", "/v1/jobs/{job}", Jobs, false, false}, func(s *delivery.Service) http.Handler {
 		return &jobs.Handler{Service: s}
 	}},
-	{Route{"GET", "/health", All, true}, func(*delivery.Service) http.Handler {
+	{Route{"GET", "/health", All, true, false}, func(*delivery.Service) http.Handler {
 		return health.Handler{}
 	}},
 }
@@ -165,6 +199,9 @@ func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function) http.H
 		h := r.handler(svc)
 		if !r.Public {
 			h = httpx.Authenticate(a, h)
+		}
+		if r.QueryToken {
+			h = stream.AccessTokenFromQuery(h)
 		}
 		mux.Handle(r.Method+" "+r.Path, h)
 	}

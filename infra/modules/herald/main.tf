@@ -191,3 +191,23 @@ resource "google_cloud_scheduler_job" "lease_expiry" {
     }
   }
 }
+
+resource "google_cloud_scheduler_job" "reap_idle_queues" {
+  project   = var.project_id
+  region    = var.region
+  name      = "${var.name}-reap-idle-queues"
+  schedule  = var.reap_idle_queues_schedule
+  time_zone = "Etc/UTC"
+
+  retry_config {
+    retry_count = 2
+  }
+
+  http_target {
+    http_method = "POST"
+    uri         = "${google_cloud_run_v2_service.herald.uri}/v1/jobs/reap-idle-queues"
+    headers = {
+      Authorization = "Bearer ${var.jobs_token}"
+    }
+  }
+}

@@ -85,6 +85,12 @@ variable "lease_expiry_schedule" {
   default     = "* * * * *"
 }
 
+variable "reap_idle_queues_schedule" {
+  description = "Cron schedule of the reap-idle-queues job, which deletes idle durable and non-durable queues (Cloud Scheduler syntax)."
+  type        = string
+  default     = "* * * * *"
+}
+
 variable "min_instances" {
   description = "Minimum Cloud Run instances (0 scales to zero)."
   type        = number

@@ -1,0 +1,390 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/filter"
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore"
+)
+
+// Stream and queue defaults (seed 002, "Durable Queue Lifetime", "Handle
+// Disconnections Gracefully").
+const (
+	// DefaultReconnectGrace is how long a non-durable queue outlives its
+	// last attached session.
+	DefaultReconnectGrace = 20 * time.Second
+	// DefaultQueueIdleWindow is how long a durable queue lives without an
+	// attached session before the reaper deletes it.
+	DefaultQueueIdleWindow = 24 * time.Hour
+	// DefaultSessionTTL is how long a stream session counts as attached
+	// without a heartbeat; sessions heartbeat every third of it.
+	DefaultSessionTTL = 30 * time.Second
+	// DefaultStreamAckTimeout is how long an event delivered on a stream
+	// may stay unsettled before it can be delivered again.
+	DefaultStreamAckTimeout = 5 * time.Minute
+	// DefaultStreamPollWait is how long one receive of a stream waits at
+	// the broker when nothing is ready.
+	DefaultStreamPollWait = time.Second
+	// DefaultStreamBatch is how many events a stream takes per pull.
+	DefaultStreamBatch = 10
+	// DefaultMaxUnsettled is how many delivered, unsettled events one
+	// session may hold before Next waits for settlements (a prefetch).
+	DefaultMaxUnsettled = 100
+	// DefaultKeepAlive is the SSE keep-alive comment interval.
+	DefaultKeepAlive = 15 * time.Second
+	// DefaultAutoAckDelay is how long the durable SSE stream waits after
+	// writing an event before it acknowledges it.
+	DefaultAutoAckDelay = time.Second
+	// MaxQueueIDLength is the longest queue_id (seed 002).
+	MaxQueueIDLength = 200
+	// MaxReconnectTokenLength is the longest reconnect token (seed 002).
+	MaxReconnectTokenLength = 200
+)
+
+// StreamConfig tunes stream sessions, queue lifetimes and the SSE
+// transport. Zero fields take the defaults above.
+type StreamConfig struct {
+	// ReconnectGrace: a non-durable queue without an attached session is
+	// reaped this long after its last session left (HERALD_RECONNECT_GRACE).
+	ReconnectGrace time.Duration
+	// IdleWindow: a durable queue without an attached session is reaped
+	// this long after one was last attached, or after its creation
+	// (HERALD_QUEUE_IDLE_WINDOW).
+	IdleWindow time.Duration
+	// SessionTTL: a session that has not heartbeaten for this long counts
+	// as detached; its unsettled events can be delivered to others.
+	SessionTTL time.Duration
+	// AckTimeout: an event delivered and not settled for this long can be
+	// delivered again.
+	AckTimeout time.Duration
+	// PollWait: one receive waits this long at the broker.
+	PollWait time.Duration
+	// Batch: events taken per pull (1–100).
+	Batch int
+	// MaxUnsettled: the most delivered, unsettled events a session holds.
+	MaxUnsettled int
+	// KeepAlive is the SSE keep-alive interval (HERALD_SSE_KEEPALIVE); the
+	// core does not use it.
+	KeepAlive time.Duration
+	// AutoAckDelay is how long the durable SSE stream waits before it
+	// acknowledges an event it wrote (HERALD_SSE_ACK_DELAY); the core does
+	// not use it.
+	AutoAckDelay time.Duration
+}
+
+func (c *StreamConfig) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.ReconnectGrace, DefaultReconnectGrace)
+	def(&c.IdleWindow, DefaultQueueIdleWindow)
+	def(&c.SessionTTL, DefaultSessionTTL)
+	def(&c.AckTimeout, DefaultStreamAckTimeout)
+	def(&c.PollWait, DefaultStreamPollWait)
+	def(&c.KeepAlive, DefaultKeepAlive)
+	if c.AutoAckDelay < 0 {
+		c.AutoAckDelay = 0
+	} else if c.AutoAckDelay == 0 {
+		c.AutoAckDelay = DefaultAutoAckDelay
+	}
+	if c.Batch <= 0 || c.Batch > MaxPullLimit {
+		c.Batch = DefaultStreamBatch
+	}
+	if c.MaxUnsettled <= 0 {
+		c.MaxUnsettled = DefaultMaxUnsettled
+	}
+}
+
+// Streams returns the stream settings in force (defaults filled in).
+func (s *Service) Streams() StreamConfig { return s.cfg.Streams }
+
+// queueIDPattern is seed 002's rule for queue_id.
+var queueIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
+
+// ValidateQueueID checks id against seed 002's rule
+// `^[A-Za-z0-9._-]{1,200}$`. The error is herr.InvalidArgument (HTTP 422,
+// gRPC INVALID_ARGUMENT) naming the field and the rule; it does not quote
+// the id.
+func ValidateQueueID(id string) error {
+	if !queueIDPattern.MatchString(id) {
+		return herr.New(herr.InvalidArgument, "queue_id must match ^[A-Za-z0-9._-]{1,200}$ (1 to 200 letters, digits, '.', '_' or '-')")
+	}
+	return nil
+}
+
+// ValidateReconnectToken checks a reconnect token against seed 002's rule:
+// 1 to 200 printable ASCII characters (0x21–0x7E: no spaces, no control
+// characters, nothing non-ASCII). field names where the token came from
+// ("Last-Event-ID", "reconnect_token"). The error is herr.InvalidArgument
+// naming the field and the rule, and quotes none of the token.
+func ValidateReconnectToken(field, token string) error {
+	ok := len(token) >= 1 && len(token) <= MaxReconnectTokenLength
+	for i := 0; ok && i < len(token); i++ {
+		ok = token[i] >= 0x21 && token[i] <= 0x7e
+	}
+	if !ok {
+		return herr.New(herr.InvalidArgument, "%s must be 1 to 200 printable ASCII characters (0x21-0x7E: no spaces, no control characters, nothing non-ASCII)", field)
+	}
+	return nil
+}
+
+// errQueueNotFound is the NotFound of an unknown or reaped durable queue.
+func errQueueNotFound(id string) error {
+	return herr.New(herr.NotFound, "durable queue %q does not exist; it may have been deleted or reaped after its idle window: create it again with the same queue_id and filter_groups", id)
+}
+
+// getQueue returns durable queue id, or herr.NotFound when there is none
+// (including when id names a consumer of another kind).
+func (s *Service) getQueue(ctx context.Context, id string) (*leasestore.Consumer, error) {
+	c, err := s.cfg.Store.GetConsumer(ctx, id)
+	if herr.CodeOf(err) == herr.NotFound || (err == nil && c.Type != leasestore.TypeDurableQueue) {
+		return nil, errQueueNotFound(id)
+	}
+	return c, err
+}
+
+// CreateQueue is seed 002's CreateDurableQueue (POST
+// /api/v1beta/queues/durable), with ensure-exists semantics:
+//
+//   - id names no queue: the queue is created at the head of the stream
+//     (broker subscription first, then the store record of type
+//     DURABLE_QUEUE with id as its id) and created is true;
+//   - id names a durable queue: it is returned as it is, with its own
+//     filters, and created is false, whatever groups say;
+//   - id is "": Herald generates an id and creates the queue.
+//
+// Two concurrent creates of one id both succeed: one creates, the other
+// sees created false; the loser deletes the subscription it made, so none
+// is orphaned. Every creation uses a fresh subscription name, so a queue
+// re-created after it was reaped never meets its predecessor's.
+//
+// Errors: herr.PermissionDenied without create-durable-queues;
+// herr.InvalidArgument for a bad id or bad groups (before any backend
+// call); herr.AlreadyExists when id is taken by a consumer of another kind.
+func (s *Service) CreateQueue(ctx context.Context, p *auth.Principal, id string, groups filter.Groups) (c *leasestore.Consumer, created bool, err error) {
+	if err := p.Require(auth.PermCreateDurableQueues); err != nil {
+		return nil, false, err
+	}
+	if id != "" {
+		if err := ValidateQueueID(id); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := groups.Validate("filter_groups"); err != nil {
+		return nil, false, err
+	}
+	if id == "" {
+		id = "dq-" + uuid.NewString()
+	} else if c, err := s.existingQueue(ctx, id); c != nil || err != nil {
+		return c, false, err
+	}
+	c, err = s.createConsumer(ctx, id, leasestore.TypeDurableQueue, "herald-dq-", groups)
+	if herr.CodeOf(err) == herr.AlreadyExists {
+		// Another caller created it between our read and our write.
+		c, err := s.existingQueue(ctx, id)
+		if c == nil && err == nil {
+			err = herr.New(herr.Aborted, "queue %q was created and deleted concurrently; retry", id)
+		}
+		return c, false, err
+	}
+	return c, err == nil, err
+}
+
+// existingQueue returns durable queue id, (nil, nil) when no consumer has
+// that id, or herr.AlreadyExists when one of another kind has it.
+func (s *Service) existingQueue(ctx context.Context, id string) (*leasestore.Consumer, error) {
+	c, err := s.cfg.Store.GetConsumer(ctx, id)
+	switch {
+	case herr.CodeOf(err) == herr.NotFound:
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case c.Type != leasestore.TypeDurableQueue:
+		return nil, herr.New(herr.AlreadyExists, "queue_id %q is in use by a consumer of another kind; choose another id", id)
+	}
+	return c, nil
+}
+
+// createConsumer makes a broker subscription named prefix+UUID at the head
+// of the stream, then the consumer record. When the record cannot be
+// written the subscription is deleted again.
+func (s *Service) createConsumer(ctx context.Context, id, typ, prefix string, groups filter.Groups) (*leasestore.Consumer, error) {
+	sub := prefix + uuid.NewString()
+	if err := s.cfg.Broker.CreateSubscription(ctx, sub, groups); err != nil {
+		return nil, brokerErr(err)
+	}
+	c, err := s.cfg.Store.CreateConsumer(ctx, leasestore.Consumer{
+		ID: id, Type: typ, Filters: groups, Subscription: sub, CreatedAt: s.cfg.Now(),
+	})
+	if err != nil {
+		s.deleteSubscription(context.WithoutCancel(ctx), sub)
+		return nil, err
+	}
+	return c, nil
+}
+
+// deleteSubscription deletes sub at the broker; a failure is logged, since
+// the consumer it served is gone and a leftover only costs storage.
+func (s *Service) deleteSubscription(ctx context.Context, sub string) bool {
+	if err := s.cfg.Broker.DeleteSubscription(ctx, sub); err != nil && herr.CodeOf(err) != herr.NotFound {
+		s.cfg.Logger.WarnContext(ctx, "delete subscription failed", "subscription", sub, "err", err)
+		return false
+	}
+	return true
+}
+
+// SameGroups reports whether a and b select the same events as written:
+// the same groups, in any order, each with the same filters in any order.
+// unspecified and eq count as one filter type.
+func SameGroups(a, b filter.Groups) bool {
+	return slices.Equal(canonical(a), canonical(b))
+}
+
+func canonical(gs filter.Groups) []string {
+	out := make([]string, 0, len(gs))
+	for _, g := range gs {
+		fs := make([]string, 0, len(g.Filters))
+		for _, f := range g.Filters {
+			if f.FilterType == filter.Unspecified {
+				f.FilterType = filter.Eq
+			}
+			b, _ := json.Marshal(f)
+			fs = append(fs, string(b))
+		}
+		slices.Sort(fs)
+		fs = slices.Compact(fs)
+		b, _ := json.Marshal(struct {
+			T string
+			F []string
+		}{g.EventType, fs})
+		out = append(out, string(b))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// UpdateQueueFilters is seed 002's UpdateDurableQueue (PATCH
+// /api/v1beta/queues/durable): it replaces the queue's filters with next,
+// first at the broker (without losing what the subscription holds), then
+// in the store.
+//
+// current must describe the filters the queue has (compared with
+// SameGroups): the update is a compare-and-set, so two clients that
+// re-filter one queue cannot silently undo each other. A mismatch is
+// herr.InvalidArgument naming current_filter_groups; the queue's filters
+// can be read back with CreateQueue (created false). An update whose next
+// groups the queue already has succeeds whatever current says, so a retry
+// of an applied update succeeds.
+//
+// Errors: herr.PermissionDenied without create-durable-queues (seed 002:
+// there is no separate update permission); herr.InvalidArgument for a bad
+// id or bad groups, before any backend call; herr.NotFound for an unknown
+// queue.
+func (s *Service) UpdateQueueFilters(ctx context.Context, p *auth.Principal, id string, current, next filter.Groups) error {
+	if err := p.Require(auth.PermCreateDurableQueues); err != nil {
+		return err
+	}
+	if err := ValidateQueueID(id); err != nil {
+		return err
+	}
+	if err := current.Validate("current_filter_groups"); err != nil {
+		return err
+	}
+	if err := next.Validate("new_filter_groups"); err != nil {
+		return err
+	}
+	c, err := s.getQueue(ctx, id)
+	if err != nil {
+		return err
+	}
+	return s.setFilters(ctx, c, "current_filter_groups", current, next)
+}
+
+// setFilters applies a compare-and-set filter update to consumer c; field
+// names the expected-filters field in messages.
+func (s *Service) setFilters(ctx context.Context, c *leasestore.Consumer, field string, current, next filter.Groups) error {
+	if SameGroups(c.Filters, next) {
+		return nil
+	}
+	if !SameGroups(c.Filters, current) {
+		return herr.New(herr.InvalidArgument, "%s does not match the filters the queue has", field)
+	}
+	if err := s.cfg.Broker.UpdateSubscription(ctx, c.Subscription, next); err != nil {
+		if herr.CodeOf(err) == herr.NotFound {
+			return herr.New(herr.NotFound, "the queue's subscription is gone; the queue is being deleted")
+		}
+		return brokerErr(err)
+	}
+	_, err := s.cfg.Store.SetFilters(ctx, c.ID, next)
+	return err
+}
+
+// DeleteQueue is seed 002's DeleteDurableQueue (DELETE
+// /api/v1beta/queues/durable): it deletes the queue's record with what it
+// holds, then its broker subscription. Streams attached to it end with
+// NOT_FOUND.
+//
+// Errors: herr.PermissionDenied without delete-durable-queues;
+// herr.InvalidArgument for a bad id (before any backend call);
+// herr.NotFound for an unknown queue.
+func (s *Service) DeleteQueue(ctx context.Context, p *auth.Principal, id string) error {
+	if err := p.Require(auth.PermDeleteDurableQueues); err != nil {
+		return err
+	}
+	if err := ValidateQueueID(id); err != nil {
+		return err
+	}
+	if _, err := s.getQueue(ctx, id); err != nil {
+		return err
+	}
+	c, err := s.cfg.Store.DeleteConsumer(ctx, id)
+	if herr.CodeOf(err) == herr.NotFound {
+		return errQueueNotFound(id)
+	}
+	if err != nil {
+		return err
+	}
+	s.deleteSubscription(ctx, c.Subscription)
+	return nil
+}
+
+// ReapReport is what one run of the idle-queue reaper did.
+type ReapReport struct {
+	// Queues counts the queues deleted (durable and non-durable).
+	Queues int
+	// Failed counts broker subscriptions that could not be deleted; they
+	// are logged by name.
+	Failed int
+}
+
+// ReapIdleQueues runs the idle-queue reaper (seed 002, "Durable Queue
+// Lifetime"): the store deletes every non-durable queue whose last session
+// left more than ReconnectGrace ago and every durable queue without an
+// attached session for IdleWindow (see leasestore.Store.ReapIdle), with
+// what they hold; then their broker subscriptions are deleted. Afterwards
+// every call on a reaped queue answers NOT_FOUND, and a durable queue can
+// be created again with the same id. Needs run:jobs.
+func (s *Service) ReapIdleQueues(ctx context.Context, p *auth.Principal) (*ReapReport, error) {
+	if err := p.Require(auth.PermRunJobs); err != nil {
+		return nil, err
+	}
+	cs, err := s.cfg.Store.ReapIdle(ctx, s.cfg.Streams.ReconnectGrace, s.cfg.Streams.IdleWindow)
+	rep := &ReapReport{}
+	for _, c := range cs {
+		rep.Queues++
+		if !s.deleteSubscription(ctx, c.Subscription) {
+			rep.Failed++
+		}
+	}
+	return rep, err
+}

@@ -1,0 +1,601 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/filter"
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore"
+	"github.com/heraldevents/herald/pubsubx"
+)
+
+// ConsumerCancelledMessage is seed 002's exact INTERNAL message for a
+// stream whose consumer was taken away while its queue is intact. The
+// client reconnects (same reconnect token or queue_id) and finds the
+// backlog there; events it had not settled are delivered again.
+const ConsumerCancelledMessage = "Internal Server Error: The broker cancelled this stream's consumer. Reconnect to resume consuming."
+
+// StreamKind says which queue a stream reads.
+type StreamKind int
+
+// Stream kinds.
+const (
+	// NonDurable streams read a non-durable queue: a fresh one, or the one a
+	// reconnect token names (seed 002, ConsumeNonDurableEvents and GET
+	// /api/v1beta/events/stream).
+	NonDurable StreamKind = iota
+	// Durable streams read a durable queue by queue_id (seed 002,
+	// ConsumeDurableEvents[WithAcks] and GET
+	// /api/v1beta/events/stream-durable).
+	Durable
+)
+
+// StreamRequest opens a stream.
+type StreamRequest struct {
+	Kind StreamKind
+	// QueueID names the durable queue (Durable only); it must pass
+	// ValidateQueueID.
+	QueueID string
+	// ReconnectToken names the non-durable queue to reattach to; "" opens
+	// a fresh queue with FilterGroups. TokenField names where the token
+	// came from, for messages (default "reconnect_token").
+	ReconnectToken string
+	TokenField     string
+	// FilterGroups are the filters of a fresh queue, or the new filters of
+	// a filter update.
+	FilterGroups filter.Groups
+	// FilterUpdate says that previous_filter_groups was given: with a
+	// reconnect token, the request moves the queue from
+	// PreviousFilterGroups to FilterGroups. Without it, a reconnect resumes
+	// on the queue's own filters and FilterGroups is ignored (seed 002:
+	// "A request that carries the token alone resumes the stream on the
+	// filters it already has").
+	FilterUpdate         bool
+	PreviousFilterGroups filter.Groups
+}
+
+// Delivery is one event handed to a stream's client.
+type Delivery struct {
+	// Tag is the session-scoped delivery tag (1, 2, 3, …) the client
+	// settles the event with.
+	Tag int64
+	// DeliveryCount is how often the event has been delivered, this time
+	// included; it counts every redelivery over the event's lifetime.
+	DeliveryCount int64
+	// Event is the consumer form of the event.
+	Event *ConsumerEvent
+	// Body is the encoded CloudEvent as stored.
+	Body []byte
+}
+
+// SettleReport says what a settlement did.
+type SettleReport struct {
+	// Acked and Nacked count the events the store settled.
+	Acked, Nacked int
+	// Skipped counts the other tags: unknown to the session (never issued,
+	// already settled, or from an earlier connection), or naming an event
+	// that was delivered to someone else since.
+	Skipped int
+}
+
+// Stream is one consumer session on a queue: what SSE, gRPC and WebSocket
+// transports drive. It attaches to the queue in the store, heartbeats in
+// the background every SessionTTL/3, hands out events with session-scoped
+// delivery tags, settles them (acks before nacks) and detaches on Close,
+// which puts every event it did not settle back in the queue.
+//
+// Next and Settle may be called from different goroutines; Next must not
+// be called concurrently with itself.
+//
+// Every event is checked against the principal's right to read its type
+// (auth.Principal.CanReceive). An event the principal may not read is
+// never delivered to it: it is acknowledged at once, as skipped, so it
+// does not block or loop the queue. A queue is meant for one application's
+// principals; sharing one between principals of different rights leaves
+// each only what it may read.
+//
+// Errors from Next and Settle: herr.NotFound when the queue is gone
+// (deleted, or reaped under the stream); herr.Internal with
+// ConsumerCancelledMessage when the session was taken away while the
+// queue is intact; the store's or broker's errors otherwise.
+type Stream struct {
+	svc     *Service
+	p       *auth.Principal
+	kind    StreamKind
+	queue   string // consumer id: the queue id or the reconnect token
+	session string
+	created bool
+	src     *streamSource
+
+	life   context.Context // done once the session is lost or closed
+	cancel context.CancelFunc
+	hbDone chan struct{}
+
+	mu       sync.Mutex
+	err      error // why the session was lost
+	closed   bool
+	nextTag  int64
+	tags     map[int64]leasestore.EventRef
+	settled  chan struct{} // closed and replaced when tags shrink
+	closeErr error
+}
+
+// OpenStream opens a stream session (see Stream).
+//
+// Durable: needs consume-durable-queues; QueueID must pass ValidateQueueID
+// (herr.InvalidArgument, before any backend call); an unknown queue is
+// herr.NotFound.
+//
+// NonDurable: needs at least one receive:PATTERN right. Without a token a
+// fresh queue is created with FilterGroups (validated, herr.InvalidArgument).
+// A token must pass ValidateReconnectToken; one that names no live
+// non-durable queue is herr.NotFound. With FilterUpdate the queue's filters
+// move from PreviousFilterGroups to FilterGroups (compare-and-set as in
+// UpdateQueueFilters; a mismatch is herr.InvalidArgument naming
+// previous_filter_groups), unless it already has FilterGroups.
+func (s *Service) OpenStream(ctx context.Context, p *auth.Principal, r StreamRequest) (*Stream, error) {
+	c, created, err := s.streamQueue(ctx, p, r)
+	if err != nil {
+		return nil, err
+	}
+	st := &Stream{
+		svc: s, p: p, kind: r.Kind, queue: c.ID, session: uuid.NewString(), created: created,
+		tags: map[int64]leasestore.EventRef{}, settled: make(chan struct{}),
+		hbDone: make(chan struct{}),
+		src: &streamSource{
+			svc: s, queue: c.ID, sub: c.Subscription, groups: c.Filters, wait: s.cfg.Streams.PollWait,
+		},
+	}
+	if err := s.cfg.Store.Attach(ctx, st.queue, st.session, s.cfg.Streams.SessionTTL); err != nil {
+		return nil, st.sessionErr(err)
+	}
+	st.life, st.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	go st.heartbeat()
+	return st, nil
+}
+
+// streamQueue finds or makes the queue a stream request names.
+func (s *Service) streamQueue(ctx context.Context, p *auth.Principal, r StreamRequest) (*leasestore.Consumer, bool, error) {
+	if r.Kind == Durable {
+		if err := p.Require(auth.PermConsumeDurableQueues); err != nil {
+			return nil, false, err
+		}
+		if err := ValidateQueueID(r.QueueID); err != nil {
+			return nil, false, err
+		}
+		c, err := s.getQueue(ctx, r.QueueID)
+		return c, false, err
+	}
+	if !p.CanReceiveAny() {
+		return nil, false, herr.New(herr.PermissionDenied, "a %sPATTERN permission is required to consume events", auth.PermReceivePrefix)
+	}
+	if err := r.FilterGroups.Validate("filter_groups"); err != nil {
+		return nil, false, err
+	}
+	if r.ReconnectToken == "" {
+		c, err := s.createConsumer(ctx, "nd-"+uuid.NewString(), leasestore.TypeNonDurableQueue, "herald-nd-", r.FilterGroups)
+		return c, err == nil, err
+	}
+	field := r.TokenField
+	if field == "" {
+		field = "reconnect_token"
+	}
+	if err := ValidateReconnectToken(field, r.ReconnectToken); err != nil {
+		return nil, false, err
+	}
+	c, err := s.cfg.Store.GetConsumer(ctx, r.ReconnectToken)
+	if herr.CodeOf(err) == herr.NotFound || (err == nil && c.Type != leasestore.TypeNonDurableQueue) {
+		return nil, false, errTokenNotFound(field)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if r.FilterUpdate {
+		if err := r.PreviousFilterGroups.Validate("previous_filter_groups"); err != nil {
+			return nil, false, err
+		}
+		if err := s.setFilters(ctx, c, "previous_filter_groups", r.PreviousFilterGroups, r.FilterGroups); err != nil {
+			return nil, false, err
+		}
+		c.Filters = r.FilterGroups
+	}
+	return c, false, nil
+}
+
+func errTokenNotFound(field string) error {
+	return herr.New(herr.NotFound, "the %s names no live queue (a non-durable queue lives only for the reconnect grace window after its last consumer left): start a fresh stream with filter_groups and no token", field)
+}
+
+// QueueID returns the queue the stream reads: the durable queue's id, or
+// for a non-durable stream its reconnect token.
+func (st *Stream) QueueID() string { return st.queue }
+
+// Created reports whether opening the stream created its queue (a fresh
+// non-durable stream).
+func (st *Stream) Created() bool { return st.created }
+
+// Session returns the session id the stream is attached as.
+func (st *Stream) Session() string { return st.session }
+
+// Done is closed once the session is lost (see Err) or closed.
+func (st *Stream) Done() <-chan struct{} { return st.life.Done() }
+
+// Err returns why the session was lost, or nil while it is attached.
+func (st *Stream) Err() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.err
+}
+
+// fail records the first reason the session was lost and wakes Next.
+func (st *Stream) fail(err error) {
+	st.mu.Lock()
+	if st.err == nil && !st.closed {
+		st.err = err
+	}
+	st.mu.Unlock()
+	st.cancel()
+}
+
+// sessionErr translates a store error about the session: a queue that is
+// gone is herr.NotFound; a session taken away is the documented
+// INTERNAL message.
+func (st *Stream) sessionErr(err error) error {
+	switch herr.CodeOf(err) {
+	case herr.NotFound:
+		if st.kind == Durable {
+			return errQueueNotFound(st.queue)
+		}
+		return herr.Wrap(herr.NotFound, err, "the non-durable queue is gone: start a fresh stream with filter_groups and no reconnect token")
+	case herr.FailedPrecondition:
+		return herr.Wrap(herr.Internal, err, ConsumerCancelledMessage)
+	}
+	return err
+}
+
+// heartbeat re-attaches every SessionTTL/3 until the stream ends. A
+// failure that says the session or the queue is gone ends the stream;
+// others (a store briefly unavailable) are retried at the next beat.
+func (st *Stream) heartbeat() {
+	defer close(st.hbDone)
+	ttl := st.svc.cfg.Streams.SessionTTL
+	t := time.NewTicker(max(ttl/3, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-st.life.Done():
+			return
+		case <-t.C:
+		}
+		err := st.svc.cfg.Store.Attach(st.life, st.queue, st.session, ttl)
+		switch herr.CodeOf(err) {
+		case herr.NotFound, herr.FailedPrecondition:
+			if err != nil {
+				st.fail(st.sessionErr(err))
+				return
+			}
+		}
+		if err != nil && st.life.Err() == nil {
+			st.svc.cfg.Logger.Warn("stream heartbeat failed", "queue", st.queue, "err", err)
+		}
+	}
+}
+
+// maxPullFailures is how many retryable pull failures in a row end a
+// stream.
+const maxPullFailures = 5
+
+// Next blocks until it can hand out at least one event, and returns up to
+// StreamConfig.Batch of them. It waits while the session holds
+// MaxUnsettled unsettled events. It returns ctx's error when ctx ends, and
+// the session's error (see Stream) when the session is lost.
+func (st *Stream) Next(ctx context.Context) ([]Delivery, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(st.life, cancel)
+	defer stop()
+	cfg := st.svc.cfg.Streams
+	failures := 0
+	for {
+		if err := st.check(ctx); err != nil {
+			return nil, err
+		}
+		room := st.room(ctx)
+		if room == 0 {
+			continue // check says why the wait ended
+		}
+		leases, err := st.svc.cfg.Store.PullEvents(ctx, leasestore.PullParams{
+			Consumer: st.queue, Worker: st.session, Limit: min(cfg.Batch, room),
+			Visibility: cfg.AckTimeout, Source: st.src,
+		})
+		if err != nil {
+			var full *leasestore.WindowFullError
+			if errors.As(err, &full) {
+				// The queue's window is full of other sessions' events:
+				// wait for them to settle.
+				_ = sleep(ctx, cfg.PollWait)
+				continue
+			}
+			if cerr := st.check(ctx); cerr != nil {
+				return nil, cerr
+			}
+			if failures++; herr.Retryable(err) && failures < maxPullFailures {
+				// A backend hiccup (a lost race, a brief outage) does not
+				// end the stream.
+				_ = sleep(ctx, cfg.PollWait)
+				continue
+			}
+			return nil, st.sessionErr(err)
+		}
+		failures = 0
+		out, skip := st.deliveries(leases)
+		if len(skip) > 0 {
+			if _, err := st.svc.cfg.Store.Settle(ctx, st.queue, skip, nil); err != nil {
+				if cerr := st.check(ctx); cerr != nil {
+					return nil, cerr
+				}
+				return nil, st.sessionErr(err)
+			}
+		}
+		if len(out) > 0 {
+			return out, nil
+		}
+	}
+}
+
+// check returns the session's error, else ctx's.
+func (st *Stream) check(ctx context.Context) error {
+	if err := st.Err(); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	closed := st.closed
+	st.mu.Unlock()
+	if closed {
+		return herr.New(herr.Canceled, "the stream is closed")
+	}
+	return ctx.Err()
+}
+
+// room waits until the session holds fewer than MaxUnsettled unsettled
+// events and returns how many more it may take; 0 when ctx ended first.
+func (st *Stream) room(ctx context.Context) int {
+	for {
+		st.mu.Lock()
+		n := st.svc.cfg.Streams.MaxUnsettled - len(st.tags)
+		wake := st.settled
+		st.mu.Unlock()
+		if n > 0 {
+			return n
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-wake:
+		}
+	}
+}
+
+// deliveries tags the events the principal may read and returns the refs
+// of the others, to be acknowledged as skipped.
+func (st *Stream) deliveries(leases []*leasestore.Lease) (out []Delivery, skip []leasestore.EventRef) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, l := range leases {
+		ref := leasestore.EventRef{LeaseID: l.ID, Generation: l.Generation}
+		if len(l.Events) == 0 {
+			skip = append(skip, ref)
+			continue
+		}
+		body := l.Events[0]
+		if !st.p.CanReceive(eventType(body)) {
+			skip = append(skip, ref)
+			continue
+		}
+		ev, err := DecodeConsumerEvent(body)
+		if err != nil {
+			st.svc.cfg.Logger.Error("skipping an undecodable event", "queue", st.queue, "err", err)
+			skip = append(skip, ref)
+			continue
+		}
+		st.nextTag++
+		st.tags[st.nextTag] = ref
+		out = append(out, Delivery{Tag: st.nextTag, DeliveryCount: l.Attempt, Event: ev, Body: body})
+	}
+	return out, skip
+}
+
+// Ack acknowledges tags; see Settle.
+func (st *Stream) Ack(ctx context.Context, tags ...int64) (SettleReport, error) {
+	return st.Settle(ctx, tags, nil)
+}
+
+// Nack hands tags back for immediate redelivery; see Settle.
+func (st *Stream) Nack(ctx context.Context, tags ...int64) (SettleReport, error) {
+	return st.Settle(ctx, nil, tags)
+}
+
+// Settle acknowledges acks and hands nacks back for immediate redelivery,
+// acks first: a tag in both is acknowledged (seed 002,
+// ConsumeDurableEventsWithAcks). A tag the session does not know is
+// skipped and counted; it never ends the stream. A nacked event's delivery
+// count grows when it is delivered again. When the store cannot be reached
+// the tags stay unsettled and the call may be repeated.
+func (st *Stream) Settle(ctx context.Context, acks, nacks []int64) (SettleReport, error) {
+	var rep SettleReport
+	var ackRefs, nackRefs []leasestore.EventRef
+	taken := map[int64]leasestore.EventRef{}
+	st.mu.Lock()
+	for _, tag := range acks {
+		if ref, ok := st.tags[tag]; ok {
+			delete(st.tags, tag)
+			taken[tag] = ref
+			ackRefs = append(ackRefs, ref)
+			rep.Acked++
+		} else {
+			rep.Skipped++
+		}
+	}
+	for _, tag := range nacks {
+		if ref, ok := st.tags[tag]; ok {
+			delete(st.tags, tag)
+			taken[tag] = ref
+			nackRefs = append(nackRefs, ref)
+			rep.Nacked++
+		} else {
+			rep.Skipped++
+		}
+	}
+	st.mu.Unlock()
+	if len(taken) == 0 {
+		return rep, nil
+	}
+	if len(nackRefs) > 0 {
+		st.src.hurry.Store(true)
+	}
+	res, err := st.svc.cfg.Store.Settle(ctx, st.queue, ackRefs, nackRefs)
+	if err != nil {
+		if herr.CodeOf(err) != herr.NotFound {
+			// Put them back so that a retry settles them.
+			st.mu.Lock()
+			for tag, ref := range taken {
+				st.tags[tag] = ref
+			}
+			st.mu.Unlock()
+		}
+		return SettleReport{}, st.sessionErr(err)
+	}
+	st.mu.Lock()
+	close(st.settled)
+	st.settled = make(chan struct{})
+	st.mu.Unlock()
+	// The store has the last word: a tag whose lease was reclaimed since
+	// (an older generation) settled nothing.
+	rep.Skipped += rep.Acked + rep.Nacked - res.Acked - res.Nacked
+	rep.Acked, rep.Nacked = res.Acked, res.Nacked
+	return rep, nil
+}
+
+// Unsettled returns how many delivered events the session holds unsettled.
+func (st *Stream) Unsettled() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.tags)
+}
+
+// Close ends the session: it stops the heartbeat and detaches, which puts
+// every event the session did not settle back in the queue, to be
+// delivered again (with a higher delivery count) to the next session.
+// Close is idempotent and runs even when ctx is already done.
+func (st *Stream) Close(ctx context.Context) error {
+	st.mu.Lock()
+	if st.closed {
+		st.mu.Unlock()
+		return st.closeErr
+	}
+	st.closed = true
+	st.tags = map[int64]leasestore.EventRef{}
+	st.mu.Unlock()
+	st.cancel()
+	<-st.hbDone
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := st.svc.cfg.Store.Detach(ctx, st.queue, st.session)
+	switch herr.CodeOf(err) {
+	case herr.NotFound, herr.FailedPrecondition:
+		err = nil // the queue or the session is gone already
+	}
+	if err != nil {
+		st.svc.cfg.Logger.Warn("stream detach failed; its events return once the session TTL lapses", "queue", st.queue, "err", err)
+	}
+	st.mu.Lock()
+	st.closeErr = err
+	st.mu.Unlock()
+	return err
+}
+
+// streamSource feeds PullEvents from the queue's broker subscription. Like
+// brokerSource it re-checks the queue's filters, and events that fail
+// them are acked at the broker and never delivered; before it drops one
+// it re-reads the queue's filters, so an event a filter update has just
+// admitted is never lost to a session that started on the old filters.
+type streamSource struct {
+	svc   *Service
+	queue string
+	sub   string
+	wait  time.Duration
+	// hurry makes the next receive not wait at the broker: a nack has just
+	// requeued an event the next pull should find at once.
+	hurry atomic.Bool
+
+	mu     sync.Mutex
+	groups filter.Groups
+}
+
+func (s *streamSource) Receive(ctx context.Context, max int) ([]leasestore.Incoming, error) {
+	wait := s.wait
+	if s.hurry.Swap(false) {
+		wait = 0
+	}
+	msgs, err := s.svc.cfg.Broker.Receive(ctx, s.sub, max, wait)
+	if err != nil {
+		if herr.CodeOf(err) == herr.NotFound {
+			return nil, herr.Wrap(herr.NotFound, err, "the queue's subscription is gone")
+		}
+		return nil, brokerErr(err)
+	}
+	s.mu.Lock()
+	groups := s.groups
+	s.mu.Unlock()
+	var out []leasestore.Incoming
+	var skip []*pubsubx.Message
+	refreshed := false
+	for _, m := range msgs {
+		ok := groups.Match(m.EventType(), m.ResourceID())
+		if !ok && !refreshed {
+			refreshed = true
+			if c, err := s.svc.cfg.Store.GetConsumer(ctx, s.queue); err == nil {
+				groups = c.Filters
+				s.mu.Lock()
+				s.groups = groups
+				s.mu.Unlock()
+				ok = groups.Match(m.EventType(), m.ResourceID())
+			} else {
+				ok = true // cannot tell: deliver rather than drop
+			}
+		}
+		if ok {
+			out = append(out, leasestore.Incoming{Body: m.Body, Handle: m})
+		} else {
+			skip = append(skip, m)
+		}
+	}
+	if len(skip) > 0 {
+		if err := s.svc.cfg.Broker.Ack(ctx, s.sub, skip); err != nil {
+			return nil, brokerErr(err)
+		}
+	}
+	return out, nil
+}
+
+func (s *streamSource) Settle(ctx context.Context, in []leasestore.Incoming, taken int) error {
+	return (&brokerSource{broker: s.svc.cfg.Broker, sub: s.sub}).Settle(ctx, in, taken)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,129 @@
+// Package queues serves seed 002's durable-queue management:
+//
+//	POST   /api/v1beta/queues/durable  {"queue_id"?, "filter_groups"?}
+//	       → 201 {"queue_id", "created": true, "filter_groups"}   a new queue with the supplied id
+//	       → 200 {"queue_id", "created": false, "filter_groups"}  the queue already existed: its own filters
+//	       → 200 {"queue_id", "created": true, "filter_groups"}   no id supplied: Herald generated one
+//	PATCH  /api/v1beta/queues/durable  {"queue_id", "current_filter_groups", "new_filter_groups"} → 200 {"success": true}
+//	DELETE /api/v1beta/queues/durable?queue_id=ID                                                → 200 {"success": true}
+//
+// Permissions: create-durable-queues for POST and PATCH, delete-durable-queues
+// for DELETE (403 without). queue_id must match ^[A-Za-z0-9._-]{1,200}$;
+// one that does not is 422 before the broker or the store is contacted. An
+// unknown queue is 404; invalid filter groups are 422; a body that is not
+// JSON of the documented shape is 400.
+//
+// PATCH is a compare-and-set: current_filter_groups must be the filters the
+// queue has (groups and filters in any order), else 422 and nothing
+// changes; a PATCH whose new_filter_groups the queue already has succeeds
+// whatever current_filter_groups says, so retrying an applied update is
+// safe. The queue's filters can be read back with POST (created false).
+// The broker subscription is re-filtered without losing what it holds.
+package queues
+
+import (
+	"net/http"
+
+	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/filter"
+	"github.com/heraldevents/herald/functions/httpx"
+)
+
+const maxBody = 256 << 10
+
+// Queue is the answer of POST /api/v1beta/queues/durable.
+type Queue struct {
+	QueueID string `json:"queue_id"`
+	// Created is true when this call created the queue.
+	Created bool `json:"created"`
+	// FilterGroups are the queue's filters: for an existing queue its own,
+	// whatever the request sent.
+	FilterGroups filter.Groups `json:"filter_groups"`
+}
+
+// Normalize returns gs with every nil list made empty, so that JSON shows
+// [] rather than null.
+func Normalize(gs filter.Groups) filter.Groups {
+	out := make(filter.Groups, len(gs))
+	for i, g := range gs {
+		out[i] = g
+		if g.Filters == nil {
+			out[i].Filters = []filter.ResourceFilter{}
+		}
+	}
+	return out
+}
+
+// Success is the answer of PATCH and DELETE.
+type Success struct {
+	Success bool `json:"success"`
+}
+
+// Handler serves the endpoints above.
+type Handler struct {
+	Service *delivery.Service
+}
+
+// Create serves POST /api/v1beta/queues/durable.
+func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
+	p, err := httpx.Principal(r)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	var req struct {
+		QueueID      string        `json:"queue_id"`
+		FilterGroups filter.Groups `json:"filter_groups"`
+	}
+	if err := httpx.DecodeJSON(r, maxBody, &req); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	c, created, err := h.Service.CreateQueue(r.Context(), p, req.QueueID, req.FilterGroups)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created && req.QueueID != "" {
+		status = http.StatusCreated
+	}
+	httpx.WriteJSON(w, status, Queue{QueueID: c.ID, Created: created, FilterGroups: Normalize(c.Filters)})
+}
+
+// Update serves PATCH /api/v1beta/queues/durable.
+func (h *Handler) Update(w http.ResponseWriter, r *http.Request) {
+	p, err := httpx.Principal(r)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	var req struct {
+		QueueID             string        `json:"queue_id"`
+		CurrentFilterGroups filter.Groups `json:"current_filter_groups"`
+		NewFilterGroups     filter.Groups `json:"new_filter_groups"`
+	}
+	if err := httpx.DecodeJSON(r, maxBody, &req); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	if err := h.Service.UpdateQueueFilters(r.Context(), p, req.QueueID, req.CurrentFilterGroups, req.NewFilterGroups); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, Success{Success: true})
+}
+
+// Delete serves DELETE /api/v1beta/queues/durable?queue_id=ID.
+func (h *Handler) Delete(w http.ResponseWriter, r *http.Request) {
+	p, err := httpx.Principal(r)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	if err := h.Service.DeleteQueue(r.Context(), p, r.URL.Query().Get("queue_id")); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, Success{Success: true})
+}

@@ -1,0 +1,62 @@
+package local_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/local"
+)
+
+// TestConsumerCancelledE2E: when a stream's session is taken away while its
+// queue is intact (here its heartbeat lapsed: the clock jumped past the
+// session TTL), the stream ends with seed 002's documented 500 error
+// event, and a reconnect finds the backlog, including what the lost
+// session had not acknowledged.
+func TestConsumerCancelledE2E(t *testing.T) {
+	t.Parallel()
+	for _, durable := range []bool{false, true} {
+		name := map[bool]string{false: "non-durable", true: "durable"}[durable]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			clk := newClock()
+			c := start(t, local.WithClock(clk.Now), streamOpts(func(c *local.Config) {
+				c.SessionTTL = 300 * time.Millisecond // heartbeats every 100 ms of real time
+				c.SSEAckDelay = time.Hour             // the durable stream acknowledges nothing
+				c.ReapInterval = -1
+			}))
+			path := streamPath()
+			if durable {
+				status, _ := c.createQueue(t, "q", nil)
+				require.Equal(t, http.StatusCreated, status)
+				path = durablePath("q")
+			}
+			s := c.mustStream(t, path, nil)
+			token := s.connected(t)
+			c.publishN(t, "a.b", 1, 1)
+			require.Equal(t, []int{1}, nValues(t, s.events(t, 1)))
+
+			clk.Advance(time.Second) // the session's TTL lapses before its next heartbeat
+			msg, status := s.streamError(t)
+			require.Equal(t, http.StatusInternalServerError, status)
+			require.Equal(t, delivery.ConsumerCancelledMessage, msg)
+			require.Equal(t, "Internal Server Error: The broker cancelled this stream's consumer. Reconnect to resume consuming.", msg)
+
+			c.publishN(t, "a.b", 2, 1)
+			var hdr map[string]string
+			if !durable {
+				hdr = map[string]string{"Last-Event-ID": token}
+			}
+			s = c.mustStream(t, path, hdr)
+			require.Equal(t, token, s.connected(t), "the same queue")
+			want := []int{2}
+			if durable {
+				want = []int{1, 2} // the lost session had not acknowledged 1
+			}
+			require.ElementsMatch(t, want, nValues(t, s.events(t, len(want))))
+		})
+	}
+}
