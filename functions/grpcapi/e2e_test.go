@@ -172,24 +172,20 @@ func TestGRPCErrors(t *testing.T) {
 
 	err = h.conn.Invoke(h.ctx(t, h.Token), batchMethod, &pb.BatchPublishEventsRequest{}, &pb.BatchPublishEventsResponse{})
 	require.Equal(t, codes.InvalidArgument, status.Code(err), "error: %v", err)
-
-	// The consumer service is not served yet.
-	err = h.conn.Invoke(h.ctx(t, h.Token), "/"+consumerName+"/DeleteDurableQueue", &pb.Event{}, &pb.Event{})
-	require.Equal(t, codes.Unimplemented, status.Code(err), "error: %v", err)
 }
 
-// TestGRPCHealth: the server and the publisher service are SERVING,
-// without a token.
+// TestGRPCHealth: the server and both services are SERVING, without a
+// token; an unknown service is NOT_FOUND.
 func TestGRPCHealth(t *testing.T) {
 	t.Parallel()
 	h := startGRPC(t)
 	health := healthpb.NewHealthClient(h.conn)
-	for _, service := range []string{"", publisher} {
+	for _, service := range []string{"", publisher, consumerName} {
 		res, err := health.Check(h.ctx(t, ""), &healthpb.HealthCheckRequest{Service: service})
 		require.NoError(t, err, "service %q", service)
 		require.Equal(t, healthpb.HealthCheckResponse_SERVING, res.GetStatus(), "service %q", service)
 	}
-	_, err := health.Check(h.ctx(t, ""), &healthpb.HealthCheckRequest{Service: consumerName})
+	_, err := health.Check(h.ctx(t, ""), &healthpb.HealthCheckRequest{Service: "nvidia.omniverse.notifications.consumer.v1beta.NoSuchService"})
 	require.Equal(t, codes.NotFound, status.Code(err), "an unserved service is unknown: %v", err)
 }
 
@@ -198,7 +194,8 @@ func TestGRPCHealth(t *testing.T) {
 func TestGRPCReflection(t *testing.T) {
 	t.Parallel()
 	h := startGRPC(t)
-	want := []string{"grpc.health.v1.Health", publisher}
+	want := []string{"grpc.health.v1.Health", publisher, consumerName}
+	slices.Sort(want)
 
 	stream, err := reflectionpb.NewServerReflectionClient(h.conn).ServerReflectionInfo(h.ctx(t, ""))
 	require.NoError(t, err)

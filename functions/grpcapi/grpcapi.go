@@ -1,5 +1,6 @@
 // Package grpcapi serves seed 002's gRPC API with connectrpc.com/connect:
-// EventPublishingService over a delivery.Service, plus gRPC health checking
+// EventPublishingService and EventConsumerService over a
+// delivery.Service, plus gRPC health checking
 // (grpc.health.v1.Health) and server reflection (v1 and v1alpha). One
 // handler speaks the gRPC, gRPC-Web and Connect protocols, so the same
 // port that serves REST serves gRPC too: over HTTP/2 (cleartext "h2c"
@@ -23,11 +24,23 @@
 // httpx.Status and the only such mapping; Error applies it and keeps the
 // cause out of the status message (see package herr).
 //
-// # Not yet served
+// # Consuming
 //
-// EventConsumerService is generated (package consumerv1betaconnect) but not
-// mounted: package delivery has no durable-queue or streaming operations
-// for it yet. A client calling it gets UNIMPLEMENTED (gRPC) or 404 (HTTP).
+// EventConsumerService (type Consumer) serves durable-queue management,
+// ConsumeDurableEventsWithAcks, ConsumeNonDurableEvents, the deprecated
+// ConsumeDurableEvents and ManageDeadLetteredEvents over package
+// delivery's queues, stream sessions and dead letters.
+//
+// # Keep-alive
+//
+// A consuming stream may stay idle for a long time. Seed 002's response
+// messages have no keep-alive form (an empty ConsumeDurableEventsWithAcks
+// response would carry delivery tag 0, which names no event), so none is
+// sent: idle streams are kept alive below the RPC layer, by HTTP/2 PING
+// frames. Clients should enable gRPC keepalive (grpc-go:
+// grpc.WithKeepaliveParams) with a period shorter than the load
+// balancer's idle timeout; the server answers every PING, and can send
+// its own when its http.Server sets HTTP2.SendPingTimeout.
 package grpcapi
 
 import (
@@ -42,6 +55,7 @@ import (
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta/consumerv1betaconnect"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
 	"github.com/heraldevents/herald/herr"
 )
@@ -58,6 +72,8 @@ type Mount struct {
 type Services struct {
 	// Publisher serves EventPublishingService.
 	Publisher bool
+	// Consumer serves EventConsumerService.
+	Consumer bool
 }
 
 // Mounts returns the handlers of the selected services, each behind
@@ -71,6 +87,12 @@ func Mounts(svc *delivery.Service, a auth.Authenticator, s Services) []Mount {
 			readLimits())
 		mounts = append(mounts, Mount{path, Authenticate(a, h)})
 		names = append(names, publisherv1betaconnect.EventPublishingServiceName)
+	}
+	if s.Consumer {
+		path, h := consumerv1betaconnect.NewEventConsumerServiceHandler(&Consumer{Service: svc},
+			connect.WithReadMaxBytes(maxSingleRequestBytes))
+		mounts = append(mounts, Mount{path, Authenticate(a, h)})
+		names = append(names, consumerv1betaconnect.EventConsumerServiceName)
 	}
 	// The checker answers SERVING for "" (the whole server) and for each
 	// served service; NOT_FOUND for any other name.

@@ -7,7 +7,8 @@
 // only the pull routes (and GET /health); All serves every route.
 //
 // The gRPC services of package functions/grpcapi are mounted on the same
-// handler: EventPublishingService with the publish routes, gRPC health
+// handler: EventPublishingService with the publish routes,
+// EventConsumerService with the pull and destinations routes, gRPC health
 // checking and reflection with every function.
 package router
 
@@ -205,7 +206,12 @@ func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function) http.H
 		}
 		mux.Handle(r.Method+" "+r.Path, h)
 	}
-	for _, m := range grpcapi.Mounts(svc, a, grpcapi.Services{Publisher: f.Serves(Route{Function: Publish})}) {
+	for _, m := range grpcapi.Mounts(svc, a, grpcapi.Services{
+		Publisher: f.Serves(Route{Function: Publish}),
+		// EventConsumerService holds both consuming (Pull) and queue
+		// management (Destinations) RPCs.
+		Consumer: f.Serves(Route{Function: Pull}) || f.Serves(Route{Function: Destinations}),
+	}) {
 		mux.Handle(m.Path, m.Handler)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

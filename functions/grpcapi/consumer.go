@@ -1,0 +1,341 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/filter"
+	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta"
+	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta/consumerv1betaconnect"
+	"github.com/heraldevents/herald/herr"
+)
+
+// Consumer implements EventConsumerService over a delivery.Service, with
+// the rules of the REST faces (packages functions/queues and
+// functions/stream): durable-queue management needs create-durable-queues
+// (create, update) or delete-durable-queues (delete), consuming a durable
+// queue needs consume-durable-queues; a bad queue_id is INVALID_ARGUMENT
+// before any backend call, an unknown queue NOT_FOUND.
+//
+// Every RPC of the service is served; ManageDeadLetteredEvents needs
+// inspect-and-replay-all-dlq.
+//
+// The caller's principal comes from the context (see Authenticate).
+type Consumer struct {
+	consumerv1betaconnect.UnimplementedEventConsumerServiceHandler
+	Service *delivery.Service
+}
+
+var _ consumerv1betaconnect.EventConsumerServiceHandler = (*Consumer)(nil)
+
+// CreateDurableQueue ensures a durable queue exists (delivery.CreateQueue):
+// created is true when this call created it, or when Herald generated the
+// id because none was given.
+func (h *Consumer) CreateDurableQueue(ctx context.Context, req *connect.Request[pb.CreateDurableQueueRequest]) (*connect.Response[pb.CreateDurableQueueResponse], error) {
+	procedure := req.Spec().Procedure
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, Error(ctx, procedure, err)
+	}
+	c, created, err := h.Service.CreateQueue(ctx, p, req.Msg.GetQueueId(), toGroups(req.Msg.GetFilterGroups()))
+	if err != nil {
+		return nil, Error(ctx, procedure, err)
+	}
+	return connect.NewResponse(&pb.CreateDurableQueueResponse{QueueId: c.ID, Created: created}), nil
+}
+
+// UpdateDurableQueue replaces a durable queue's filters, compare-and-set
+// on current_filter_groups (delivery.UpdateQueueFilters).
+func (h *Consumer) UpdateDurableQueue(ctx context.Context, req *connect.Request[pb.UpdateDurableQueueRequest]) (*connect.Response[pb.UpdateDurableQueueResponse], error) {
+	procedure := req.Spec().Procedure
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, Error(ctx, procedure, err)
+	}
+	m := req.Msg
+	if err := h.Service.UpdateQueueFilters(ctx, p, m.GetQueueId(), toGroups(m.GetCurrentFilterGroups()), toGroups(m.GetNewFilterGroups())); err != nil {
+		return nil, Error(ctx, procedure, err)
+	}
+	return connect.NewResponse(&pb.UpdateDurableQueueResponse{}), nil
+}
+
+// DeleteDurableQueue deletes a durable queue and what it holds
+// (delivery.DeleteQueue).
+func (h *Consumer) DeleteDurableQueue(ctx context.Context, req *connect.Request[pb.DeleteDurableQueueRequest]) (*connect.Response[pb.DeleteDurableQueueResponse], error) {
+	procedure := req.Spec().Procedure
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, Error(ctx, procedure, err)
+	}
+	if err := h.Service.DeleteQueue(ctx, p, req.Msg.GetQueueId()); err != nil {
+		return nil, Error(ctx, procedure, err)
+	}
+	return connect.NewResponse(&pb.DeleteDurableQueueResponse{}), nil
+}
+
+// ConsumeDurableEventsWithAcks streams a durable queue with explicit
+// settlement. The first message names the queue (queue_id) and may
+// already carry tags; every response carries one event and its delivery
+// tag. Each later message settles tags: acks first, so a tag in both lists
+// is acknowledged; a nacked event is delivered again at once (with a new
+// tag); an unknown tag is skipped and does not end the stream. When the
+// stream ends, for whatever reason, the events it did not settle return to
+// the queue and are delivered again on reconnect.
+//
+// The stream ends OK when the client half-closes (after the tags it sent
+// are settled), NOT_FOUND when the queue is gone, and INTERNAL with
+// delivery.ConsumerCancelledMessage when its session was taken away while
+// the queue is intact.
+func (h *Consumer) ConsumeDurableEventsWithAcks(ctx context.Context, stream *connect.BidiStream[pb.ConsumeDurableEventsWithAcksRequest, pb.ConsumeDurableEventsWithAcksResponse]) error {
+	procedure := stream.Spec().Procedure
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return Error(ctx, procedure, err)
+	}
+	first, err := stream.Receive()
+	if errors.Is(err, io.EOF) {
+		return Error(ctx, procedure, herr.New(herr.InvalidArgument, "the first message must carry queue_id"))
+	}
+	if err != nil {
+		return err
+	}
+	st, err := h.Service.OpenStream(ctx, p, delivery.StreamRequest{Kind: delivery.Durable, QueueID: first.GetQueueId()})
+	if err != nil {
+		return Error(ctx, procedure, err)
+	}
+	defer func() { _ = st.Close(ctx) }()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The reader settles what the client sends, in order; it records how
+	// it ended before it stops the sender.
+	readerDone := make(chan error, 1)
+	go func() {
+		defer cancel()
+		msg := first
+		for {
+			if _, err := st.Settle(ctx, msg.GetAckDeliveryTags(), msg.GetNackDeliveryTags()); err != nil {
+				readerDone <- Error(ctx, procedure, err)
+				return
+			}
+			var err error
+			msg, err = stream.Receive()
+			if errors.Is(err, io.EOF) {
+				readerDone <- nil // the client is done: end the stream OK
+				return
+			}
+			if err != nil {
+				readerDone <- err
+				return
+			}
+		}
+	}()
+	sendErr := deliver(ctx, procedure, st, func(d delivery.Delivery, ev *pb.Event) error {
+		return stream.Send(&pb.ConsumeDurableEventsWithAcksResponse{Events: []*pb.Event{ev}, DeliveryTag: d.Tag})
+	})
+	select {
+	case err := <-readerDone:
+		return err
+	default:
+		return sendErr
+	}
+}
+
+// ConsumeNonDurableEvents streams a non-durable queue. The first message
+// opens it: filter_groups alone start a fresh queue; reconnect_token
+// reattaches to the queue it names (1 to 200 printable ASCII characters,
+// else INVALID_ARGUMENT naming the field and quoting none of the token;
+// a token that names no live queue, e.g. after the reconnect-grace
+// window, is NOT_FOUND); with previous_filter_groups as well, the
+// reattached queue's filters move from previous_filter_groups to
+// filter_groups (compare-and-set, a mismatch is INVALID_ARGUMENT).
+//
+// The first response carries just the reconnect token; every later one
+// carries one event and the token again. Events are acknowledged once
+// sent. A client may half-close after its first message; a later message
+// ends the stream UNIMPLEMENTED, since filters are updated by reconnecting
+// with the token, filter_groups and previous_filter_groups. Errors on an
+// open stream are those of ConsumeDurableEventsWithAcks.
+func (h *Consumer) ConsumeNonDurableEvents(ctx context.Context, stream *connect.BidiStream[pb.ConsumeNonDurableEventsRequest, pb.ConsumeNonDurableEventsResponse]) error {
+	procedure := stream.Spec().Procedure
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return Error(ctx, procedure, err)
+	}
+	first, err := stream.Receive()
+	if errors.Is(err, io.EOF) {
+		return Error(ctx, procedure, herr.New(herr.InvalidArgument, "the first message must carry filter_groups or reconnect_token"))
+	}
+	if err != nil {
+		return err
+	}
+	req := delivery.StreamRequest{Kind: delivery.NonDurable, FilterGroups: toGroups(first.GetFilterGroups())}
+	if first.ReconnectToken != nil {
+		req.ReconnectToken, req.TokenField = first.GetReconnectToken(), "reconnect_token"
+		// An empty token that is present breaks the rule too.
+		if err := delivery.ValidateReconnectToken(req.TokenField, req.ReconnectToken); err != nil {
+			return Error(ctx, procedure, err)
+		}
+		if prev := first.GetPreviousFilterGroups(); len(prev) > 0 {
+			req.FilterUpdate, req.PreviousFilterGroups = true, toGroups(prev)
+		}
+	}
+	st, err := h.Service.OpenStream(ctx, p, req)
+	if err != nil {
+		return Error(ctx, procedure, err)
+	}
+	defer func() { _ = st.Close(ctx) }()
+	token := st.QueueID()
+	if err := stream.Send(&pb.ConsumeNonDurableEventsResponse{ReconnectToken: token}); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	readerDone := make(chan error, 1)
+	go func() {
+		_, err := stream.Receive()
+		switch {
+		case errors.Is(err, io.EOF):
+			return // half-closed: keep streaming
+		case err == nil:
+			err = Error(ctx, procedure, herr.New(herr.Unimplemented,
+				"filters cannot be updated on an open stream yet: reconnect with reconnect_token, filter_groups and previous_filter_groups"))
+		}
+		readerDone <- err
+		cancel()
+	}()
+	sendErr := deliver(ctx, procedure, st, func(d delivery.Delivery, ev *pb.Event) error {
+		if err := stream.Send(&pb.ConsumeNonDurableEventsResponse{Events: []*pb.Event{ev}, ReconnectToken: token}); err != nil {
+			return err
+		}
+		if _, err := st.Ack(ctx, d.Tag); err != nil && ctx.Err() == nil {
+			return Error(ctx, procedure, err)
+		}
+		return nil
+	})
+	select {
+	case err := <-readerDone:
+		return err
+	default:
+		return sendErr
+	}
+}
+
+// ConsumeDurableEvents (deprecated) streams a durable queue and
+// acknowledges each event StreamConfig.AutoAckDelay after it was sent.
+// An event still unacknowledged when the stream ends is delivered again
+// on reconnect; one acknowledged just before a disconnect is lost to the
+// client, which is the loss window seed 002 documents for this RPC. Errors
+// are those of ConsumeDurableEventsWithAcks.
+func (h *Consumer) ConsumeDurableEvents(ctx context.Context, req *connect.Request[pb.ConsumeDurableEventsRequest], stream *connect.ServerStream[pb.ConsumeDurableEventsResponse]) error {
+	procedure := req.Spec().Procedure
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return Error(ctx, procedure, err)
+	}
+	st, err := h.Service.OpenStream(ctx, p, delivery.StreamRequest{Kind: delivery.Durable, QueueID: req.Msg.GetQueueId()})
+	if err != nil {
+		return Error(ctx, procedure, err)
+	}
+	defer func() { _ = st.Close(ctx) }()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	delay := h.Service.Streams().AutoAckDelay
+	var ackErr atomic.Pointer[connect.Error]
+	err = deliver(ctx, procedure, st, func(d delivery.Delivery, ev *pb.Event) error {
+		if err := stream.Send(&pb.ConsumeDurableEventsResponse{Events: []*pb.Event{ev}}); err != nil {
+			return err
+		}
+		// After the stream ends the session knows no tags, so a late
+		// timer acknowledges nothing.
+		time.AfterFunc(delay, func() {
+			if _, err := st.Ack(ctx, d.Tag); err != nil && ctx.Err() == nil {
+				// The session is lost: end the stream with its error.
+				ackErr.CompareAndSwap(nil, Error(ctx, procedure, err))
+				cancel()
+			}
+		})
+		return nil
+	})
+	if e := ackErr.Load(); e != nil {
+		return e
+	}
+	return err
+}
+
+// deliver hands st's events to send, one call per event, until ctx ends
+// (nil), send fails (its error) or the session is lost (its error, mapped
+// with Error).
+func deliver(ctx context.Context, procedure string, st *delivery.Stream, send func(delivery.Delivery, *pb.Event) error) error {
+	for {
+		ds, err := st.Next(ctx)
+		if err != nil {
+			if serr := st.Err(); serr != nil {
+				return Error(ctx, procedure, serr)
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			return Error(ctx, procedure, err)
+		}
+		for _, d := range ds {
+			ev, err := toConsumerEvent(d.Event)
+			if err != nil {
+				return Error(ctx, procedure, err)
+			}
+			if err := send(d, ev); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// toGroups converts wire filter groups; delivery validates them.
+func toGroups(in []*pb.FilterGroup) filter.Groups {
+	if in == nil {
+		return nil
+	}
+	out := make(filter.Groups, len(in))
+	for i, g := range in {
+		out[i].EventType = g.GetEventType()
+		for _, f := range g.GetFilters() {
+			out[i].Filters = append(out[i].Filters, filter.ResourceFilter{
+				FilterType: filter.Type(f.GetFilterType()), ResourceID: f.GetResourceId(),
+			})
+		}
+	}
+	return out
+}
+
+// toConsumerEvent converts a delivered event to seed 002's consumer Event.
+// A missing or null message is an empty Struct.
+func toConsumerEvent(e *delivery.ConsumerEvent) (*pb.Event, error) {
+	out := &pb.Event{
+		EventType:         e.EventType,
+		PrincipalIdentity: e.PrincipalIdentity,
+		Message:           &structpb.Struct{},
+	}
+	if !e.OccurredAt.IsZero() {
+		out.OccurredAt = timestamppb.New(e.OccurredAt)
+	}
+	if !e.PublishedAt.IsZero() {
+		out.PublishedAt = timestamppb.New(e.PublishedAt)
+	}
+	if len(e.Message) > 0 && string(e.Message) != "null" {
+		if err := protojson.Unmarshal(e.Message, out.Message); err != nil {
+			return nil, herr.Wrap(herr.Internal, err, "a stored event's message is not a JSON object")
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,256 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/delivery"
+	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta"
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore"
+)
+
+// deadLetterPoll is how long ManageDeadLetteredEvents waits before it
+// looks again for dead letters it has not shown yet.
+const deadLetterPoll = 2 * time.Second
+
+// actions maps the wire actions to package delivery's.
+var actions = map[pb.ManageDeadLetteredEventsRequest_Action]delivery.DeadLetterAction{
+	pb.ManageDeadLetteredEventsRequest_ACTION_REPLAY:  delivery.ActionReplay,
+	pb.ManageDeadLetteredEventsRequest_ACTION_DISCARD: delivery.ActionDiscard,
+	pb.ManageDeadLetteredEventsRequest_ACTION_LEAVE:   delivery.ActionLeave,
+}
+
+type (
+	dlResponse = pb.ManageDeadLetteredEventsResponse
+	dlEvent    = pb.ManageDeadLetteredEventsResponse_DeadLetteredEvent
+	dlOutcome  = pb.ManageDeadLetteredEventsResponse_ActionOutcome
+)
+
+// ManageDeadLetteredEvents is the operator's triage stream over the
+// deployment-wide dead-letter queue; it needs inspect-and-replay-all-dlq
+// (PERMISSION_DENIED without). The opening message carries no actions
+// (INVALID_ARGUMENT if it does). The server streams every dead letter as a
+// dead_lettered_event with a session-scoped delivery tag (1, 2, 3, …),
+// then keeps looking for new ones. Each later message carries actions;
+// every action gets exactly one action_outcome with its tag, in order:
+// REPLAYED, DISCARDED, LEFT, ORIGIN_QUEUE_DELETED or REPLAY_FAILED (see
+// delivery.ActOnDeadLetters). An action with a tag this session did not
+// issue, or whose dead letter it already replayed or discarded, or with
+// no action, changes nothing and is reported LEFT with a detail saying
+// why. Dead letters stay in the store until acted on, so after a
+// reconnect every remaining one is shown again, with new tags.
+func (h *Consumer) ManageDeadLetteredEvents(ctx context.Context, stream *connect.BidiStream[pb.ManageDeadLetteredEventsRequest, pb.ManageDeadLetteredEventsResponse]) error {
+	procedure := stream.Spec().Procedure
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return Error(ctx, procedure, err)
+	}
+	if err := p.Require(auth.PermInspectDeadLetters); err != nil {
+		return Error(ctx, procedure, err)
+	}
+	first, err := stream.Receive()
+	if errors.Is(err, io.EOF) {
+		return Error(ctx, procedure, herr.New(herr.InvalidArgument, "the first message opens the stream and must be sent"))
+	}
+	if err != nil {
+		return err
+	}
+	if len(first.GetActions()) > 0 {
+		return Error(ctx, procedure, herr.New(herr.InvalidArgument, "actions must be empty on the first (opening) message"))
+	}
+	s := &triage{h: h, p: p, stream: stream, procedure: procedure, tags: map[int64]string{}, shown: map[string]bool{}}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	readerDone := make(chan error, 1)
+	go func() {
+		defer cancel()
+		for {
+			msg, err := stream.Receive()
+			if errors.Is(err, io.EOF) {
+				readerDone <- nil // the operator is done
+				return
+			}
+			if err == nil {
+				err = s.act(ctx, msg.GetActions())
+			}
+			if err != nil {
+				readerDone <- err
+				return
+			}
+		}
+	}()
+	browseErr := s.browse(ctx)
+	select {
+	case err := <-readerDone:
+		return err
+	default:
+		return browseErr
+	}
+}
+
+// triage is one ManageDeadLetteredEvents session.
+type triage struct {
+	h         *Consumer
+	p         *auth.Principal
+	stream    *connect.BidiStream[pb.ManageDeadLetteredEventsRequest, pb.ManageDeadLetteredEventsResponse]
+	procedure string
+
+	sendMu sync.Mutex // the browser and the reader both send
+
+	mu      sync.Mutex
+	nextTag int64
+	tags    map[int64]string // tag → dead-letter id, until replayed or discarded
+	shown   map[string]bool  // dead letters shown this session
+}
+
+func (s *triage) send(r *dlResponse) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return s.stream.Send(r)
+}
+
+// browse shows every dead letter not shown yet, then looks again every
+// deadLetterPoll, until ctx ends (nil) or a send or list fails.
+func (s *triage) browse(ctx context.Context) error {
+	for {
+		token := ""
+		for {
+			page, next, err := s.h.Service.ListDeadLetters(ctx, s.p, delivery.MaxDeadLetterPage, token)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return Error(ctx, s.procedure, err)
+			}
+			for _, d := range page {
+				if err := s.show(ctx, d); err != nil {
+					return err
+				}
+			}
+			if token = next; token == "" {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(deadLetterPoll):
+		}
+	}
+}
+
+// show sends d with a new tag unless it was shown already.
+func (s *triage) show(ctx context.Context, d *leasestore.DeadLetter) error {
+	s.mu.Lock()
+	if s.shown[d.ID] {
+		s.mu.Unlock()
+		return nil
+	}
+	s.shown[d.ID] = true
+	s.nextTag++
+	tag := s.nextTag
+	s.tags[tag] = d.ID
+	s.mu.Unlock()
+	item := &dlEvent{
+		Reason:        reason(d.Reason),
+		OriginQueue:   d.OriginQueue,
+		DeliveryCount: d.DeliveryCount,
+		ResourceId:    d.ResourceID,
+		DeliveryTag:   tag,
+	}
+	if !d.DeadLetteredAt.IsZero() {
+		item.DeadLetteredAt = timestamppb.New(d.DeadLetteredAt)
+	}
+	if ce, err := delivery.DecodeConsumerEvent(d.Body); err == nil {
+		if item.Event, err = toConsumerEvent(ce); err != nil {
+			return Error(ctx, s.procedure, err)
+		}
+	} else {
+		// Shown all the same, so that it can be discarded.
+		item.Event = &pb.Event{EventType: d.EventType}
+	}
+	return s.send(&dlResponse{Payload: &pb.ManageDeadLetteredEventsResponse_DeadLetteredEvent_{DeadLetteredEvent: item}})
+}
+
+// act runs one message's actions and sends one outcome per action, in
+// order.
+func (s *triage) act(ctx context.Context, entries []*pb.ManageDeadLetteredEventsRequest_ActionEntry) error {
+	outs := make([]*dlOutcome, len(entries))
+	var reqs []delivery.DeadLetterRequest
+	var index []int // reqs[k] is actions[index[k]]
+	s.mu.Lock()
+	for i, a := range entries {
+		outs[i] = &dlOutcome{DeliveryTag: a.GetDeliveryTag(), Outcome: pb.ManageDeadLetteredEventsResponse_ActionOutcome_OUTCOME_LEFT}
+		id, ok := s.tags[a.GetDeliveryTag()]
+		action, known := actions[a.GetAction()]
+		switch {
+		case !ok:
+			outs[i].Detail = "this session issued no dead letter with this delivery tag, or it was already replayed or discarded; nothing was done"
+		case !known:
+			outs[i].Detail = "action must be ACTION_REPLAY, ACTION_DISCARD or ACTION_LEAVE; nothing was done"
+		default:
+			reqs = append(reqs, delivery.DeadLetterRequest{ID: id, Action: action})
+			index = append(index, i)
+		}
+	}
+	s.mu.Unlock()
+	for len(reqs) > 0 {
+		n := min(len(reqs), delivery.MaxDeadLetterActions)
+		res, err := s.h.Service.ActOnDeadLetters(ctx, s.p, reqs[:n])
+		if err != nil {
+			return Error(ctx, s.procedure, err)
+		}
+		for k, r := range res {
+			o := outs[index[k]]
+			o.Outcome, o.Detail = outcome(r.Outcome), r.Detail
+			if r.Outcome == delivery.OutcomeReplayed || r.Outcome == delivery.OutcomeDiscarded {
+				s.mu.Lock()
+				delete(s.tags, o.DeliveryTag)
+				s.mu.Unlock()
+			}
+		}
+		reqs, index = reqs[n:], index[n:]
+	}
+	for _, o := range outs {
+		if err := s.send(&dlResponse{Payload: &pb.ManageDeadLetteredEventsResponse_ActionOutcome_{ActionOutcome: o}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reason maps a leasestore reason to the wire enum.
+func reason(r string) pb.ManageDeadLetteredEventsResponse_DeadLetteredEvent_Reason {
+	switch r {
+	case leasestore.ReasonDeliveryLimit:
+		return pb.ManageDeadLetteredEventsResponse_DeadLetteredEvent_REASON_DELIVERY_LIMIT
+	case leasestore.ReasonExpired:
+		return pb.ManageDeadLetteredEventsResponse_DeadLetteredEvent_REASON_EXPIRED
+	case leasestore.ReasonMaxLen:
+		return pb.ManageDeadLetteredEventsResponse_DeadLetteredEvent_REASON_MAXLEN
+	}
+	return pb.ManageDeadLetteredEventsResponse_DeadLetteredEvent_REASON_UNSPECIFIED
+}
+
+// outcome maps a delivery outcome to the wire enum.
+func outcome(o delivery.DeadLetterOutcome) pb.ManageDeadLetteredEventsResponse_ActionOutcome_Outcome {
+	switch o {
+	case delivery.OutcomeReplayed:
+		return pb.ManageDeadLetteredEventsResponse_ActionOutcome_OUTCOME_REPLAYED
+	case delivery.OutcomeDiscarded:
+		return pb.ManageDeadLetteredEventsResponse_ActionOutcome_OUTCOME_DISCARDED
+	case delivery.OutcomeLeft:
+		return pb.ManageDeadLetteredEventsResponse_ActionOutcome_OUTCOME_LEFT
+	case delivery.OutcomeOriginQueueDeleted:
+		return pb.ManageDeadLetteredEventsResponse_ActionOutcome_OUTCOME_ORIGIN_QUEUE_DELETED
+	}
+	return pb.ManageDeadLetteredEventsResponse_ActionOutcome_OUTCOME_REPLAY_FAILED
+}
