@@ -163,30 +163,15 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 
 // Serve serves on ln until ctx is done.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: s.app.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	// HTTP/1.1 and cleartext HTTP/2 (h2c) on the one port: gRPC clients
-	// need HTTP/2, and nothing terminates TLS in front of a local Herald.
-	srv.Protocols = new(http.Protocols)
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
 	if s.cfg.DevToken == DefaultDevToken {
-		s.cfg.Logger.Warn("HERALD_DEV_TOKEN is not set: the default token \"dev-token\" grants every permission; use it only on this machine")
+		s.cfg.Logger.Warn("HERALD_DEV_TOKEN is not set: the built-in default token grants every permission; use it only on this machine")
 	}
 	s.cfg.Logger.Info("herald listening", "addr", "http://"+ln.Addr().String(), "topic", config.Redact(s.cfg.TopicURL), "store", config.Redact(s.cfg.StoreURL))
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	reapCtx, stopReaper := context.WithCancel(ctx)
 	reaped := make(chan struct{})
 	go func() { defer close(reaped); s.reap(reapCtx) }()
 	defer func() { stopReaper(); <-reaped }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return srv.Shutdown(shutdownCtx)
+	return app.Serve(ctx, ln, s.app.Handler(), 10*time.Second)
 }
 
 // reap runs the idle-queue reaper (the reap-idle-queues job) every

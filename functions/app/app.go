@@ -124,9 +124,15 @@ func (a *App) Close() error {
 
 // Serve serves h on ln until ctx is done, then shuts down gracefully,
 // giving requests in flight up to grace to finish (Cloud Run allows 10 s
-// after SIGTERM).
+// after SIGTERM). It speaks HTTP/1.1 and cleartext HTTP/2 (h2c) on the one
+// port: native gRPC clients need HTTP/2, and locally nothing terminates TLS
+// in front of Herald, while Cloud Run forwards h2c end to end when the
+// service is deployed with --use-http2.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

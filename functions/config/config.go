@@ -355,6 +355,13 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 		}
 	}
 	c.Source = val(EnvSource)
+	// The source is every event's CloudEvents `source`: a URI-reference.
+	// Refuse a bad one here rather than failing every publish later.
+	if c.Source != "" {
+		if _, err := url.Parse(c.Source); err != nil || strings.ContainsFunc(c.Source, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			fail(EnvSource, "%q is not a URI-reference (the CloudEvents source), e.g. /herald or https://events.example.com", c.Source)
+		}
+	}
 
 	if s := val(EnvReceiveWait); s != "" {
 		d, err := time.ParseDuration(s)

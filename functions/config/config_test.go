@@ -88,6 +88,7 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		config.EnvStoreURL:      "::bad",
 		config.EnvTokens:        "{not json",
 		config.EnvTokensFile:    "/nonexistent/tokens.json",
+		config.EnvSource:        "has space",
 	}
 	for name, value := range cases {
 		t.Run(name, func(t *testing.T) {
