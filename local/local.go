@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/heraldevents/herald/auth"
@@ -139,6 +140,15 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}, app.Options{Now: cfg.Now, Logger: cfg.Logger, SessionTTL: cfg.SessionTTL})
 	if err != nil {
 		return nil, err
+	}
+	// An in-process broker starts empty; a file-backed store does not.
+	if strings.HasPrefix(cfg.TopicURL, "mem:") {
+		if n, err := a.Service().RestoreSubscriptions(ctx); err != nil {
+			_ = a.Close()
+			return nil, fmt.Errorf("restore subscriptions: %w", err)
+		} else if n > 0 {
+			cfg.Logger.Info("restored the in-memory subscriptions of stored consumers", "count", n)
+		}
 	}
 	return &Server{cfg: cfg, app: a}, nil
 }
