@@ -78,6 +78,15 @@ type StreamConfig struct {
 	// acknowledges an event it wrote (HERALD_SSE_ACK_DELAY); the core does
 	// not use it.
 	AutoAckDelay time.Duration
+	// MessageTTL: an event a queue (durable or not) holds longer than this
+	// after it was published is dead-lettered with reason EXPIRED instead of
+	// delivered (HERALD_QUEUE_MESSAGE_TTL; 0 = none).
+	MessageTTL time.Duration
+	// MaxLength: when a queue holds more undelivered and unsettled events
+	// than this, the oldest are dead-lettered with reason MAXLEN
+	// (HERALD_QUEUE_MAX_LENGTH; 0 = none, at most leasestore.MaxInFlight).
+	// It counts what Herald holds for the queue, not the broker backlog.
+	MaxLength int
 }
 
 func (c *StreamConfig) setDefaults() {
@@ -225,6 +234,7 @@ func (s *Service) createConsumer(ctx context.Context, id, typ, prefix string, gr
 	}
 	c, err := s.cfg.Store.CreateConsumer(ctx, leasestore.Consumer{
 		ID: id, Type: typ, Filters: groups, Subscription: sub, CreatedAt: s.cfg.Now(),
+		MessageTTL: s.cfg.Streams.MessageTTL, MaxLength: s.cfg.Streams.MaxLength,
 	})
 	if err != nil {
 		s.deleteSubscription(context.WithoutCancel(ctx), sub)

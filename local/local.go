@@ -60,6 +60,10 @@ type Config struct {
 	ReconnectGrace  time.Duration
 	QueueIdleWindow time.Duration
 	DeliveryLimit   int
+	// QueueMessageTTL and QueueMaxLength configure queues created from
+	// now on (HERALD_QUEUE_MESSAGE_TTL, HERALD_QUEUE_MAX_LENGTH; 0 = none).
+	QueueMessageTTL time.Duration
+	QueueMaxLength  int
 	// SSEKeepAlive and SSEAckDelay tune the SSE streams
 	// (HERALD_SSE_KEEPALIVE, default 15s; HERALD_SSE_ACK_DELAY, default 1s,
 	// negative for none).
@@ -89,6 +93,7 @@ func ConfigFromEnv() Config {
 		Source: c.Source, Tokens: c.Tokens, ReceiveWait: c.ReceiveWait, MaxLeaseBytes: c.MaxLeaseBytes,
 		ReconnectGrace: c.ReconnectGrace, QueueIdleWindow: c.QueueIdleWindow, DeliveryLimit: c.DeliveryLimit,
 		SSEKeepAlive: c.SSEKeepAlive, SSEAckDelay: c.SSEAckDelay, ReapInterval: c.ReapInterval,
+		QueueMessageTTL: c.QueueMessageTTL, QueueMaxLength: c.QueueMaxLength,
 		envErr: err,
 	}
 }
@@ -137,6 +142,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		ReceiveWait: cfg.ReceiveWait, MaxLeaseBytes: cfg.MaxLeaseBytes,
 		ReconnectGrace: cfg.ReconnectGrace, QueueIdleWindow: cfg.QueueIdleWindow, DeliveryLimit: cfg.DeliveryLimit,
 		SSEKeepAlive: cfg.SSEKeepAlive, SSEAckDelay: cfg.SSEAckDelay,
+		QueueMessageTTL: cfg.QueueMessageTTL, QueueMaxLength: cfg.QueueMaxLength,
 	}, app.Options{Now: cfg.Now, Logger: cfg.Logger, SessionTTL: cfg.SessionTTL})
 	if err != nil {
 		return nil, err

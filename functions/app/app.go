@@ -83,6 +83,7 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		Streams: delivery.StreamConfig{
 			ReconnectGrace: cfg.ReconnectGrace, IdleWindow: cfg.QueueIdleWindow,
 			KeepAlive: cfg.SSEKeepAlive, AutoAckDelay: cfg.SSEAckDelay, SessionTTL: opts.SessionTTL,
+			MessageTTL: cfg.QueueMessageTTL, MaxLength: cfg.QueueMaxLength,
 		},
 		Now: opts.Now, Logger: opts.Logger,
 	})

@@ -84,6 +84,8 @@ const (
 	EnvReconnectGrace  = "HERALD_RECONNECT_GRACE"
 	EnvQueueIdleWindow = "HERALD_QUEUE_IDLE_WINDOW"
 	EnvDeliveryLimit   = "HERALD_DELIVERY_LIMIT"
+	EnvQueueMessageTTL = "HERALD_QUEUE_MESSAGE_TTL"
+	EnvQueueMaxLength  = "HERALD_QUEUE_MAX_LENGTH"
 	EnvSSEKeepAlive    = "HERALD_SSE_KEEPALIVE"
 	EnvSSEAckDelay     = "HERALD_SSE_ACK_DELAY"
 	EnvReapInterval    = "HERALD_REAP_INTERVAL"
@@ -212,6 +214,12 @@ var vars = []Var{
 	{Name: EnvDeliveryLimit, LocalDefault: strconv.Itoa(DefaultDeliveryLimit), CloudDefault: strconv.Itoa(DefaultDeliveryLimit), Unit: "deliveries",
 		Meaning:  "an event whose lifetime delivery count would pass this is moved to the dead-letter queue instead of delivered again (1–1000)",
 		profiles: allProfiles, uses: usesStore},
+	{Name: EnvQueueMessageTTL, LocalDefault: "0s", CloudDefault: "0s", Unit: "Go duration",
+		Meaning:  "a queue's message TTL: an event a queue holds longer than this after it was published is dead-lettered (reason EXPIRED) instead of delivered; 0s = none; applies to queues created afterwards (0s–8760h)",
+		profiles: allProfiles, uses: usesStore},
+	{Name: EnvQueueMaxLength, LocalDefault: "0", CloudDefault: "0", Unit: "events",
+		Meaning:  "a queue's maximum length: past it the oldest events Herald holds for the queue are dead-lettered (reason MAXLEN); 0 = none; counts leased and requeued events, not the broker backlog; applies to queues created afterwards (0–1000)",
+		profiles: allProfiles, uses: usesStore},
 	{Name: EnvSSEKeepAlive, LocalDefault: "15s", CloudDefault: "15s", Unit: "Go duration",
 		Meaning:  "interval of `: keep-alive` comment lines on SSE streams, so idle connections survive proxies (1s–5m)",
 		profiles: allProfiles, uses: usesStream},
@@ -258,6 +266,10 @@ type Config struct {
 	ReconnectGrace  time.Duration
 	QueueIdleWindow time.Duration
 	DeliveryLimit   int
+	// QueueMessageTTL and QueueMaxLength configure queues created from
+	// now on (0 = none).
+	QueueMessageTTL time.Duration
+	QueueMaxLength  int
 	// SSEKeepAlive and SSEAckDelay tune the SSE streams; 0 means the
 	// default, and a negative SSEAckDelay no delay (HERALD_SSE_ACK_DELAY=0s).
 	SSEKeepAlive time.Duration
@@ -401,6 +413,22 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 	}
 	if p == Local {
 		duration(EnvReapInterval, 100*time.Millisecond, time.Hour, &c.ReapInterval)
+	}
+	if s := val(EnvQueueMessageTTL); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 || d > 8760*time.Hour {
+			fail(EnvQueueMessageTTL, "%q is not a Go duration between 0s and 8760h", s)
+		} else {
+			c.QueueMessageTTL = d
+		}
+	}
+	if s := val(EnvQueueMaxLength); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > leasestore.MaxInFlight {
+			fail(EnvQueueMaxLength, "%q is not a whole number between 0 and %d", s, leasestore.MaxInFlight)
+		} else {
+			c.QueueMaxLength = n
+		}
 	}
 	if s := val(EnvDeliveryLimit); s != "" {
 		n, err := strconv.Atoi(s)
