@@ -16,7 +16,10 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
-require github.com/kr/text v0.2.0 // indirect
+require (
+	github.com/gorilla/websocket v1.5.3 // indirect
+	github.com/kr/text v0.2.0 // indirect
+)
 
 require (
 	cloud.google.com/go v0.123.0 // indirect

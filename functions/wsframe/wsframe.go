@@ -1,0 +1,373 @@
+// Package wsframe defines Herald's WebSocket frame protocol: the JSON text
+// frames a client and the WebSocket bridge exchange to carry seed 002's
+// streams (ConsumeNonDurableEvents, ConsumeDurableEventsWithAcks and
+// ManageDeadLetteredEvents) over one WebSocket. Both bridges speak it: the
+// gorilla/websocket loop of the local adapter and Cloud Run (package
+// functions/wsbridge) and the API Gateway WebSocket Lambda (package
+// functions/wslambda). docs/websocket.md is the user's reference, with
+// examples; this package is the one definition of the shapes and limits.
+//
+// Every frame is one JSON object in one text message with a "type" member.
+// A client frame may carry "id" (1–64 printable ASCII characters), which
+// the server copies into the frames that answer it (settled, error,
+// outcome), so a client can correlate without counting.
+//
+// Client frames: open, demand, ack, nack, actions, ping.
+// Server frames: connected, event, dead_lettered_event, settled, outcome,
+// idle, pong, error.
+//
+// Flow control is by demand: the server sends an event (or a dead-lettered
+// event) only against credit a demand frame gave; credit adds up to
+// MaxCredit. Independently, a durable stream never holds more than the
+// deployment's unsettled limit (HERALD_STREAM_MAX_UNSETTLED, 100) of
+// delivered, unsettled events.
+package wsframe
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/filter"
+	"github.com/heraldevents/herald/functions/httpx"
+	"github.com/heraldevents/herald/herr"
+)
+
+// Subprotocol is the WebSocket subprotocol name of this protocol. A client
+// may offer it in Sec-WebSocket-Protocol; the server then selects it.
+const Subprotocol = "herald.v1"
+
+// Limits of the protocol (docs/websocket.md, "Limits").
+const (
+	// MaxFrameBytes is the largest client frame, in bytes. A larger one
+	// closes the connection with 1009 (message too big).
+	MaxFrameBytes = 64 << 10
+	// MaxDemand is the largest n of one demand frame; n must be 1–MaxDemand.
+	MaxDemand = 1000
+	// MaxCredit is the most credit a connection may hold: a demand frame
+	// that would pass it is refused (422) and changes nothing.
+	MaxCredit = 10000
+	// MaxTags is the most delivery tags of one ack or nack frame.
+	MaxTags = 1000
+	// MaxActions is the most actions of one actions frame
+	// (delivery.MaxDeadLetterActions).
+	MaxActions = delivery.MaxDeadLetterActions
+	// MaxIDLength is the longest correlation id.
+	MaxIDLength = 64
+)
+
+// Client frame types.
+const (
+	TypeOpen    = "open"
+	TypeDemand  = "demand"
+	TypeAck     = "ack"
+	TypeNack    = "nack"
+	TypeActions = "actions"
+	TypePing    = "ping"
+)
+
+// Server frame types.
+const (
+	TypeConnected         = "connected"
+	TypeEvent             = "event"
+	TypeDeadLetteredEvent = "dead_lettered_event"
+	TypeSettled           = "settled"
+	TypeOutcome           = "outcome"
+	TypeIdle              = "idle"
+	TypePong              = "pong"
+	TypeError             = "error"
+)
+
+// Stream kinds an open frame names.
+const (
+	// StreamNonDurable is ConsumeNonDurableEvents: a fresh non-durable queue
+	// with filter_groups, or the one reconnect_token names. Events are
+	// acknowledged once sent; ack and nack frames do not apply.
+	StreamNonDurable = "non_durable"
+	// StreamDurable is ConsumeDurableEventsWithAcks on queue_id: every
+	// event carries a delivery tag to ack or nack.
+	StreamDurable = "durable"
+	// StreamDeadLetters is ManageDeadLetteredEvents: every dead letter is
+	// shown with a delivery tag that actions frames name. Needs
+	// inspect-and-replay-all-dlq.
+	StreamDeadLetters = "dead_letters"
+)
+
+// Close codes the server ends a connection with. 1000 is a normal close
+// (the client closed, or the server after a client's close); 1001 the
+// server is going away (shutdown); 1009 a client frame over MaxFrameBytes.
+// A fatal error frame is followed by a close with CloseCode(status).
+const (
+	CloseNormal      = 1000
+	CloseGoingAway   = 1001
+	CloseTooBig      = 1009
+	closeStatusBase  = 4000
+	maxPrintableASCI = 0x7e
+)
+
+// CloseCode returns the close code that follows a fatal error frame of an
+// HTTP status: 4000 + status (4401, 4403, 4404, 4422, 4500, …), in the
+// range RFC 6455 §7.4.2 leaves to applications.
+func CloseCode(status int) int { return closeStatusBase + status }
+
+// ClientFrame is any frame a client sends; Type says which members apply.
+type ClientFrame struct {
+	Type string `json:"type"`
+	ID   string `json:"id,omitempty"`
+
+	// open
+	Stream               string        `json:"stream,omitempty"`
+	QueueID              string        `json:"queue_id,omitempty"`
+	ReconnectToken       *string       `json:"reconnect_token,omitempty"`
+	FilterGroups         filter.Groups `json:"filter_groups,omitempty"`
+	PreviousFilterGroups filter.Groups `json:"previous_filter_groups,omitempty"`
+
+	// demand
+	N int `json:"n,omitempty"`
+
+	// ack, nack
+	DeliveryTags []int64 `json:"delivery_tags,omitempty"`
+
+	// actions
+	Actions []Action `json:"actions,omitempty"`
+}
+
+// Action is one triage action of an actions frame: REPLAY, DISCARD or
+// LEAVE (also spelled ACTION_REPLAY, … as in seed 002's enum) for the dead
+// letter this connection showed with DeliveryTag.
+type Action struct {
+	DeliveryTag int64  `json:"delivery_tag"`
+	Action      string `json:"action"`
+}
+
+// Decode parses and checks one client frame. Errors are
+// herr.InvalidArgument (HTTP 400 for text that is not a JSON object,
+// otherwise 422) with a message naming the member and the rule; the frame
+// is then ignored. It does not know the connection's state: whether the
+// frame fits it (open twice, ack before open) is the bridge's check.
+func Decode(data []byte) (*ClientFrame, error) {
+	var f ClientFrame
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, herr.New(herr.Malformed, "a frame must be one JSON object of the documented members: %s", jsonProblem(err))
+	}
+	if dec.More() {
+		return nil, herr.New(herr.Malformed, "a frame must be exactly one JSON object")
+	}
+	if err := checkID(f.ID); err != nil {
+		return nil, err
+	}
+	switch f.Type {
+	case TypeOpen:
+		return &f, f.checkOpen()
+	case TypeDemand:
+		if f.N < 1 || f.N > MaxDemand {
+			return nil, herr.New(herr.InvalidArgument, "n must be an integer from 1 to %d", MaxDemand)
+		}
+	case TypeAck, TypeNack:
+		if len(f.DeliveryTags) == 0 || len(f.DeliveryTags) > MaxTags {
+			return nil, herr.New(herr.InvalidArgument, "delivery_tags must hold 1 to %d tags", MaxTags)
+		}
+	case TypeActions:
+		if len(f.Actions) == 0 || len(f.Actions) > MaxActions {
+			return nil, herr.New(herr.InvalidArgument, "actions must hold 1 to %d actions", MaxActions)
+		}
+		for i, a := range f.Actions {
+			if _, err := delivery.ParseDeadLetterAction(a.Action); err != nil {
+				return nil, herr.New(herr.InvalidArgument, "actions[%d].action must be REPLAY, DISCARD or LEAVE", i)
+			}
+		}
+	case TypePing:
+	case "":
+		return nil, herr.New(herr.InvalidArgument, "type is required: open, demand, ack, nack, actions or ping")
+	default:
+		return nil, herr.New(herr.InvalidArgument, "type must be open, demand, ack, nack, actions or ping")
+	}
+	return &f, nil
+}
+
+func (f *ClientFrame) checkOpen() error {
+	switch f.Stream {
+	case StreamNonDurable:
+		if f.ReconnectToken != nil {
+			if err := delivery.ValidateReconnectToken("reconnect_token", *f.ReconnectToken); err != nil {
+				return err
+			}
+		}
+		if err := f.FilterGroups.Validate("filter_groups"); err != nil {
+			return err
+		}
+		return f.PreviousFilterGroups.Validate("previous_filter_groups")
+	case StreamDurable:
+		return delivery.ValidateQueueID(f.QueueID)
+	case StreamDeadLetters:
+		return nil
+	case "":
+		return herr.New(herr.InvalidArgument, "stream is required: non_durable, durable or dead_letters")
+	}
+	return herr.New(herr.InvalidArgument, "stream must be non_durable, durable or dead_letters")
+}
+
+// StreamRequest returns the delivery request an open frame of stream
+// non_durable or durable makes. Without a reconnect token, a non-durable
+// open starts a fresh queue with filter_groups; with one, it resumes that
+// queue, and previous_filter_groups (when given) moves its filters from
+// previous_filter_groups to filter_groups.
+func (f *ClientFrame) StreamRequest() delivery.StreamRequest {
+	if f.Stream == StreamDurable {
+		return delivery.StreamRequest{Kind: delivery.Durable, QueueID: f.QueueID}
+	}
+	r := delivery.StreamRequest{Kind: delivery.NonDurable, FilterGroups: f.FilterGroups}
+	if f.ReconnectToken != nil {
+		r.ReconnectToken, r.TokenField = *f.ReconnectToken, "reconnect_token"
+		if f.PreviousFilterGroups != nil {
+			r.FilterUpdate, r.PreviousFilterGroups = true, f.PreviousFilterGroups
+		}
+	}
+	return r
+}
+
+func checkID(id string) error {
+	if len(id) > MaxIDLength {
+		return herr.New(herr.InvalidArgument, "id must be 1 to %d printable ASCII characters", MaxIDLength)
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x20 || id[i] > maxPrintableASCI {
+			return herr.New(herr.InvalidArgument, "id must be 1 to %d printable ASCII characters", MaxIDLength)
+		}
+	}
+	return nil
+}
+
+// jsonProblem describes a decoding error without quoting the input.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("not valid JSON at byte %d", se.Offset)
+	case errors.As(err, &te):
+		if te.Field != "" {
+			return fmt.Sprintf("member %s has the wrong JSON type (%s)", te.Field, te.Value)
+		}
+		return "not a JSON object"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the frame is empty or cut short"
+	}
+	if rest, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		// The name is the client's own text: bound what is sent back.
+		if len(rest) > MaxIDLength {
+			rest = rest[:MaxIDLength] + "…"
+		}
+		return "unknown member " + rest
+	}
+	return "not valid JSON"
+}
+
+// ServerFrame is any frame the server sends; Type says which members
+// apply. Zero members are omitted.
+type ServerFrame struct {
+	Type string `json:"type"`
+	// ID copies the id of the client frame this one answers.
+	ID string `json:"id,omitempty"`
+
+	// connected
+	Stream         string `json:"stream,omitempty"`
+	ReconnectToken string `json:"reconnect_token,omitempty"`
+	QueueID        string `json:"queue_id,omitempty"`
+	Message        string `json:"message,omitempty"`
+
+	// event, dead_lettered_event, outcome: the session-scoped delivery tag
+	// (1, 2, 3, …; absent on non-durable events, which need no settling).
+	DeliveryTag int64 `json:"delivery_tag,omitempty"`
+	// DeliveryCount: event — how often it has been delivered, this time
+	// included; dead_lettered_event — deliveries before it was
+	// dead-lettered.
+	DeliveryCount int64                   `json:"delivery_count,omitempty"`
+	Event         *delivery.ConsumerEvent `json:"event,omitempty"`
+
+	// dead_lettered_event
+	Reason         string     `json:"reason,omitempty"`
+	OriginQueue    string     `json:"origin_queue,omitempty"`
+	ResourceID     string     `json:"resource_id,omitempty"`
+	DeadLetteredAt *time.Time `json:"dead_lettered_at,omitempty"`
+
+	// settled
+	Acked   *int `json:"acked,omitempty"`
+	Nacked  *int `json:"nacked,omitempty"`
+	Skipped *int `json:"skipped,omitempty"`
+
+	// outcome: REPLAYED, DISCARDED, LEFT, ORIGIN_QUEUE_DELETED or
+	// REPLAY_FAILED, with Detail saying why when useful.
+	Outcome string `json:"outcome,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+
+	// idle: the demand this connection still holds that the server could
+	// not meet now (API Gateway bridge only; see docs/websocket.md).
+	Unmet *int `json:"unmet,omitempty"`
+
+	// error: StatusCode is the HTTP status of the failure, Code herr's
+	// name for it; Fatal says the server closes the connection next, with
+	// CloseCode(StatusCode).
+	StatusCode int    `json:"status_code,omitempty"`
+	Code       string `json:"code,omitempty"`
+	Fatal      bool   `json:"fatal,omitempty"`
+}
+
+// Connected is the first frame of an open stream. token is the reconnect
+// token (non_durable) or the queue id (durable); "" for dead_letters.
+func Connected(id, stream, token string) *ServerFrame {
+	f := &ServerFrame{Type: TypeConnected, ID: id, Stream: stream, Message: "Connection established"}
+	switch stream {
+	case StreamNonDurable:
+		f.ReconnectToken = token
+	case StreamDurable:
+		f.QueueID = token
+	}
+	return f
+}
+
+// Event is an event frame; tag 0 (non-durable) is omitted.
+func Event(d delivery.Delivery, tag int64) *ServerFrame {
+	return &ServerFrame{Type: TypeEvent, DeliveryTag: tag, DeliveryCount: d.DeliveryCount, Event: d.Event}
+}
+
+// Settled answers an ack or nack frame.
+func Settled(id string, r delivery.SettleReport) *ServerFrame {
+	return &ServerFrame{Type: TypeSettled, ID: id, Acked: &r.Acked, Nacked: &r.Nacked, Skipped: &r.Skipped}
+}
+
+// Idle says that unmet of the connection's demand could not be met now.
+func Idle(unmet int) *ServerFrame { return &ServerFrame{Type: TypeIdle, Unmet: &unmet} }
+
+// Pong answers a ping frame.
+func Pong(id string) *ServerFrame { return &ServerFrame{Type: TypePong, ID: id} }
+
+// Error is an error frame for err: its HTTP status (httpx.Status, the one
+// map from herr codes), herr's name for the code and its caller-safe
+// message (herr.MessageOf: a cause is never sent, nor a token). A fatal
+// error is followed by a close with CloseCode(StatusCode).
+func Error(id string, err error, fatal bool) *ServerFrame {
+	code := herr.CodeOf(err)
+	return &ServerFrame{
+		Type: TypeError, ID: id, StatusCode: httpx.Status(code), Code: code.String(),
+		Message: herr.MessageOf(err), Fatal: fatal,
+	}
+}
+
+// Encode returns f as one JSON text frame.
+func (f *ServerFrame) Encode() []byte {
+	b, err := json.Marshal(f)
+	if err != nil {
+		// Only an event's message could fail, and it was decoded from
+		// JSON; fall back to an error frame rather than send nothing.
+		b, _ = json.Marshal(&ServerFrame{Type: TypeError, StatusCode: 500, Code: herr.Internal.String(), Message: "an event could not be encoded"})
+	}
+	return b
+}
