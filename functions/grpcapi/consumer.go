@@ -211,13 +211,23 @@ func (h *Consumer) ConsumeNonDurableEvents(ctx context.Context, stream *connect.
 	defer func() { _ = st.Close(ctx) }()
 	token := st.QueueID()
 	// The reader answers filter updates while deliver sends events: one
-	// Send at a time.
+	// Send at a time, and none once the handler returns (connect then
+	// writes the trailers).
 	var sendMu sync.Mutex
+	returned := false
 	send := func(res *pb.ConsumeNonDurableEventsResponse) error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
+		if returned {
+			return context.Canceled
+		}
 		return stream.Send(res)
 	}
+	defer func() {
+		sendMu.Lock()
+		returned = true
+		sendMu.Unlock()
+	}()
 	if err := send(&pb.ConsumeNonDurableEventsResponse{ReconnectToken: token}); err != nil {
 		return err
 	}
@@ -226,7 +236,6 @@ func (h *Consumer) ConsumeNonDurableEvents(ctx context.Context, stream *connect.
 	defer cancel()
 	readerDone := make(chan error, 1)
 	go func() {
-		defer cancel()
 		for {
 			msg, err := stream.Receive()
 			if errors.Is(err, io.EOF) {
@@ -237,6 +246,7 @@ func (h *Consumer) ConsumeNonDurableEvents(ctx context.Context, stream *connect.
 			}
 			if err != nil {
 				readerDone <- err
+				cancel()
 				return
 			}
 		}
