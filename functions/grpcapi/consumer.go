@@ -255,7 +255,12 @@ func (h *Consumer) ConsumeNonDurableEvents(ctx context.Context, stream *connect.
 		if err := send(&pb.ConsumeNonDurableEventsResponse{Events: []*pb.Event{ev}, ReconnectToken: token}); err != nil {
 			return err
 		}
-		if _, err := st.Ack(ctx, d.Tag); err != nil && ctx.Err() == nil {
+		// Sent is acknowledged, even when the client leaves right after:
+		// otherwise a client that cancels as soon as it has an event would
+		// be sent it again on reconnect.
+		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+		defer acancel()
+		if _, err := st.Ack(actx, d.Tag); err != nil && ctx.Err() == nil {
 			return Error(ctx, procedure, err)
 		}
 		return nil
@@ -267,6 +272,10 @@ func (h *Consumer) ConsumeNonDurableEvents(ctx context.Context, stream *connect.
 		return sendErr
 	}
 }
+
+// ackTimeout bounds the acknowledgement of an event ConsumeNonDurableEvents
+// has sent, which outlives the client's cancellation.
+const ackTimeout = 10 * time.Second
 
 // updateFilters applies a later ConsumeNonDurableEvents message to the
 // open stream st (see ConsumeNonDurableEvents) and, when it moved the
