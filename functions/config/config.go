@@ -89,6 +89,7 @@ const (
 	EnvSSEKeepAlive    = "HERALD_SSE_KEEPALIVE"
 	EnvSSEAckDelay     = "HERALD_SSE_ACK_DELAY"
 	EnvReapInterval    = "HERALD_REAP_INTERVAL"
+	EnvWSPingInterval  = "HERALD_WS_PING_INTERVAL"
 )
 
 // Defaults.
@@ -126,6 +127,13 @@ const (
 	// DefaultReapInterval is how often the local adapter runs the
 	// idle-queue reaper.
 	DefaultReapInterval = 5 * time.Second
+	// DefaultWSPingInterval is how often the WebSocket bridge pings a
+	// client; a client that answers nothing for two intervals is
+	// disconnected (docs/websocket.md, "Keep-alive").
+	DefaultWSPingInterval = 30 * time.Second
+	// MinWSPingInterval and MaxWSPingInterval bound HERALD_WS_PING_INTERVAL.
+	MinWSPingInterval = time.Second
+	MaxWSPingInterval = 5 * time.Minute
 	// MaxDeliveryLimit bounds HERALD_DELIVERY_LIMIT.
 	MaxDeliveryLimit = 1000
 )
@@ -169,6 +177,9 @@ var (
 	usesPub    = func(f router.Function) bool { return f == router.Publish || f == router.All }
 	usesJobs   = func(f router.Function) bool { return f == router.Jobs || f == router.All }
 	usesStream = func(f router.Function) bool { return f == router.Pull || f == router.All }
+	// The WebSocket bridge runs where connections can be hijacked: the
+	// local adapter and Cloud Run (API Gateway pings on its own).
+	wsProfiles = []Profile{Local, CloudRun}
 )
 
 var vars = []Var{
@@ -226,6 +237,9 @@ var vars = []Var{
 	{Name: EnvSSEAckDelay, LocalDefault: "1s", CloudDefault: "1s", Unit: "Go duration",
 		Meaning:  "how long GET /api/v1beta/events/stream-durable waits after writing an event before it acknowledges it (0s–60s)",
 		profiles: allProfiles, uses: usesStream},
+	{Name: EnvWSPingInterval, LocalDefault: "30s", CloudDefault: "30s", Unit: "Go duration",
+		Meaning:  "how often GET /api/v1beta/events/websocket sends a WebSocket ping; a client that sends nothing (no pong, no frame) for two intervals is disconnected (local adapter and Cloud Run) (1s–5m)",
+		profiles: wsProfiles, uses: usesStream},
 	{Name: EnvReapInterval, LocalDefault: "5s", Unit: "Go duration",
 		Meaning:  "local only: how often the idle-queue reaper runs (the clouds run the reap-idle-queues job on a schedule) (100ms–1h)",
 		profiles: []Profile{Local}},
@@ -276,6 +290,9 @@ type Config struct {
 	SSEAckDelay  time.Duration
 	// ReapInterval is how often the local adapter reaps idle queues.
 	ReapInterval time.Duration
+	// WSPingInterval is how often the WebSocket bridge pings a client;
+	// 0 means DefaultWSPingInterval.
+	WSPingInterval time.Duration
 }
 
 // Authenticator returns the token table: Tokens plus DevToken.
@@ -410,6 +427,9 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 	duration(EnvSSEAckDelay, 0, time.Minute, &c.SSEAckDelay)
 	if c.SSEAckDelay == 0 && val(EnvSSEAckDelay) != "" {
 		c.SSEAckDelay = -1 // "0s": acknowledge at once
+	}
+	if p == Local || p == CloudRun {
+		duration(EnvWSPingInterval, MinWSPingInterval, MaxWSPingInterval, &c.WSPingInterval)
 	}
 	if p == Local {
 		duration(EnvReapInterval, 100*time.Millisecond, time.Hour, &c.ReapInterval)
