@@ -89,6 +89,7 @@ const (
 	EnvSSEKeepAlive    = "HERALD_SSE_KEEPALIVE"
 	EnvSSEAckDelay     = "HERALD_SSE_ACK_DELAY"
 	EnvReapInterval    = "HERALD_REAP_INTERVAL"
+	EnvWSPingInterval  = "HERALD_WS_PING_INTERVAL"
 	// EnvHTTP2PingInterval is read by the servers (local, Cloud Run).
 	EnvHTTP2PingInterval = "HERALD_HTTP2_PING_INTERVAL"
 )
@@ -128,6 +129,13 @@ const (
 	// DefaultReapInterval is how often the local adapter runs the
 	// idle-queue reaper.
 	DefaultReapInterval = 5 * time.Second
+	// DefaultWSPingInterval is how often the WebSocket bridge pings a
+	// client; a client that answers nothing for two intervals is
+	// disconnected (docs/websocket.md, "Keep-alive").
+	DefaultWSPingInterval = 30 * time.Second
+	// MinWSPingInterval and MaxWSPingInterval bound HERALD_WS_PING_INTERVAL.
+	MinWSPingInterval = time.Second
+	MaxWSPingInterval = 5 * time.Minute
 	// MaxDeliveryLimit bounds HERALD_DELIVERY_LIMIT.
 	MaxDeliveryLimit = 1000
 	// DefaultHTTP2PingInterval is how long an HTTP/2 connection may go
@@ -181,6 +189,9 @@ var (
 	usesPub    = func(f router.Function) bool { return f == router.Publish || f == router.All }
 	usesJobs   = func(f router.Function) bool { return f == router.Jobs || f == router.All }
 	usesStream = func(f router.Function) bool { return f == router.Pull || f == router.All }
+	// The WebSocket bridge runs where connections can be hijacked: the
+	// local adapter and Cloud Run (API Gateway pings on its own).
+	wsProfiles = []Profile{Local, CloudRun}
 )
 
 var vars = []Var{
@@ -241,6 +252,9 @@ var vars = []Var{
 	{Name: EnvHTTP2PingInterval, LocalDefault: "30s", CloudDefault: "30s", Unit: "Go duration",
 		Meaning:  "servers (local, Cloud Run): an HTTP/2 connection (gRPC) that has sent no frame for this long gets a PING from the server, so idle streams survive load balancers' idle timeouts; 0s = none (0s, or 1s–10m)",
 		profiles: []Profile{Local, CloudRun}},
+	{Name: EnvWSPingInterval, LocalDefault: "30s", CloudDefault: "30s", Unit: "Go duration",
+		Meaning:  "how often GET /api/v1beta/events/websocket sends a WebSocket ping; a client that sends nothing (no pong, no frame) for two intervals is disconnected (local adapter and Cloud Run) (1s–5m)",
+		profiles: wsProfiles, uses: usesStream},
 	{Name: EnvReapInterval, LocalDefault: "5s", Unit: "Go duration",
 		Meaning:  "local only: how often the idle-queue reaper runs (the clouds run the reap-idle-queues job on a schedule) (100ms–1h)",
 		profiles: []Profile{Local}},
@@ -291,6 +305,9 @@ type Config struct {
 	SSEAckDelay  time.Duration
 	// ReapInterval is how often the local adapter reaps idle queues.
 	ReapInterval time.Duration
+	// WSPingInterval is how often the WebSocket bridge pings a client;
+	// 0 means DefaultWSPingInterval.
+	WSPingInterval time.Duration
 	// HTTP2PingInterval is HERALD_HTTP2_PING_INTERVAL: 0 means the
 	// default (DefaultHTTP2PingInterval), negative no PINGs ("0s"). Read it
 	// through PingInterval.
@@ -441,6 +458,9 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 	duration(EnvSSEAckDelay, 0, time.Minute, &c.SSEAckDelay)
 	if c.SSEAckDelay == 0 && val(EnvSSEAckDelay) != "" {
 		c.SSEAckDelay = -1 // "0s": acknowledge at once
+	}
+	if p == Local || p == CloudRun {
+		duration(EnvWSPingInterval, MinWSPingInterval, MaxWSPingInterval, &c.WSPingInterval)
 	}
 	if p == Local {
 		duration(EnvReapInterval, 100*time.Millisecond, time.Hour, &c.ReapInterval)
