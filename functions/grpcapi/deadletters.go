@@ -67,6 +67,9 @@ func (h *Consumer) ManageDeadLetteredEvents(ctx context.Context, stream *connect
 	s := &triage{tr: tr, stream: stream, procedure: procedure}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// connect finishes the stream once the handler returns: the reader
+	// must not send after that.
+	defer s.finish()
 	readerDone := make(chan error, 1)
 	go func() {
 		defer cancel()
@@ -101,13 +104,24 @@ type triage struct {
 	stream    *connect.BidiStream[pb.ManageDeadLetteredEventsRequest, pb.ManageDeadLetteredEventsResponse]
 	procedure string
 
-	sendMu sync.Mutex // the browser and the reader both send
+	sendMu   sync.Mutex // the browser and the reader both send
+	finished bool       // the handler returned; guarded by sendMu
 }
 
 func (s *triage) send(r *dlResponse) error {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
+	if s.finished {
+		return herr.New(herr.Canceled, "the stream has ended")
+	}
 	return s.stream.Send(r)
+}
+
+// finish stops every later send; a send in progress completes first.
+func (s *triage) finish() {
+	s.sendMu.Lock()
+	s.finished = true
+	s.sendMu.Unlock()
 }
 
 // browse shows every dead letter not shown yet, then looks again every
