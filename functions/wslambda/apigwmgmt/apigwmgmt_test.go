@@ -19,7 +19,7 @@ import (
 
 type seen struct {
 	method, rawPath, path, auth, date, token, sha string
-	body                                       string
+	body                                          string
 }
 
 func server(t *testing.T, status int) (*httptest.Server, func() []seen) {
