@@ -81,7 +81,9 @@ type Invoker interface {
 type InvokerFunc func(ctx context.Context, payload []byte) ([]byte, error)
 
 // Invoke implements Invoker.
-func (f InvokerFunc) Invoke(ctx context.Context, payload []byte) ([]byte, error) { return f(ctx, payload) }
+func (f InvokerFunc) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	return f(ctx, payload)
+}
 
 // Handler returns an Invoker around an in-process Lambda handler of the
 // WebSocket event type. Events and answers go through JSON both ways, as
