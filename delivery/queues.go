@@ -78,6 +78,11 @@ type StreamConfig struct {
 	// acknowledges an event it wrote (HERALD_SSE_ACK_DELAY); the core does
 	// not use it.
 	AutoAckDelay time.Duration
+	// WSPingInterval is how often the WebSocket bridge of the local
+	// adapter and Cloud Run pings a client (HERALD_WS_PING_INTERVAL; 0 =
+	// package functions/wsbridge's default, 30s); the core does not use
+	// it.
+	WSPingInterval time.Duration
 	// MessageTTL: an event a queue (durable or not) holds longer than this
 	// after it was published is dead-lettered with reason EXPIRED instead of
 	// delivered (HERALD_QUEUE_MESSAGE_TTL; 0 = none).

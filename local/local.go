@@ -69,6 +69,9 @@ type Config struct {
 	// negative for none).
 	SSEKeepAlive time.Duration
 	SSEAckDelay  time.Duration
+	// WSPingInterval is how often the WebSocket bridge pings a client
+	// (HERALD_WS_PING_INTERVAL, default 30s); tests set it shorter.
+	WSPingInterval time.Duration
 	// ReapInterval is how often the idle-queue reaper runs
 	// (HERALD_REAP_INTERVAL, default 5s); negative turns it off (tests
 	// that run the reap-idle-queues job themselves).
@@ -94,7 +97,8 @@ func ConfigFromEnv() Config {
 		ReconnectGrace: c.ReconnectGrace, QueueIdleWindow: c.QueueIdleWindow, DeliveryLimit: c.DeliveryLimit,
 		SSEKeepAlive: c.SSEKeepAlive, SSEAckDelay: c.SSEAckDelay, ReapInterval: c.ReapInterval,
 		QueueMessageTTL: c.QueueMessageTTL, QueueMaxLength: c.QueueMaxLength,
-		envErr: err,
+		WSPingInterval: c.WSPingInterval,
+		envErr:         err,
 	}
 }
 
@@ -143,6 +147,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		ReconnectGrace: cfg.ReconnectGrace, QueueIdleWindow: cfg.QueueIdleWindow, DeliveryLimit: cfg.DeliveryLimit,
 		SSEKeepAlive: cfg.SSEKeepAlive, SSEAckDelay: cfg.SSEAckDelay,
 		QueueMessageTTL: cfg.QueueMessageTTL, QueueMaxLength: cfg.QueueMaxLength,
+		WSPingInterval: cfg.WSPingInterval,
 	}, app.Options{Now: cfg.Now, Logger: cfg.Logger, SessionTTL: cfg.SessionTTL})
 	if err != nil {
 		return nil, err

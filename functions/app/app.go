@@ -19,6 +19,7 @@ import (
 
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/leasestore"
@@ -84,6 +85,7 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 			ReconnectGrace: cfg.ReconnectGrace, IdleWindow: cfg.QueueIdleWindow,
 			KeepAlive: cfg.SSEKeepAlive, AutoAckDelay: cfg.SSEAckDelay, SessionTTL: opts.SessionTTL,
 			MessageTTL: cfg.QueueMessageTTL, MaxLength: cfg.QueueMaxLength,
+			WSPingInterval: cfg.WSPingInterval,
 		},
 		Now: opts.Now, Logger: opts.Logger,
 	})
@@ -129,8 +131,17 @@ func (a *App) Close() error {
 // port: native gRPC clients need HTTP/2, and locally nothing terminates TLS
 // in front of Herald, while Cloud Run forwards h2c end to end when the
 // service is deployed with --use-http2.
+//
+// Connections a handler hijacked (WebSockets) are tracked with an
+// httpx.Hijacked in the server's base context: on shutdown they are told
+// to go away (close code 1001) and waited for within the same grace,
+// which http.Server.Shutdown alone would not do.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	hijacked := httpx.NewHijacked()
+	srv := &http.Server{
+		Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return httpx.WithHijacked(context.Background(), hijacked) },
+	}
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
@@ -143,5 +154,8 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
-	return srv.Shutdown(shutdownCtx)
+	hijackedDone := make(chan error, 1)
+	go func() { hijackedDone <- hijacked.Shutdown(shutdownCtx) }()
+	err := srv.Shutdown(shutdownCtx)
+	return errors.Join(err, <-hijackedDone)
 }

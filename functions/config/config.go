@@ -91,6 +91,7 @@ const (
 	EnvReapInterval    = "HERALD_REAP_INTERVAL"
 	EnvWSPollWait      = "HERALD_WS_POLL_WAIT"
 	EnvWSSessionTTL    = "HERALD_WS_SESSION_TTL"
+	EnvWSPingInterval  = "HERALD_WS_PING_INTERVAL"
 )
 
 // Defaults.
@@ -128,6 +129,13 @@ const (
 	// DefaultReapInterval is how often the local adapter runs the
 	// idle-queue reaper.
 	DefaultReapInterval = 5 * time.Second
+	// DefaultWSPingInterval is how often the WebSocket bridge pings a
+	// client; a client that answers nothing for two intervals is
+	// disconnected (docs/websocket.md, "Keep-alive").
+	DefaultWSPingInterval = 30 * time.Second
+	// MinWSPingInterval and MaxWSPingInterval bound HERALD_WS_PING_INTERVAL.
+	MinWSPingInterval = time.Second
+	MaxWSPingInterval = 5 * time.Minute
 	// MaxDeliveryLimit bounds HERALD_DELIVERY_LIMIT.
 	MaxDeliveryLimit = 1000
 	// DefaultWSPollWait is how long the API Gateway WebSocket function's
@@ -187,6 +195,9 @@ var (
 	usesWS     = func(f router.Function) bool { return f == router.Websocket || f == router.All }
 	// usesLeases: functions that write leases (pulls and WebSocket streams).
 	usesLeases = func(f router.Function) bool { return f == router.Pull || f == router.Websocket || f == router.All }
+	// The WebSocket bridge runs where connections can be hijacked: the
+	// local adapter and Cloud Run (API Gateway pings on its own).
+	wsProfiles = []Profile{Local, CloudRun}
 )
 
 var vars = []Var{
@@ -244,6 +255,9 @@ var vars = []Var{
 	{Name: EnvSSEAckDelay, LocalDefault: "1s", CloudDefault: "1s", Unit: "Go duration",
 		Meaning:  "how long GET /api/v1beta/events/stream-durable waits after writing an event before it acknowledges it (0s–60s)",
 		profiles: allProfiles, uses: usesStream},
+	{Name: EnvWSPingInterval, LocalDefault: "30s", CloudDefault: "30s", Unit: "Go duration",
+		Meaning:  "how often GET /api/v1beta/events/websocket sends a WebSocket ping; a client that sends nothing (no pong, no frame) for two intervals is disconnected (local adapter and Cloud Run) (1s–5m)",
+		profiles: wsProfiles, uses: usesStream},
 	{Name: EnvReapInterval, LocalDefault: "5s", Unit: "Go duration",
 		Meaning:  "local only: how often the idle-queue reaper runs (the clouds run the reap-idle-queues job on a schedule) (100ms–1h)",
 		profiles: []Profile{Local}},
@@ -304,6 +318,9 @@ type Config struct {
 	// (Lambda only; DefaultWSPollWait and DefaultWSSessionTTL elsewhere).
 	WSPollWait   time.Duration
 	WSSessionTTL time.Duration
+	// WSPingInterval is how often the WebSocket bridge pings a client;
+	// 0 means DefaultWSPingInterval.
+	WSPingInterval time.Duration
 }
 
 // Authenticator returns the token table: Tokens plus DevToken.
@@ -438,6 +455,9 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 	duration(EnvSSEAckDelay, 0, time.Minute, &c.SSEAckDelay)
 	if c.SSEAckDelay == 0 && val(EnvSSEAckDelay) != "" {
 		c.SSEAckDelay = -1 // "0s": acknowledge at once
+	}
+	if p == Local || p == CloudRun {
+		duration(EnvWSPingInterval, MinWSPingInterval, MaxWSPingInterval, &c.WSPingInterval)
 	}
 	if p == Local {
 		duration(EnvReapInterval, 100*time.Millisecond, time.Hour, &c.ReapInterval)

@@ -17,11 +17,8 @@ import (
 	"github.com/heraldevents/herald/leasestore"
 )
 
-// deadLetterPoll is how long ManageDeadLetteredEvents waits before it
-// looks again for dead letters it has not shown yet.
-const deadLetterPoll = 2 * time.Second
-
-// actions maps the wire actions to package delivery's.
+// actions maps the wire actions to package delivery's; ACTION_UNSPECIFIED
+// maps to "", which delivery.Triage reports LEFT.
 var actions = map[pb.ManageDeadLetteredEventsRequest_Action]delivery.DeadLetterAction{
 	pb.ManageDeadLetteredEventsRequest_ACTION_REPLAY:  delivery.ActionReplay,
 	pb.ManageDeadLetteredEventsRequest_ACTION_DISCARD: delivery.ActionDiscard,
@@ -39,21 +36,22 @@ type (
 // (PERMISSION_DENIED without). The opening message carries no actions
 // (INVALID_ARGUMENT if it does). The server streams every dead letter as a
 // dead_lettered_event with a session-scoped delivery tag (1, 2, 3, …),
-// then keeps looking for new ones. Each later message carries actions;
-// every action gets exactly one action_outcome with its tag, in order:
-// REPLAYED, DISCARDED, LEFT, ORIGIN_QUEUE_DELETED or REPLAY_FAILED (see
-// delivery.ActOnDeadLetters). An action with a tag this session did not
-// issue, or whose dead letter it already replayed or discarded, or with
-// no action, changes nothing and is reported LEFT with a detail saying
-// why. Dead letters stay in the store until acted on, so after a
-// reconnect every remaining one is shown again, with new tags.
+// then looks again every delivery.DeadLetterPoll for new ones. Each later
+// message carries actions; every action gets exactly one action_outcome
+// with its tag, in order: REPLAYED, DISCARDED, LEFT, ORIGIN_QUEUE_DELETED
+// or REPLAY_FAILED (see delivery.Triage.Act). An action with a tag this
+// session did not issue, or whose dead letter it already replayed or
+// discarded, or with no action, changes nothing and is reported LEFT with
+// a detail saying why. Dead letters stay in the store until acted on, so
+// after a reconnect every remaining one is shown again, with new tags.
 func (h *Consumer) ManageDeadLetteredEvents(ctx context.Context, stream *connect.BidiStream[pb.ManageDeadLetteredEventsRequest, pb.ManageDeadLetteredEventsResponse]) error {
 	procedure := stream.Spec().Procedure
 	p, err := auth.FromContext(ctx)
 	if err != nil {
 		return Error(ctx, procedure, err)
 	}
-	if err := p.Require(auth.PermInspectDeadLetters); err != nil {
+	tr, err := h.Service.NewTriage(p)
+	if err != nil {
 		return Error(ctx, procedure, err)
 	}
 	first, err := stream.Receive()
@@ -66,7 +64,7 @@ func (h *Consumer) ManageDeadLetteredEvents(ctx context.Context, stream *connect
 	if len(first.GetActions()) > 0 {
 		return Error(ctx, procedure, herr.New(herr.InvalidArgument, "actions must be empty on the first (opening) message"))
 	}
-	s := &triage{h: h, p: p, stream: stream, procedure: procedure, tags: map[int64]string{}, shown: map[string]bool{}}
+	s := &triage{tr: tr, stream: stream, procedure: procedure}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	readerDone := make(chan error, 1)
@@ -96,19 +94,14 @@ func (h *Consumer) ManageDeadLetteredEvents(ctx context.Context, stream *connect
 	}
 }
 
-// triage is one ManageDeadLetteredEvents session.
+// triage is one ManageDeadLetteredEvents session: delivery.Triage's
+// bookkeeping and this stream's sending.
 type triage struct {
-	h         *Consumer
-	p         *auth.Principal
+	tr        *delivery.Triage
 	stream    *connect.BidiStream[pb.ManageDeadLetteredEventsRequest, pb.ManageDeadLetteredEventsResponse]
 	procedure string
 
 	sendMu sync.Mutex // the browser and the reader both send
-
-	mu      sync.Mutex
-	nextTag int64
-	tags    map[int64]string // tag → dead-letter id, until replayed or discarded
-	shown   map[string]bool  // dead letters shown this session
 }
 
 func (s *triage) send(r *dlResponse) error {
@@ -118,47 +111,35 @@ func (s *triage) send(r *dlResponse) error {
 }
 
 // browse shows every dead letter not shown yet, then looks again every
-// deadLetterPoll, until ctx ends (nil) or a send or list fails.
+// delivery.DeadLetterPoll, until ctx ends (nil) or a send or list fails.
 func (s *triage) browse(ctx context.Context) error {
 	for {
-		token := ""
-		for {
-			page, next, err := s.h.Service.ListDeadLetters(ctx, s.p, delivery.MaxDeadLetterPage, token)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return Error(ctx, s.procedure, err)
+		ds, err := s.tr.Unshown(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
 			}
-			for _, d := range page {
-				if err := s.show(ctx, d); err != nil {
-					return err
-				}
-			}
-			if token = next; token == "" {
-				break
+			return Error(ctx, s.procedure, err)
+		}
+		for _, d := range ds {
+			if err := s.show(ctx, d); err != nil {
+				return err
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(deadLetterPoll):
+		case <-time.After(delivery.DeadLetterPoll):
 		}
 	}
 }
 
 // show sends d with a new tag unless it was shown already.
 func (s *triage) show(ctx context.Context, d *leasestore.DeadLetter) error {
-	s.mu.Lock()
-	if s.shown[d.ID] {
-		s.mu.Unlock()
+	tag, ok := s.tr.Show(d)
+	if !ok {
 		return nil
 	}
-	s.shown[d.ID] = true
-	s.nextTag++
-	tag := s.nextTag
-	s.tags[tag] = d.ID
-	s.mu.Unlock()
 	item := &dlEvent{
 		Reason:        reason(d.Reason),
 		OriginQueue:   d.OriginQueue,
@@ -183,44 +164,17 @@ func (s *triage) show(ctx context.Context, d *leasestore.DeadLetter) error {
 // act runs one message's actions and sends one outcome per action, in
 // order.
 func (s *triage) act(ctx context.Context, entries []*pb.ManageDeadLetteredEventsRequest_ActionEntry) error {
-	outs := make([]*dlOutcome, len(entries))
-	var reqs []delivery.DeadLetterRequest
-	var index []int // reqs[k] is actions[index[k]]
-	s.mu.Lock()
+	in := make([]delivery.TriageAction, len(entries))
 	for i, a := range entries {
-		outs[i] = &dlOutcome{DeliveryTag: a.GetDeliveryTag(), Outcome: pb.ManageDeadLetteredEventsResponse_ActionOutcome_OUTCOME_LEFT}
-		id, ok := s.tags[a.GetDeliveryTag()]
-		action, known := actions[a.GetAction()]
-		switch {
-		case !ok:
-			outs[i].Detail = "this session issued no dead letter with this delivery tag, or it was already replayed or discarded; nothing was done"
-		case !known:
-			outs[i].Detail = "action must be ACTION_REPLAY, ACTION_DISCARD or ACTION_LEAVE; nothing was done"
-		default:
-			reqs = append(reqs, delivery.DeadLetterRequest{ID: id, Action: action})
-			index = append(index, i)
-		}
+		in[i] = delivery.TriageAction{DeliveryTag: a.GetDeliveryTag(), Action: actions[a.GetAction()]}
 	}
-	s.mu.Unlock()
-	for len(reqs) > 0 {
-		n := min(len(reqs), delivery.MaxDeadLetterActions)
-		res, err := s.h.Service.ActOnDeadLetters(ctx, s.p, reqs[:n])
-		if err != nil {
-			return Error(ctx, s.procedure, err)
-		}
-		for k, r := range res {
-			o := outs[index[k]]
-			o.Outcome, o.Detail = outcome(r.Outcome), r.Detail
-			if r.Outcome == delivery.OutcomeReplayed || r.Outcome == delivery.OutcomeDiscarded {
-				s.mu.Lock()
-				delete(s.tags, o.DeliveryTag)
-				s.mu.Unlock()
-			}
-		}
-		reqs, index = reqs[n:], index[n:]
+	outs, err := s.tr.Act(ctx, in)
+	if err != nil {
+		return Error(ctx, s.procedure, err)
 	}
 	for _, o := range outs {
-		if err := s.send(&dlResponse{Payload: &pb.ManageDeadLetteredEventsResponse_ActionOutcome_{ActionOutcome: o}}); err != nil {
+		r := &dlOutcome{DeliveryTag: o.DeliveryTag, Outcome: outcome(o.Outcome), Detail: o.Detail}
+		if err := s.send(&dlResponse{Payload: &pb.ManageDeadLetteredEventsResponse_ActionOutcome_{ActionOutcome: r}}); err != nil {
 			return err
 		}
 	}

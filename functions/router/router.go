@@ -30,6 +30,7 @@ import (
 	"github.com/heraldevents/herald/functions/pull"
 	"github.com/heraldevents/herald/functions/queues"
 	"github.com/heraldevents/herald/functions/stream"
+	"github.com/heraldevents/herald/functions/wsbridge"
 	"github.com/heraldevents/herald/herr"
 )
 
@@ -107,7 +108,7 @@ type Route struct {
 	Public bool
 	// QueryToken routes also take the bearer token from the access_token
 	// query parameter, for clients that cannot set headers (a browser's
-	// EventSource); see package functions/stream.
+	// EventSource or WebSocket); see package functions/stream.
 	QueryToken bool
 }
 
@@ -161,6 +162,9 @@ var table = []route{
 	}},
 	{Route{"GET", "/api/v1beta/events/stream-durable", Pull, false, true}, func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&stream.Handler{Service: s}).Durable)
+	}},
+	{Route{"GET", wsbridge.Path, Pull, false, true}, func(s *delivery.Service) http.Handler {
+		return &wsbridge.Handler{Service: s, PingInterval: s.Streams().WSPingInterval}
 	}},
 	{Route{"GET", "/api/v1beta/dead-letters", Destinations, false, false}, func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&deadletters.Handler{Service: s}).List)

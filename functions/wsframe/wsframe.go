@@ -19,8 +19,8 @@
 // Flow control is by demand: the server sends an event (or a dead-lettered
 // event) only against credit a demand frame gave; credit adds up to
 // MaxCredit. Independently, a durable stream never holds more than the
-// deployment's unsettled limit (HERALD_STREAM_MAX_UNSETTLED, 100) of
-// delivered, unsettled events.
+// session's unsettled limit (delivery.StreamConfig.MaxUnsettled, default
+// delivery.DefaultMaxUnsettled = 100) of delivered, unsettled events.
 package wsframe
 
 import (
@@ -36,6 +36,7 @@ import (
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore"
 )
 
 // Subprotocol is the WebSocket subprotocol name of this protocol. A client
@@ -336,6 +337,33 @@ func Connected(id, stream, token string) *ServerFrame {
 // Event is an event frame; tag 0 (non-durable) is omitted.
 func Event(d delivery.Delivery, tag int64) *ServerFrame {
 	return &ServerFrame{Type: TypeEvent, DeliveryTag: tag, DeliveryCount: d.DeliveryCount, Event: d.Event}
+}
+
+// DeadLettered is a dead_lettered_event frame showing d with its
+// session-scoped tag (delivery.Triage.Show). A body that is not a
+// CloudEvent is shown all the same, with just its event type, so that it
+// can be discarded.
+func DeadLettered(d *leasestore.DeadLetter, tag int64) *ServerFrame {
+	f := &ServerFrame{
+		Type: TypeDeadLetteredEvent, DeliveryTag: tag, DeliveryCount: d.DeliveryCount,
+		Reason: d.Reason, OriginQueue: d.OriginQueue, ResourceID: d.ResourceID,
+	}
+	if !d.DeadLetteredAt.IsZero() {
+		at := d.DeadLetteredAt
+		f.DeadLetteredAt = &at
+	}
+	ev, err := delivery.DecodeConsumerEvent(d.Body)
+	if err != nil {
+		ev = &delivery.ConsumerEvent{EventType: d.EventType}
+	}
+	f.Event = ev
+	return f
+}
+
+// Outcome answers one action of the actions frame id (delivery.Triage.Act
+// gives one outcome per action, in order).
+func Outcome(id string, o delivery.TriageOutcome) *ServerFrame {
+	return &ServerFrame{Type: TypeOutcome, ID: id, DeliveryTag: o.DeliveryTag, Outcome: string(o.Outcome), Detail: o.Detail}
 }
 
 // Settled answers an ack or nack frame.
