@@ -73,6 +73,10 @@ type Delivery struct {
 	Event *ConsumerEvent
 	// Body is the encoded CloudEvent as stored.
 	Body []byte
+	// Ref names the single-event lease the event came from (its id and
+	// generation): what a settlement names in the store. Set by Stream.Next
+	// and Service.PollSession.
+	Ref leasestore.EventRef
 }
 
 // SettleReport says what a settlement did.
@@ -244,14 +248,17 @@ func (st *Stream) fail(err error) {
 	st.cancel()
 }
 
-// sessionErr translates a store error about the session: a queue that is
-// gone is herr.NotFound; a session taken away is the documented
-// INTERNAL message.
-func (st *Stream) sessionErr(err error) error {
+// sessionErr translates a store error about the session; see sessionErr.
+func (st *Stream) sessionErr(err error) error { return sessionErr(st.kind, st.queue, err) }
+
+// sessionErr translates a store error about a session of kind on queue: a
+// queue that is gone is herr.NotFound; a session taken away is the
+// documented INTERNAL message. Streams and stateless sessions share it.
+func sessionErr(kind StreamKind, queue string, err error) error {
 	switch herr.CodeOf(err) {
 	case herr.NotFound:
-		if st.kind == Durable {
-			return errQueueNotFound(st.queue)
+		if kind == Durable {
+			return errQueueNotFound(queue)
 		}
 		return herr.Wrap(herr.NotFound, err, "the non-durable queue is gone: start a fresh stream with filter_groups and no reconnect token")
 	case herr.FailedPrecondition:
@@ -407,7 +414,7 @@ func (st *Stream) deliveries(leases []*leasestore.Lease) (out []Delivery, skip [
 		}
 		st.nextTag++
 		st.tags[st.nextTag] = ref
-		out = append(out, Delivery{Tag: st.nextTag, DeliveryCount: l.Attempt, Event: ev, Body: body})
+		out = append(out, Delivery{Tag: st.nextTag, DeliveryCount: l.Attempt, Event: ev, Body: body, Ref: ref})
 	}
 	return out, skip
 }
@@ -429,30 +436,8 @@ func (st *Stream) Nack(ctx context.Context, tags ...int64) (SettleReport, error)
 // count grows when it is delivered again. When the store cannot be reached
 // the tags stay unsettled and the call may be repeated.
 func (st *Stream) Settle(ctx context.Context, acks, nacks []int64) (SettleReport, error) {
-	var rep SettleReport
-	var ackRefs, nackRefs []leasestore.EventRef
-	taken := map[int64]leasestore.EventRef{}
 	st.mu.Lock()
-	for _, tag := range acks {
-		if ref, ok := st.tags[tag]; ok {
-			delete(st.tags, tag)
-			taken[tag] = ref
-			ackRefs = append(ackRefs, ref)
-			rep.Acked++
-		} else {
-			rep.Skipped++
-		}
-	}
-	for _, tag := range nacks {
-		if ref, ok := st.tags[tag]; ok {
-			delete(st.tags, tag)
-			taken[tag] = ref
-			nackRefs = append(nackRefs, ref)
-			rep.Nacked++
-		} else {
-			rep.Skipped++
-		}
-	}
+	ackRefs, nackRefs, taken, rep := takeTags(st.tags, acks, nacks)
 	st.mu.Unlock()
 	if len(taken) == 0 {
 		return rep, nil
@@ -460,7 +445,7 @@ func (st *Stream) Settle(ctx context.Context, acks, nacks []int64) (SettleReport
 	if len(nackRefs) > 0 {
 		st.src.hurry.Store(true)
 	}
-	res, err := st.svc.cfg.Store.Settle(ctx, st.queue, ackRefs, nackRefs)
+	rep, err := st.svc.settleRefs(ctx, st.kind, st.queue, ackRefs, nackRefs, rep)
 	if err != nil {
 		if herr.CodeOf(err) != herr.NotFound {
 			// Put them back so that a retry settles them.
@@ -470,16 +455,12 @@ func (st *Stream) Settle(ctx context.Context, acks, nacks []int64) (SettleReport
 			}
 			st.mu.Unlock()
 		}
-		return SettleReport{}, st.sessionErr(err)
+		return SettleReport{}, err
 	}
 	st.mu.Lock()
 	close(st.settled)
 	st.settled = make(chan struct{})
 	st.mu.Unlock()
-	// The store has the last word: a tag whose lease was reclaimed since
-	// (an older generation) settled nothing.
-	rep.Skipped += rep.Acked + rep.Nacked - res.Acked - res.Nacked
-	rep.Acked, rep.Nacked = res.Acked, res.Nacked
 	return rep, nil
 }
 

@@ -38,6 +38,10 @@
 //	key "d:<consumer id>:<incarnation>:<position>"
 //	                                  kind "deadletter"  one dead-lettered
 //	                                  event (see DeadLetter)
+//	key "w:<connection id, base64url>"
+//	                                  kind "wsconnection" the state of one
+//	                                  WebSocket connection of the API Gateway
+//	                                  bridge (see Connection)
 //
 // The lease table, the acked ranges and the sessions are each stored as
 // one compact binary value (codec.go), and a lease names its worker (and a

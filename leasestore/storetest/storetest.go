@@ -4,7 +4,8 @@
 // and for seed 002's queues: sessions, single-event pulls and settlements,
 // the delivery count and limit, message TTL and maximum length, the
 // dead-letter queue (no loss between its writes, listing, replay,
-// discard), the idle-queue reaper, and sessions acting at random.
+// discard), the idle-queue reaper, and sessions acting at random; and the
+// connection records of the API Gateway WebSocket bridge.
 //
 // A backend's test file implements Harness in a few lines and calls
 // RunConformanceTests and RunBenchmarks. The suite feeds the store from a
@@ -85,6 +86,7 @@ var conformanceCases = concat(
 	eventCases,
 	deadLetterCases,
 	reapCases,
+	connectionCases,
 	randomCases,
 )
 

@@ -1,0 +1,362 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore"
+)
+
+// Stateless sessions: the stream session of a transport that keeps
+// nothing in memory between requests (the API Gateway WebSocket bridge,
+// one Lambda invocation per client frame). What Stream keeps in memory —
+// the session id, the delivery tags, the next tag — lives in a
+// SessionState the caller stores (in a leasestore.Connection), and every
+// call does one step: poll, tag, take, settle, close. See
+// docs/streams-design.md, "Connection records and stateless sessions".
+
+// SessionState is a stream session whose bookkeeping lives outside process
+// memory. It is JSON-encodable (the API Gateway bridge stores it in a
+// leasestore.Connection's Data); tag keys encode as decimal strings, which
+// encoding/json decodes back into int64. Its size grows with Tags: about
+// 70 bytes per unsettled tag, at most StreamConfig.MaxUnsettled of them.
+//
+// A SessionState is a value the caller owns; the methods here do not lock
+// it. Two invocations that act on one connection at once each work on
+// their own copy read from the store, and the store's conditional write of
+// the connection record (herr.Aborted to the loser) decides whose copy is
+// kept: the loser re-reads and re-applies its change (Tag, Take).
+type SessionState struct {
+	// Kind is the stream's kind: Durable (settled with tags) or NonDurable
+	// (acknowledged once sent).
+	Kind StreamKind `json:"kind"`
+	// Queue is the consumer id the session reads: the durable queue's
+	// queue_id, or a non-durable queue's reconnect token.
+	Queue string `json:"queue"`
+	// Session is the session id attached to Queue in the store (a UUID
+	// OpenSession issues); one connection's only.
+	Session string `json:"session"`
+	// NextTag is the last delivery tag issued (0 before the first); tags
+	// are 1, 2, 3, … per session.
+	NextTag int64 `json:"next_tag"`
+	// Tags maps the unsettled delivery tags of a durable session to the
+	// leases they name. A non-durable session records none.
+	Tags map[int64]leasestore.EventRef `json:"tags"`
+}
+
+// OpenSession is OpenStream for stateless transports: the same checks,
+// errors and queue creation (see OpenStream), then a new session attached
+// to the queue with ttl (≤ 0: StreamConfig.SessionTTL, 30 s by default).
+// It starts no goroutine: the caller heartbeats by calling PollSession at
+// least once per ttl, and calls CloseSession when the client leaves. It
+// returns the session's state (no tags yet) and whether opening it created
+// the queue (a fresh non-durable stream, whose reconnect token is
+// state.Queue).
+//
+// Errors (herr codes, as OpenStream): InvalidArgument, PermissionDenied,
+// NotFound (unknown durable queue, or a reconnect token naming no live
+// queue), ResourceExhausted (leasestore.MaxSessions attached), and the
+// backends' errors.
+func (s *Service) OpenSession(ctx context.Context, p *auth.Principal, r StreamRequest, ttl time.Duration) (*SessionState, bool, error) {
+	c, created, err := s.streamQueue(ctx, p, r)
+	if err != nil {
+		return nil, false, err
+	}
+	st := &SessionState{Kind: r.Kind, Queue: c.ID, Session: uuid.NewString(), Tags: map[int64]leasestore.EventRef{}}
+	if err := s.cfg.Store.Attach(ctx, st.Queue, st.Session, s.sessionTTL(ttl)); err != nil {
+		return nil, false, sessionErr(st.Kind, st.Queue, err)
+	}
+	return st, created, nil
+}
+
+// sessionTTL returns ttl, or the configured SessionTTL when ttl ≤ 0.
+func (s *Service) sessionTTL(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		return s.cfg.Streams.SessionTTL
+	}
+	return ttl
+}
+
+// check reports a state that cannot name a session (herr.InvalidArgument).
+func (st *SessionState) check() error {
+	if st == nil || st.Queue == "" || st.Session == "" || (st.Kind != Durable && st.Kind != NonDurable) {
+		return herr.New(herr.InvalidArgument, "the session state is incomplete: open the session with OpenSession")
+	}
+	return nil
+}
+
+// PollSession is one step of a stateless stream. It refreshes the session
+// (Attach with ttl, ≤ 0 meaning StreamConfig.SessionTTL: the heartbeat of
+// a stateless transport, so the caller polls at least once per ttl), then
+// pulls up to limit events for it, each leased for StreamConfig.AckTimeout.
+// limit must be ≥ 1 (else herr.InvalidArgument) and is capped at
+// MaxPullLimit (100) and, for a durable session, at
+// StreamConfig.MaxUnsettled less len(st.Tags), so a session never holds
+// more than MaxUnsettled unsettled events (with no room it only
+// heartbeats and returns none). It waits at most wait at the broker, and
+// not at all when events wait for redelivery in the queue.
+//
+// It returns the deliveries with Ref set and Tag 0, and does not change
+// st: the caller assigns tags with st.Tag on the state it then persists
+// (re-read, if another invocation wrote it meanwhile) and only then sends
+// the events. Events the principal may not read (no receive right for
+// their type), and undecodable ones, are settled as skipped and not
+// returned, as Stream.Next does. No deliveries and a nil error mean
+// nothing to hand out now, or the queue's in-flight window
+// (leasestore.MaxInFlight) is full of other sessions' events.
+//
+// Errors, as Stream.Next's: herr.NotFound when the queue is gone (deleted,
+// or reaped); herr.Internal with ConsumerCancelledMessage when the session
+// is gone (closed, evicted, or its ttl lapsed without a poll: its events
+// went back to the queue) — the client reconnects; herr.InvalidArgument
+// for a bad limit or state; retryable backend errors (herr.Retryable) as
+// they are, after one retry.
+func (s *Service) PollSession(ctx context.Context, p *auth.Principal, st *SessionState, limit int, wait time.Duration, ttl time.Duration) ([]Delivery, error) {
+	if err := st.check(); err != nil {
+		return nil, err
+	}
+	if limit < 1 {
+		return nil, herr.New(herr.InvalidArgument, "limit must be at least 1")
+	}
+	if err := s.cfg.Store.Attach(ctx, st.Queue, st.Session, s.sessionTTL(ttl)); err != nil {
+		return nil, sessionErr(st.Kind, st.Queue, err)
+	}
+	n := min(limit, MaxPullLimit)
+	if st.Kind == Durable {
+		n = min(n, s.cfg.Streams.MaxUnsettled-len(st.Tags))
+	}
+	if n <= 0 {
+		return nil, nil
+	}
+	c, err := s.cfg.Store.GetConsumer(ctx, st.Queue)
+	if err != nil {
+		return nil, sessionErr(st.Kind, st.Queue, err)
+	}
+	wait = max(wait, 0)
+	if c.Requeued > 0 {
+		wait = 0 // redeliveries go first: do not wait for new events
+	}
+	deadline := time.Now().Add(wait)
+	src := &streamSource{svc: s, queue: c.ID, sub: c.Subscription, groups: c.Filters, wait: wait}
+	retried := false
+	for {
+		leases, err := s.cfg.Store.PullEvents(ctx, leasestore.PullParams{
+			Consumer: st.Queue, Worker: st.Session, Limit: n,
+			Visibility: s.cfg.Streams.AckTimeout, Source: src,
+		})
+		if err != nil {
+			var full *leasestore.WindowFullError
+			if errors.As(err, &full) {
+				return nil, nil
+			}
+			if herr.Retryable(err) && !retried && ctx.Err() == nil {
+				retried = true
+				continue
+			}
+			return nil, sessionErr(st.Kind, st.Queue, err)
+		}
+		out, skip := s.leaseDeliveries(p, st.Queue, leases)
+		if len(skip) > 0 {
+			if _, err := s.cfg.Store.Settle(ctx, st.Queue, skip, nil); err != nil {
+				return nil, sessionErr(st.Kind, st.Queue, err)
+			}
+		}
+		if len(out) > 0 || len(leases) == 0 {
+			return out, nil
+		}
+		// Everything pulled was skipped: pull again within what is left
+		// of wait.
+		src.wait = max(time.Until(deadline), 0)
+	}
+}
+
+// leaseDeliveries turns single-event leases into deliveries (Tag 0) for
+// principal p and returns the refs of the events p may not read, or that
+// cannot be decoded, to be settled as skipped. It applies Stream's rule
+// (Stream.deliveries).
+func (s *Service) leaseDeliveries(p *auth.Principal, queue string, leases []*leasestore.Lease) (out []Delivery, skip []leasestore.EventRef) {
+	for _, l := range leases {
+		ref := leasestore.EventRef{LeaseID: l.ID, Generation: l.Generation}
+		if len(l.Events) == 0 {
+			skip = append(skip, ref)
+			continue
+		}
+		body := l.Events[0]
+		if !p.CanReceive(eventType(body)) {
+			skip = append(skip, ref)
+			continue
+		}
+		ev, err := DecodeConsumerEvent(body)
+		if err != nil {
+			s.cfg.Logger.Error("skipping an undecodable event", "queue", queue, "err", err)
+			skip = append(skip, ref)
+			continue
+		}
+		out = append(out, Delivery{DeliveryCount: l.Attempt, Event: ev, Body: body, Ref: ref})
+	}
+	return out, skip
+}
+
+// Tag assigns the next delivery tags (st.NextTag+1, +2, …) to ds, setting
+// ds[i].Tag, and records them in st.Tags when the session is durable.
+// Non-durable sessions get tags too (the client sees them) but records
+// none: the caller acknowledges their events once sent, with
+// AckDeliveries. Tag on a state re-read after a lost write simply assigns
+// the tags again from that state's NextTag.
+func (st *SessionState) Tag(ds []Delivery) {
+	for i := range ds {
+		st.NextTag++
+		ds[i].Tag = st.NextTag
+		if st.Kind == Durable {
+			if st.Tags == nil {
+				st.Tags = map[int64]leasestore.EventRef{}
+			}
+			st.Tags[st.NextTag] = ds[i].Ref
+		}
+	}
+}
+
+// Take removes the tags of acks and nacks from st.Tags, acks first (a tag
+// in both, or twice in one list, is taken once, as an ack), and returns the
+// refs to acknowledge and to hand back, the tags taken with their refs
+// (for Untake), and the session-side report: Acked and Nacked count the
+// tags taken, Skipped the tags st does not hold (never issued, already
+// settled, repeated, or from an earlier connection; seed 002, "an unknown
+// delivery tag is skipped"). The caller persists st, then calls
+// SettleRefs; if that fails with anything but herr.NotFound it puts the
+// tags back with Untake and persists again, so that a retry settles them.
+func (st *SessionState) Take(acks, nacks []int64) (ackRefs, nackRefs []leasestore.EventRef, taken map[int64]leasestore.EventRef, rep SettleReport) {
+	return takeTags(st.Tags, acks, nacks)
+}
+
+// Untake puts tags Take took back into st.Tags.
+func (st *SessionState) Untake(taken map[int64]leasestore.EventRef) {
+	if len(taken) > 0 && st.Tags == nil {
+		st.Tags = map[int64]leasestore.EventRef{}
+	}
+	for tag, ref := range taken {
+		st.Tags[tag] = ref
+	}
+}
+
+// takeTags removes acks, then nacks, from tags; see SessionState.Take. It
+// is Stream.Settle's first half too.
+func takeTags(tags map[int64]leasestore.EventRef, acks, nacks []int64) (ackRefs, nackRefs []leasestore.EventRef, taken map[int64]leasestore.EventRef, rep SettleReport) {
+	taken = map[int64]leasestore.EventRef{}
+	for _, tag := range acks {
+		if ref, ok := tags[tag]; ok {
+			delete(tags, tag)
+			taken[tag] = ref
+			ackRefs = append(ackRefs, ref)
+			rep.Acked++
+		} else {
+			rep.Skipped++
+		}
+	}
+	for _, tag := range nacks {
+		if ref, ok := tags[tag]; ok {
+			delete(tags, tag)
+			taken[tag] = ref
+			nackRefs = append(nackRefs, ref)
+			rep.Nacked++
+		} else {
+			rep.Skipped++
+		}
+	}
+	return ackRefs, nackRefs, taken, rep
+}
+
+// SettleRefs settles what Take returned in the store, in one conditional
+// write: ackRefs acknowledged, nackRefs handed back for immediate
+// redelivery (their delivery count grows when delivered again), acks
+// first. rep is Take's report; the result is the final one, where the
+// store has the last word: a ref whose lease was handed to someone else
+// since (an older generation: the session's ttl lapsed, or the event's ack
+// timeout passed and it was redelivered) settled nothing and counts as
+// Skipped. It does not refresh the session, and an ack commits even after
+// the session is gone, as long as nobody was handed the event since. With
+// nothing to settle it returns rep unchanged without a store call.
+//
+// Errors: herr.NotFound when the queue is gone (the tags are moot: do not
+// put them back); herr.InvalidArgument for an incomplete st; the store's
+// errors (put the tags back with Untake; the call may be repeated).
+func (s *Service) SettleRefs(ctx context.Context, st *SessionState, ackRefs, nackRefs []leasestore.EventRef, rep SettleReport) (SettleReport, error) {
+	if err := st.check(); err != nil {
+		return SettleReport{}, err
+	}
+	if len(ackRefs)+len(nackRefs) == 0 {
+		return rep, nil
+	}
+	return s.settleRefs(ctx, st.Kind, st.Queue, ackRefs, nackRefs, rep)
+}
+
+// settleRefs settles refs on queue and corrects rep by what the store
+// settled; store errors are mapped by sessionErr. Stream.Settle's second
+// half too.
+func (s *Service) settleRefs(ctx context.Context, kind StreamKind, queue string, ackRefs, nackRefs []leasestore.EventRef, rep SettleReport) (SettleReport, error) {
+	res, err := s.cfg.Store.Settle(ctx, queue, ackRefs, nackRefs)
+	if err != nil {
+		return SettleReport{}, sessionErr(kind, queue, err)
+	}
+	// The store has the last word: a tag whose lease was reclaimed since
+	// (an older generation) settled nothing.
+	rep.Skipped += rep.Acked + rep.Nacked - res.Acked - res.Nacked
+	rep.Acked, rep.Nacked = res.Acked, res.Nacked
+	return rep, nil
+}
+
+// AckDeliveries acknowledges ds at once, by their Ref (seed 002's
+// non-durable streams: an event is acknowledged once sent). The caller
+// sends first and acknowledges after, so a crash between leaves the
+// events leased to the session, to be redelivered once it is gone — a
+// duplicate, never a loss. A delivery whose lease was handed to someone
+// else since is skipped by the store, silently.
+//
+// Errors: herr.NotFound when the queue is gone; herr.InvalidArgument for
+// an incomplete st; the store's errors (the call may be repeated).
+func (s *Service) AckDeliveries(ctx context.Context, st *SessionState, ds []Delivery) error {
+	if err := st.check(); err != nil {
+		return err
+	}
+	if len(ds) == 0 {
+		return nil
+	}
+	refs := make([]leasestore.EventRef, len(ds))
+	for i, d := range ds {
+		refs[i] = d.Ref
+	}
+	if _, err := s.cfg.Store.Settle(ctx, st.Queue, refs, nil); err != nil {
+		return sessionErr(st.Kind, st.Queue, err)
+	}
+	return nil
+}
+
+// CloseSession ends the session: it detaches it from its queue, which puts
+// every event the session did not settle back in the queue, to be
+// delivered again (delivery count +1) to the next session, and it empties
+// st.Tags. It is idempotent: a queue that is gone (herr.NotFound) or a
+// session already removed (herr.FailedPrecondition) is not an error. It
+// runs even when ctx is already done (with a 10 s bound, as Stream.Close).
+// A failure leaves the session to lapse after its ttl, when its events go
+// back to the queue all the same.
+//
+// Errors: herr.InvalidArgument for an incomplete st; the store's errors.
+func (s *Service) CloseSession(ctx context.Context, st *SessionState) error {
+	if err := st.check(); err != nil {
+		return err
+	}
+	st.Tags = map[int64]leasestore.EventRef{}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := s.cfg.Store.Detach(ctx, st.Queue, st.Session)
+	switch herr.CodeOf(err) {
+	case herr.NotFound, herr.FailedPrecondition:
+		return nil
+	}
+	return err
+}
