@@ -406,16 +406,18 @@ func (h *Handler) message(ctx context.Context, ev events.APIGatewayWebsocketProx
 
 // send posts one frame; false when the client is gone or the post failed
 // (logged).
-func (c *conn) send(f *wsframe.ServerFrame) bool {
+func (c *conn) send(f *wsframe.ServerFrame) bool { return c.sendErr(f) == nil }
+
+// sendErr posts one frame and returns the management API's error
+// (apigwmgmt.ErrGone when the client left).
+func (c *conn) sendErr(f *wsframe.ServerFrame) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.post.PostToConnection(ctx, c.id, f.Encode()); err != nil {
-		if !errors.Is(err, apigwmgmt.ErrGone) {
-			c.h.log.Warn("websocket: posting a frame failed", "connection", c.id, "type", f.Type, "err", err)
-		}
-		return false
+	err := c.post.PostToConnection(ctx, c.id, f.Encode())
+	if err != nil && !errors.Is(err, apigwmgmt.ErrGone) {
+		c.h.log.Warn("websocket: posting a frame failed", "connection", c.id, "type", f.Type, "err", err)
 	}
-	return true
+	return err
 }
 
 // refuse answers a frame with a non-fatal error frame.
@@ -582,7 +584,12 @@ func (c *conn) demand(ctx context.Context, f *wsframe.ClientFrame) {
 			if !durable {
 				tag = 0 // acknowledged once posted: nothing to settle
 			}
-			if !c.send(wsframe.Event(d, tag)) {
+			if err := c.sendErr(wsframe.Event(d, tag)); err != nil {
+				if errors.Is(err, apigwmgmt.ErrGone) {
+					// The client left: its $disconnect ends the session,
+					// which returns what it did not settle to the queue.
+					return
+				}
 				if durable {
 					// Too big for API Gateway, or the client left: the
 					// tag stays unsettled; the client may nack it.
