@@ -314,13 +314,18 @@ func (h *Handler) disconnect(ctx context.Context, id string) {
 	}
 }
 
-// CloseStale ends the sessions of connection records not written for
-// maxAge and deletes them: connections whose $disconnect never came (API
-// Gateway delivers it at most once). API Gateway ends every connection
-// after 2 hours, so a record older than that is stale. It returns how many
-// records it removed. (The reap-idle-queues job calls it.)
-func CloseStale(ctx context.Context, svc *delivery.Service, store *leasestore.Store, maxAge time.Duration) (int, error) {
-	cs, err := store.ReapConnections(ctx, maxAge)
+// StaleAfter is the age past which a connection record is stale: API
+// Gateway ends every connection after 2 hours, and a record is written at
+// least when its connection opens.
+const StaleAfter = 2 * time.Hour
+
+// CloseStale deletes the connection records not written for StaleAfter
+// (delivery.Service.ReapConnections, as p, which needs run:jobs) and ends
+// their sessions, so their unsettled events return to the queue at once
+// rather than when the session TTL lapses. It returns how many records it
+// removed; the reap-idle-queues job calls it.
+func CloseStale(ctx context.Context, svc *delivery.Service, p *auth.Principal) (int, error) {
+	cs, err := svc.ReapConnections(ctx, p, StaleAfter)
 	for _, c := range cs {
 		if st, derr := decodeState(c); derr == nil && st.Session != nil {
 			_ = svc.CloseSession(ctx, st.Session)

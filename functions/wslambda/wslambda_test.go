@@ -21,6 +21,7 @@ import (
 
 	"github.com/heraldevents/herald/functions/app"
 	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/wsframe"
 	"github.com/heraldevents/herald/functions/wsframe/wstest"
 	"github.com/heraldevents/herald/functions/wslambda"
@@ -47,7 +48,7 @@ type stack struct {
 
 func (s *stack) wsURL() string { return s.emu.WebSocketURL(s.emuSrv.URL) }
 
-func startStack(t *testing.T, deliveryLimit int, emuOpts apigwws.Options) *stack {
+func startStack(t *testing.T, deliveryLimit int, emuOpts apigwws.Options, now ...func() time.Time) *stack {
 	t.Helper()
 	n := stackCount.Add(1)
 	env := map[string]string{
@@ -60,7 +61,11 @@ func startStack(t *testing.T, deliveryLimit int, emuOpts apigwws.Options) *stack
 	cfg, err := config.Load(config.Local, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := app.Open(t.Context(), cfg, app.Options{Logger: logger})
+	opts := app.Options{Logger: logger}
+	if len(now) > 0 {
+		opts.Now = now[0]
+	}
+	a, err := app.Open(t.Context(), cfg, opts)
 	require.NoError(t, err)
 	s := &stack{app: a, rest: httptest.NewServer(a.Handler())}
 	var mgmt atomic.Pointer[apigwmgmt.Client]
@@ -312,3 +317,52 @@ func TestConnectRefusals(t *testing.T) {
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// TestReapStaleConnections: the reap-idle-queues job removes connection
+// records older than 2 hours (a $disconnect that never came) and ends
+// their sessions, so their unsettled events are delivered again.
+func TestReapStaleConnections(t *testing.T) {
+	t.Parallel()
+	var offset atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	s := startStack(t, 5, apigwws.Options{}, now)
+	req, _ := http.NewRequest("POST", s.rest.URL+"/api/v1beta/queues/durable", bytesReader([]byte(`{"queue_id":"q-reap","filter_groups":[{"event_type":"reap.x"}]}`)))
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	c := dial(t, s, "", http.Header{"Authorization": {"Bearer " + token}})
+	c.send(`{"type":"open","id":"o","stream":"durable","queue_id":"q-reap"}`)
+	require.Equal(t, wsframe.TypeConnected, c.next().Type)
+	publish(t, s, "reap.x", 1)
+	c.send(`{"type":"demand","n":1}`)
+	f := c.next()
+	require.Equal(t, wsframe.TypeEvent, f.Type, "%+v", f)
+	id := s.emu.Connections()[0]
+
+	run := func() *jobs.Result {
+		r, err := jobs.Run(t.Context(), s.app.Service(), jobs.SchedulerPrincipal, jobs.ReapIdleQueues)
+		require.NoError(t, err)
+		return r
+	}
+	require.Equal(t, 0, *run().ReapedConnections, "a fresh record stays")
+	offset.Store(int64(wslambda.StaleAfter + time.Minute))
+	require.Equal(t, 1, *run().ReapedConnections)
+	_, err = s.app.Store().GetConnection(t.Context(), id)
+	require.Error(t, err, "the record is gone")
+
+	// The session was ended: the event is delivered again, to a new
+	// connection (this one's frames now find no record: fatal 404).
+	c.send(`{"type":"demand","n":1}`)
+	f = c.next()
+	require.Equal(t, wsframe.TypeError, f.Type)
+	require.True(t, f.Fatal)
+	require.Equal(t, http.StatusNotFound, f.StatusCode)
+	c2 := dial(t, s, "", http.Header{"Authorization": {"Bearer " + token}})
+	c2.send(`{"type":"open","id":"o","stream":"durable","queue_id":"q-reap"}`)
+	require.Equal(t, wsframe.TypeConnected, c2.next().Type)
+	c2.send(`{"type":"demand","n":1}`)
+	f = c2.next()
+	require.Equal(t, wsframe.TypeEvent, f.Type, "%+v", f)
+	require.Equal(t, int64(2), f.DeliveryCount)
+}
