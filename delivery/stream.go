@@ -543,9 +543,12 @@ func (s *streamSource) Receive(ctx context.Context, max int) ([]leasestore.Incom
 		if !ok && !refreshed {
 			refreshed = true
 			if c, err := s.svc.cfg.Store.GetConsumer(ctx, s.queue); err == nil {
-				groups = c.Filters
 				s.mu.Lock()
-				s.groups = groups
+				// Unless Stream.UpdateFilters set newer groups meanwhile.
+				if SameGroups(s.groups, groups) {
+					s.groups = c.Filters
+				}
+				groups = s.groups
 				s.mu.Unlock()
 				ok = groups.Match(m.EventType(), m.ResourceID())
 			} else {

@@ -79,6 +79,10 @@ type Config struct {
 	// SessionTTL replaces how long a stream session counts as attached
 	// without a heartbeat (tests; default 30s).
 	SessionTTL time.Duration
+	// HTTP2PingInterval is how long an HTTP/2 connection may go without a
+	// frame from the client before the server PINGs it
+	// (HERALD_HTTP2_PING_INTERVAL, default 30s); negative for none.
+	HTTP2PingInterval time.Duration
 	// Now, if set, replaces the clock of the lease store and publisher.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -97,8 +101,9 @@ func ConfigFromEnv() Config {
 		ReconnectGrace: c.ReconnectGrace, QueueIdleWindow: c.QueueIdleWindow, DeliveryLimit: c.DeliveryLimit,
 		SSEKeepAlive: c.SSEKeepAlive, SSEAckDelay: c.SSEAckDelay, ReapInterval: c.ReapInterval,
 		QueueMessageTTL: c.QueueMessageTTL, QueueMaxLength: c.QueueMaxLength,
-		WSPingInterval: c.WSPingInterval,
-		envErr:         err,
+		WSPingInterval:    c.WSPingInterval,
+		HTTP2PingInterval: c.HTTP2PingInterval,
+		envErr:            err,
 	}
 }
 
@@ -147,7 +152,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		ReconnectGrace: cfg.ReconnectGrace, QueueIdleWindow: cfg.QueueIdleWindow, DeliveryLimit: cfg.DeliveryLimit,
 		SSEKeepAlive: cfg.SSEKeepAlive, SSEAckDelay: cfg.SSEAckDelay,
 		QueueMessageTTL: cfg.QueueMessageTTL, QueueMaxLength: cfg.QueueMaxLength,
-		WSPingInterval: cfg.WSPingInterval,
+		WSPingInterval:    cfg.WSPingInterval,
+		HTTP2PingInterval: cfg.HTTP2PingInterval,
 	}, app.Options{Now: cfg.Now, Logger: cfg.Logger, SessionTTL: cfg.SessionTTL})
 	if err != nil {
 		return nil, err
@@ -192,7 +198,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	reaped := make(chan struct{})
 	go func() { defer close(reaped); s.reap(reapCtx) }()
 	defer func() { stopReaper(); <-reaped }()
-	return app.Serve(ctx, ln, s.app.Handler(), 10*time.Second)
+	return app.Serve(ctx, ln, s.app.Handler(), app.ServeOptions{Grace: 10 * time.Second, PingInterval: s.app.Config().PingInterval()})
 }
 
 // reap runs the idle-queue reaper (the reap-idle-queues job) every

@@ -131,18 +131,37 @@ func (a *App) Close() error {
 	return errors.Join(errs...)
 }
 
+// ServeOptions tune Serve.
+type ServeOptions struct {
+	// Grace is how long requests in flight may run after ctx is done
+	// (Cloud Run allows 10 s after SIGTERM).
+	Grace time.Duration
+	// PingInterval is how long an HTTP/2 connection may go without a frame
+	// from the client before the server sends it a PING
+	// (HERALD_HTTP2_PING_INTERVAL, config.Config.PingInterval); 0 sends
+	// none. A PING not acknowledged within PingAckTimeout closes the
+	// connection.
+	PingInterval time.Duration
+}
+
+// PingAckTimeout is how long Serve waits for the acknowledgement of a
+// PING it sent before it closes the connection (net/http's default).
+const PingAckTimeout = 15 * time.Second
+
 // Serve serves h on ln until ctx is done, then shuts down gracefully,
-// giving requests in flight up to grace to finish (Cloud Run allows 10 s
-// after SIGTERM). It speaks HTTP/1.1 and cleartext HTTP/2 (h2c) on the one
-// port: native gRPC clients need HTTP/2, and locally nothing terminates TLS
-// in front of Herald, while Cloud Run forwards h2c end to end when the
-// service is deployed with --use-http2.
+// giving requests in flight up to o.Grace to finish. It speaks HTTP/1.1
+// and cleartext HTTP/2 (h2c) on the one port: native gRPC clients need
+// HTTP/2, and locally nothing terminates TLS in front of Herald, while
+// Cloud Run forwards h2c end to end when the service is deployed with
+// --use-http2. On HTTP/2 connections it sends PINGs as o.PingInterval
+// says, so that idle gRPC streams are not cut by idle timeouts between
+// the client and Herald.
 //
 // Connections a handler hijacked (WebSockets) are tracked with an
 // httpx.Hijacked in the server's base context: on shutdown they are told
 // to go away (close code 1001) and waited for within the same grace,
 // which http.Server.Shutdown alone would not do.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration) error {
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions) error {
 	hijacked := httpx.NewHijacked()
 	srv := &http.Server{
 		Handler: h, ReadHeaderTimeout: 10 * time.Second,
@@ -151,6 +170,9 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
+	if o.PingInterval > 0 {
+		srv.HTTP2 = &http.HTTP2Config{SendPingTimeout: o.PingInterval, PingTimeout: PingAckTimeout}
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -158,7 +180,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 		return err
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.Grace)
 	defer cancel()
 	hijackedDone := make(chan error, 1)
 	go func() { hijackedDone <- hijacked.Shutdown(shutdownCtx) }()

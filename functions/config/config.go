@@ -92,6 +92,8 @@ const (
 	EnvWSPollWait      = "HERALD_WS_POLL_WAIT"
 	EnvWSSessionTTL    = "HERALD_WS_SESSION_TTL"
 	EnvWSPingInterval  = "HERALD_WS_PING_INTERVAL"
+	// EnvHTTP2PingInterval is read by the servers (local, Cloud Run).
+	EnvHTTP2PingInterval = "HERALD_HTTP2_PING_INTERVAL"
 )
 
 // Defaults.
@@ -151,6 +153,16 @@ const (
 	DefaultWSSessionTTL = 10 * time.Minute
 	MinWSSessionTTL     = time.Minute
 	MaxWSSessionTTL     = 2 * time.Hour
+	// DefaultHTTP2PingInterval is how long an HTTP/2 connection may go
+	// without a frame from the client before the server sends it a PING:
+	// half the shortest common load-balancer idle timeout (60 s), so an idle
+	// gRPC stream is never quiet for long enough to be cut. Seed 002 defines
+	// no keep-alive message; see package functions/grpcapi, "Keep-alive".
+	DefaultHTTP2PingInterval = 30 * time.Second
+	// MinHTTP2PingInterval and MaxHTTP2PingInterval bound a non-zero
+	// HERALD_HTTP2_PING_INTERVAL ("0s" turns the PINGs off).
+	MinHTTP2PingInterval = time.Second
+	MaxHTTP2PingInterval = 10 * time.Minute
 )
 
 // Var describes one environment variable.
@@ -255,6 +267,9 @@ var vars = []Var{
 	{Name: EnvSSEAckDelay, LocalDefault: "1s", CloudDefault: "1s", Unit: "Go duration",
 		Meaning:  "how long GET /api/v1beta/events/stream-durable waits after writing an event before it acknowledges it (0s–60s)",
 		profiles: allProfiles, uses: usesStream},
+	{Name: EnvHTTP2PingInterval, LocalDefault: "30s", CloudDefault: "30s", Unit: "Go duration",
+		Meaning:  "servers (local, Cloud Run): an HTTP/2 connection (gRPC) that has sent no frame for this long gets a PING from the server, so idle streams survive load balancers' idle timeouts; 0s = none (0s, or 1s–10m)",
+		profiles: []Profile{Local, CloudRun}},
 	{Name: EnvWSPingInterval, LocalDefault: "30s", CloudDefault: "30s", Unit: "Go duration",
 		Meaning:  "how often GET /api/v1beta/events/websocket sends a WebSocket ping; a client that sends nothing (no pong, no frame) for two intervals is disconnected (local adapter and Cloud Run) (1s–5m)",
 		profiles: wsProfiles, uses: usesStream},
@@ -321,6 +336,22 @@ type Config struct {
 	// WSPingInterval is how often the WebSocket bridge pings a client;
 	// 0 means DefaultWSPingInterval.
 	WSPingInterval time.Duration
+	// HTTP2PingInterval is HERALD_HTTP2_PING_INTERVAL: 0 means the
+	// default (DefaultHTTP2PingInterval), negative no PINGs ("0s"). Read it
+	// through PingInterval.
+	HTTP2PingInterval time.Duration
+}
+
+// PingInterval returns how long an HTTP/2 connection may go without a
+// frame from the client before the server PINGs it; 0 means never.
+func (c Config) PingInterval() time.Duration {
+	switch {
+	case c.HTTP2PingInterval < 0:
+		return 0
+	case c.HTTP2PingInterval == 0:
+		return DefaultHTTP2PingInterval
+	}
+	return c.HTTP2PingInterval
 }
 
 // Authenticator returns the token table: Tokens plus DevToken.
@@ -466,6 +497,17 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 	if p == Lambda {
 		duration(EnvWSPollWait, 0, MaxWSPollWait, &c.WSPollWait)
 		duration(EnvWSSessionTTL, MinWSSessionTTL, MaxWSSessionTTL, &c.WSSessionTTL)
+	}
+	if s := val(EnvHTTP2PingInterval); s != "" && p != Lambda {
+		d, err := time.ParseDuration(s)
+		switch {
+		case err != nil || (d != 0 && (d < MinHTTP2PingInterval || d > MaxHTTP2PingInterval)):
+			fail(EnvHTTP2PingInterval, "%q is not 0s or a Go duration between %s and %s", s, MinHTTP2PingInterval, MaxHTTP2PingInterval)
+		case d == 0:
+			c.HTTP2PingInterval = -1 // "0s": no PINGs
+		default:
+			c.HTTP2PingInterval = d
+		}
 	}
 	if s := val(EnvQueueMessageTTL); s != "" {
 		d, err := time.ParseDuration(s)

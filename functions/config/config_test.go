@@ -215,7 +215,7 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 	if j := strings.Index(section[3:], "\n## "); j >= 0 {
 		section = section[:j+3]
 	}
-	rows := regexp.MustCompile("(?m)^\\| `([A-Z_]+)` \\|").FindAllStringSubmatch(section, -1)
+	rows := regexp.MustCompile("(?m)^\\| `([A-Z0-9_]+)` \\|").FindAllStringSubmatch(section, -1)
 	var listed []string
 	for _, r := range rows {
 		listed = append(listed, r[1])

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -162,10 +163,23 @@ func (h *Consumer) ConsumeDurableEventsWithAcks(ctx context.Context, stream *con
 //
 // The first response carries just the reconnect token; every later one
 // carries one event and the token again. Events are acknowledged once
-// sent. A client may half-close after its first message; a later message
-// ends the stream UNIMPLEMENTED, since filters are updated by reconnecting
-// with the token, filter_groups and previous_filter_groups. Errors on an
-// open stream are those of ConsumeDurableEventsWithAcks.
+// sent. A client may half-close after its first message.
+//
+// A later message updates the open stream's filters (seed 002:
+// previous_filter_groups is "Required when updating filters"): the queue's
+// filters move from its previous_filter_groups (absent = no groups, every
+// event) to its filter_groups, compare-and-set as on a reconnect
+// (delivery.Stream.UpdateFilters). A mismatch, or invalid groups, ends the
+// stream INVALID_ARGUMENT naming the field, with the filters unchanged.
+// When the update is applied the server answers with a response carrying
+// no event and the token, like the first one; events it sends after that
+// response that the new filters reject were leased before the update
+// (unsettled or requeued), and are delivered anyway. A later message with
+// neither list changes nothing (the token alone resumes on the filters the
+// queue has), and gets no answer. A reconnect_token in a later message
+// must be the stream's own, else INVALID_ARGUMENT.
+//
+// Errors on an open stream are those of ConsumeDurableEventsWithAcks.
 func (h *Consumer) ConsumeNonDurableEvents(ctx context.Context, stream *connect.BidiStream[pb.ConsumeNonDurableEventsRequest, pb.ConsumeNonDurableEventsResponse]) error {
 	procedure := stream.Spec().Procedure
 	p, err := auth.FromContext(ctx)
@@ -196,7 +210,25 @@ func (h *Consumer) ConsumeNonDurableEvents(ctx context.Context, stream *connect.
 	}
 	defer func() { _ = st.Close(ctx) }()
 	token := st.QueueID()
-	if err := stream.Send(&pb.ConsumeNonDurableEventsResponse{ReconnectToken: token}); err != nil {
+	// The reader answers filter updates while deliver sends events: one
+	// Send at a time, and none once the handler returns (connect then
+	// writes the trailers).
+	var sendMu sync.Mutex
+	returned := false
+	send := func(res *pb.ConsumeNonDurableEventsResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if returned {
+			return context.Canceled
+		}
+		return stream.Send(res)
+	}
+	defer func() {
+		sendMu.Lock()
+		returned = true
+		sendMu.Unlock()
+	}()
+	if err := send(&pb.ConsumeNonDurableEventsResponse{ReconnectToken: token}); err != nil {
 		return err
 	}
 
@@ -204,22 +236,31 @@ func (h *Consumer) ConsumeNonDurableEvents(ctx context.Context, stream *connect.
 	defer cancel()
 	readerDone := make(chan error, 1)
 	go func() {
-		_, err := stream.Receive()
-		switch {
-		case errors.Is(err, io.EOF):
-			return // half-closed: keep streaming
-		case err == nil:
-			err = Error(ctx, procedure, herr.New(herr.Unimplemented,
-				"filters cannot be updated on an open stream yet: reconnect with reconnect_token, filter_groups and previous_filter_groups"))
+		for {
+			msg, err := stream.Receive()
+			if errors.Is(err, io.EOF) {
+				return // half-closed: keep streaming
+			}
+			if err == nil {
+				err = updateFilters(ctx, procedure, st, msg, send)
+			}
+			if err != nil {
+				readerDone <- err
+				cancel()
+				return
+			}
 		}
-		readerDone <- err
-		cancel()
 	}()
 	sendErr := deliver(ctx, procedure, st, func(d delivery.Delivery, ev *pb.Event) error {
-		if err := stream.Send(&pb.ConsumeNonDurableEventsResponse{Events: []*pb.Event{ev}, ReconnectToken: token}); err != nil {
+		if err := send(&pb.ConsumeNonDurableEventsResponse{Events: []*pb.Event{ev}, ReconnectToken: token}); err != nil {
 			return err
 		}
-		if _, err := st.Ack(ctx, d.Tag); err != nil && ctx.Err() == nil {
+		// Sent is acknowledged, even when the client leaves right after:
+		// otherwise a client that cancels as soon as it has an event would
+		// be sent it again on reconnect.
+		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+		defer acancel()
+		if _, err := st.Ack(actx, d.Tag); err != nil && ctx.Err() == nil {
 			return Error(ctx, procedure, err)
 		}
 		return nil
@@ -230,6 +271,28 @@ func (h *Consumer) ConsumeNonDurableEvents(ctx context.Context, stream *connect.
 	default:
 		return sendErr
 	}
+}
+
+// ackTimeout bounds the acknowledgement of an event ConsumeNonDurableEvents
+// has sent, which outlives the client's cancellation.
+const ackTimeout = 10 * time.Second
+
+// updateFilters applies a later ConsumeNonDurableEvents message to the
+// open stream st (see ConsumeNonDurableEvents) and, when it moved the
+// filters, confirms with an event-less response.
+func updateFilters(ctx context.Context, procedure string, st *delivery.Stream, msg *pb.ConsumeNonDurableEventsRequest, send func(*pb.ConsumeNonDurableEventsResponse) error) error {
+	if msg.ReconnectToken != nil && msg.GetReconnectToken() != st.QueueID() {
+		return Error(ctx, procedure, herr.New(herr.InvalidArgument,
+			"a later message's reconnect_token must be absent or this stream's own token: a stream reads one queue"))
+	}
+	prev, next := msg.GetPreviousFilterGroups(), msg.GetFilterGroups()
+	if len(prev) == 0 && len(next) == 0 {
+		return nil // the token alone: resume on the queue's filters
+	}
+	if err := st.UpdateFilters(ctx, toGroups(prev), toGroups(next)); err != nil {
+		return Error(ctx, procedure, err)
+	}
+	return send(&pb.ConsumeNonDurableEventsResponse{ReconnectToken: st.QueueID()})
 }
 
 // ConsumeDurableEvents (deprecated) streams a durable queue and

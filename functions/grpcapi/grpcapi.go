@@ -34,13 +34,20 @@
 // # Keep-alive
 //
 // A consuming stream may stay idle for a long time. Seed 002's response
-// messages have no keep-alive form (an empty ConsumeDurableEventsWithAcks
-// response would carry delivery tag 0, which names no event), so none is
-// sent: idle streams are kept alive below the RPC layer, by HTTP/2 PING
-// frames. Clients should enable gRPC keepalive (grpc-go:
-// grpc.WithKeepaliveParams) with a period shorter than the load
-// balancer's idle timeout; the server answers every PING, and can send
-// its own when its http.Server sets HTTP2.SendPingTimeout.
+// messages have no keep-alive form and the seed defines none (an empty
+// ConsumeDurableEventsWithAcksResponse would carry delivery tag 0, which
+// names no event), so none is sent: idle streams are kept alive below the
+// RPC layer, by HTTP/2 PING frames. The server (functions/app.Serve, for
+// the local adapter and Cloud Run) PINGs a connection it has heard nothing
+// from for HERALD_HTTP2_PING_INTERVAL (default 30 s) and closes it when
+// the PING is not acknowledged in app.PingAckTimeout. Because some load
+// balancers do not count PINGs as traffic, and a proxy that terminates
+// HTTP/2 receives the server's PINGs itself, clients should also enable
+// gRPC keepalive (grpc-go: grpc.WithKeepaliveParams with
+// keepalive.ClientParameters{Time: 30 * time.Second}) with a period
+// shorter than the load balancer's idle timeout; the server answers every
+// PING. A stream cut anyway ends UNAVAILABLE (seed 002: "Connection lost
+// (e.g. load balancer idle timeout)"): reconnect.
 package grpcapi
 
 import (

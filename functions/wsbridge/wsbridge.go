@@ -158,8 +158,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, ok := w.(http.Hijacker); !ok {
-		httpx.WriteError(w, r, herr.New(herr.Unimplemented,
-			"this server cannot hold a WebSocket connection (a Lambda behind an HTTP API cannot): use the API Gateway WebSocket API's URL instead"))
+		// Written, not logged as a failure: the client came the wrong way.
+		httpx.WriteJSON(w, http.StatusNotImplemented, httpx.ErrorBody{
+			Code:    herr.Unimplemented.String(),
+			Message: "this server cannot hold a WebSocket connection (a Lambda behind an HTTP API cannot): use the API Gateway WebSocket API's URL instead",
+		})
 		return
 	}
 	var goingAway <-chan struct{}
@@ -471,7 +474,11 @@ func (s *session) push() error {
 				return nil // the connection is gone; Close requeues the rest
 			}
 			if s.stream == wsframe.StreamNonDurable {
-				if _, err := s.st.Ack(s.ctx, d.Tag); err != nil && s.ctx.Err() == nil {
+				// Written means acknowledged, even when the client closes
+				// right after reading it: a cancelled ack would have it
+				// delivered again on the next connection. run waits for
+				// this before it closes the session.
+				if _, err := s.st.Ack(context.WithoutCancel(s.ctx), d.Tag); err != nil && s.ctx.Err() == nil {
 					return err
 				}
 			}

@@ -156,6 +156,10 @@ func Decode(data []byte) (*ClientFrame, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
+		var he *herr.Error
+		if errors.As(err, &he) {
+			return nil, err // a member's own rule (a filter type, say)
+		}
 		return nil, herr.New(herr.Malformed, "a frame must be one JSON object of the documented members: %s", jsonProblem(err))
 	}
 	if dec.More() {

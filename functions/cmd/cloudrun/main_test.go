@@ -11,6 +11,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/functions/wsbridge"
+	"github.com/heraldevents/herald/functions/wsframe"
+	"github.com/heraldevents/herald/functions/wsframe/wstest"
 )
 
 const token = "cloudrun-test-token-0123456789"
@@ -97,4 +101,33 @@ func TestCloudLoggingKeys(t *testing.T) {
 	require.Contains(t, b.String(), `"severity":"WARNING"`)
 	require.Contains(t, b.String(), `"message":"careful"`)
 	require.Contains(t, b.String(), `"k":"v"`)
+}
+
+// TestWebSocketOnCloudRun: the Cloud Run server serves the WebSocket
+// bridge (HERALD_FUNCTION=pull) and closes it with 1001 on SIGTERM.
+func TestWebSocketOnCloudRun(t *testing.T) {
+	port := freePort(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, slog.New(slog.NewJSONHandler(io.Discard, nil)), env(map[string]string{
+			"PORT": strconv.Itoa(port), "HERALD_FUNCTION": "pull",
+			"HERALD_TOPIC_URL": "mem://cloudrun-ws-test", "HERALD_STORE_URL": "mem://cloudrun-ws-test/key",
+			"HERALD_TOKENS": `{"` + token + `": {"id": "consumer", "permissions": ["receive:*"]}}`,
+		}), func(addr string) { ready <- addr })
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	}
+	h := &wstest.Harness{Dial: wstest.Dialer("ws://127.0.0.1:" + strconv.Itoa(port) + wsbridge.Path), Push: true}
+	c := wstest.Dial(t, h, token)
+	c.Open(map[string]any{"stream": "non_durable"})
+	c.Quiet()
+	cancel()
+	c.ExpectClose(wsframe.CloseGoingAway)
+	require.NoError(t, <-done)
 }

@@ -16,7 +16,7 @@ import (
 // testConnected: a fresh non-durable stream answers connected with a
 // reconnect token and the open frame's id.
 func testConnected(t *testing.T, h *Harness) {
-	c := dial(t, h, h.Token)
+	c := Dial(t, h, h.Token)
 	f := c.Open(map[string]any{"stream": "non_durable", "filter_groups": groups(unique("ws.connected"))})
 	if f.ReconnectToken == "" || f.QueueID != "" {
 		t.Fatalf("connected frame of a non-durable stream carries a reconnect token only: %+v", f)
@@ -40,7 +40,7 @@ func testAccessTokenQuery(t *testing.T, h *Harness) {
 // testPingPong: a ping frame is answered by a pong with its id, before and
 // after open.
 func testPingPong(t *testing.T, h *Harness) {
-	c := dial(t, h, h.Token)
+	c := Dial(t, h, h.Token)
 	c.Send(map[string]any{"type": "ping", "id": "p-1"})
 	if f := c.Expect(wsframe.TypePong); f.ID != "p-1" {
 		t.Fatalf("pong does not echo the id: %+v", f)
@@ -57,7 +57,7 @@ func testPingPong(t *testing.T, h *Harness) {
 // demanded, without delivery tags (non-durable events need no settling).
 func testPublishDemandEvents(t *testing.T, h *Harness) {
 	typ := unique("ws.demand")
-	c := dial(t, h, h.Token)
+	c := Dial(t, h, h.Token)
 	c.Open(map[string]any{"stream": "non_durable", "filter_groups": groups(typ)})
 	Publish(t, h, typ, 0, 2)
 	c.Demand(2)
@@ -80,7 +80,7 @@ func testPublishDemandEvents(t *testing.T, h *Harness) {
 // demand 3 → exactly 3; demand 7 → the other 7.
 func testFlowControl(t *testing.T, h *Harness) {
 	typ := unique("ws.flow")
-	c := dial(t, h, h.Token)
+	c := Dial(t, h, h.Token)
 	c.Open(map[string]any{"stream": "non_durable", "filter_groups": groups(typ)})
 	Publish(t, h, typ, 0, 10)
 	c.Demand(3)
@@ -106,7 +106,7 @@ func testFlowControl(t *testing.T, h *Harness) {
 func testDurableAckNack(t *testing.T, h *Harness) {
 	typ, q := unique("ws.acks"), unique("ws-q-acks")
 	CreateQueue(t, h, q, typ)
-	c := dial(t, h, h.Token)
+	c := Dial(t, h, h.Token)
 	f := c.Open(map[string]any{"stream": "durable", "queue_id": q})
 	if f.QueueID != q || f.ReconnectToken != "" {
 		t.Fatalf("connected frame of a durable stream names the queue: %+v", f)
@@ -150,12 +150,12 @@ func testDurableAckNack(t *testing.T, h *Harness) {
 // the token; previous_filter_groups moves its filters.
 func testReconnect(t *testing.T, h *Harness) {
 	typA, typB := unique("ws.reconnect-a"), unique("ws.reconnect-b")
-	c := dial(t, h, h.Token)
+	c := Dial(t, h, h.Token)
 	token := c.Open(map[string]any{"stream": "non_durable", "filter_groups": groups(typA)}).ReconnectToken
 	c.Close()
 
 	Publish(t, h, typA, 0, 2)
-	c = dial(t, h, h.Token)
+	c = Dial(t, h, h.Token)
 	if f := c.Open(map[string]any{"stream": "non_durable", "reconnect_token": token}); f.ReconnectToken != token {
 		t.Fatalf("reconnect answers the same token: %+v", f)
 	}
@@ -172,7 +172,7 @@ func testReconnect(t *testing.T, h *Harness) {
 	c.Close()
 
 	// Move the queue from typA to typB.
-	c = dial(t, h, h.Token)
+	c = Dial(t, h, h.Token)
 	c.Open(map[string]any{"stream": "non_durable", "reconnect_token": token,
 		"previous_filter_groups": groups(typA), "filter_groups": groups(typB)})
 	Publish(t, h, typA, 10, 1)
@@ -191,7 +191,7 @@ func testDurableRedelivered(t *testing.T, h *Harness) {
 	typ, q := unique("ws.redeliver"), unique("ws-q-redeliver")
 	CreateQueue(t, h, q, typ)
 	Publish(t, h, typ, 0, 2)
-	c := dial(t, h, h.Token)
+	c := Dial(t, h, h.Token)
 	c.Open(map[string]any{"stream": "durable", "queue_id": q})
 	c.Demand(2)
 	evs := c.Events(2)
@@ -202,7 +202,7 @@ func testDurableRedelivered(t *testing.T, h *Harness) {
 	}
 	c.Close()
 
-	c = dial(t, h, h.Token)
+	c = Dial(t, h, h.Token)
 	c.Open(map[string]any{"stream": "durable", "queue_id": q})
 	c.Demand(5)
 	f := c.Events(1)[0]
@@ -227,7 +227,7 @@ func testDeadLetters(t *testing.T, h *Harness) {
 	Publish(t, h, typ, 0, 3)
 
 	// Deliver each event DeliveryLimit times, nacking every delivery.
-	c := dial(t, h, h.Token)
+	c := Dial(t, h, h.Token)
 	c.Open(map[string]any{"stream": "durable", "queue_id": q})
 	c.Demand(3 * h.DeliveryLimit)
 	for i := range 3 * h.DeliveryLimit {
@@ -241,7 +241,7 @@ func testDeadLetters(t *testing.T, h *Harness) {
 	// The next pull finds them past the limit and dead-letters them.
 	c.Demand(1)
 
-	d := dial(t, h, h.Token)
+	d := Dial(t, h, h.Token)
 	if f := d.Open(map[string]any{"stream": "dead_letters"}); f.ReconnectToken != "" || f.QueueID != "" {
 		t.Fatalf("connected frame of dead_letters carries no token: %+v", f)
 	}
@@ -298,7 +298,7 @@ func testDeadLetters(t *testing.T, h *Harness) {
 	d.Close()
 
 	// The replayed event is back on its queue.
-	c = dial(t, h, h.Token)
+	c = Dial(t, h, h.Token)
 	c.Open(map[string]any{"stream": "durable", "queue_id": q})
 	c.Demand(1)
 	f := c.Events(1)[0]
@@ -316,7 +316,7 @@ func testDeadLetters(t *testing.T, h *Harness) {
 // the state are non-fatal error frames (400, 422, 409): the stream goes
 // on.
 func testFrameErrors(t *testing.T, h *Harness) {
-	c := dial(t, h, h.Token)
+	c := Dial(t, h, h.Token)
 	c.Send(`{"type": "ack", "id": "early", "delivery_tags": [1]}`)
 	if f := c.ExpectError(http.StatusConflict, false); f.ID != "early" {
 		t.Fatalf("error frame echoes the id: %+v", f)
@@ -349,7 +349,7 @@ func testFrameErrors(t *testing.T, h *Harness) {
 // testOpenErrors: an open that fails ends the connection: a fatal error
 // frame, then close 4000+status. A bad token is never quoted back.
 func testOpenErrors(t *testing.T, h *Harness) {
-	c := dial(t, h, h.Token)
+	c := Dial(t, h, h.Token)
 	c.Send(map[string]any{"type": "open", "id": "o", "stream": "durable", "queue_id": unique("ws-q-missing")})
 	if f := c.ExpectError(http.StatusNotFound, true); f.ID != "o" {
 		t.Fatalf("fatal error echoes the id: %+v", f)
@@ -357,7 +357,7 @@ func testOpenErrors(t *testing.T, h *Harness) {
 	c.ExpectClose(wsframe.CloseCode(http.StatusNotFound))
 
 	const badToken = "secret token with spaces"
-	c = dial(t, h, h.Token)
+	c = Dial(t, h, h.Token)
 	c.Send(map[string]any{"type": "open", "stream": "non_durable", "reconnect_token": badToken})
 	f := c.ExpectError(http.StatusUnprocessableEntity, true)
 	if b, _ := json.Marshal(f); strings.Contains(string(b), "secret") {
@@ -365,7 +365,7 @@ func testOpenErrors(t *testing.T, h *Harness) {
 	}
 	c.ExpectClose(wsframe.CloseCode(http.StatusUnprocessableEntity))
 
-	c = dial(t, h, h.Token)
+	c = Dial(t, h, h.Token)
 	c.Send(map[string]any{"type": "open", "stream": "non_durable", "reconnect_token": unique("nd-gone")})
 	c.ExpectError(http.StatusNotFound, true)
 	c.ExpectClose(wsframe.CloseCode(http.StatusNotFound))
@@ -402,7 +402,7 @@ func testPermissionDenied(t *testing.T, h *Harness) {
 		{"type": "open", "stream": "durable", "queue_id": q},
 		{"type": "open", "stream": "dead_letters"},
 	} {
-		c := dial(t, h, h.LimitedToken)
+		c := Dial(t, h, h.LimitedToken)
 		c.Send(open)
 		c.ExpectError(http.StatusForbidden, true)
 		c.ExpectClose(wsframe.CloseCode(http.StatusForbidden))

@@ -129,8 +129,9 @@ type Conn struct {
 	pings   int
 }
 
-// dial connects as token and fails the test if the upgrade is refused.
-func dial(t testing.TB, h *Harness, token string) *Conn {
+// Dial connects as token and fails the test if the upgrade is refused.
+// The connection is closed when the test ends.
+func Dial(t testing.TB, h *Harness, token string) *Conn {
 	t.Helper()
 	ws, res, err := h.Dial(t, token, nil)
 	if err != nil {
@@ -140,6 +141,10 @@ func dial(t testing.TB, h *Harness, token string) *Conn {
 	t.Cleanup(func() { _ = ws.Close() })
 	return c
 }
+
+// WS returns the underlying gorilla connection, for tests that go beyond
+// frames (control frames, raw messages).
+func (c *Conn) WS() *websocket.Conn { return c.ws }
 
 func status(res *http.Response) string {
 	if res == nil {
