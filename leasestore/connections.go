@@ -203,8 +203,11 @@ func (s *Store) DeleteConnection(ctx context.Context, id string) error {
 // them, Data included, so that the caller detaches the sessions they held.
 // API Gateway closes every connection after 2 hours and its $disconnect
 // event is best effort, so records of dead connections are left behind;
-// a bridge calls this on a schedule with a maxAge above its heartbeat
-// interval.
+// a bridge calls this on a schedule. Only writes refresh UpdatedAt (reads
+// do not), so the bridge writes a live connection's record more often than
+// maxAge even when its Data did not change (UpdateConnection with Data as
+// read), and picks a maxAge above the longest a live client may stay
+// silent (API Gateway's idle timeout is 10 minutes).
 //
 // Each delete is conditional on the record as read, so a connection
 // written meanwhile stays (and is not returned). Cost: one query of every
