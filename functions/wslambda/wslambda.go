@@ -315,9 +315,11 @@ func (h *Handler) disconnect(ctx context.Context, id string) {
 }
 
 // StaleAfter is the age past which a connection record is stale: API
-// Gateway ends every connection after 2 hours, and a record is written at
-// least when its connection opens.
-const StaleAfter = 2 * time.Hour
+// Gateway ends every connection after 2 hours, and a record is written
+// when its connection opens, so a live connection's record is never
+// older (no keep-alive write is needed); 5 minutes more allow for clock
+// differences.
+const StaleAfter = 2*time.Hour + 5*time.Minute
 
 // CloseStale deletes the connection records not written for StaleAfter
 // (delivery.Service.ReapConnections, as p, which needs run:jobs) and ends
