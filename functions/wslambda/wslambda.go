@@ -128,8 +128,8 @@ type Config struct {
 	// Endpoints gives the management API client of an event.
 	Endpoints Endpoints
 	// PollWait is how long one demand frame's pull waits at the broker
-	// (≤ 0: none; default DefaultPollWait only through New's zero check,
-	// see UsePollWait).
+	// (≤ 0: not at all). The bootstrap passes HERALD_WS_POLL_WAIT, whose
+	// default is DefaultPollWait.
 	PollWait time.Duration
 	// SessionTTL is how long a session stays attached without a demand
 	// frame (default DefaultSessionTTL).
