@@ -35,7 +35,7 @@ build: ## Build the local adapter into bin/
 # function; HERALD_FUNCTION picks the routes.
 LAMBDA_ARCHES ?= arm64 amd64
 LAMBDA_FLAGS  := -tags lambda.norpc -trimpath -ldflags "-s -w"
-SAM_FUNCTIONS := PublishFunction PullFunction AcknowledgeFunction DestinationsFunction JobsFunction
+SAM_FUNCTIONS := PublishFunction PullFunction AcknowledgeFunction DestinationsFunction JobsFunction WebSocketFunction
 
 .PHONY: lambda
 lambda: ## Build the Lambda bootstrap for arm64 and amd64 into dist/<arch>/bootstrap (+ bootstrap.zip)

@@ -41,6 +41,7 @@ type Options struct {
 type App struct {
 	cfg     config.Config
 	svc     *delivery.Service
+	store   *leasestore.Store // nil when the function does not use one
 	handler http.Handler
 	broker  pubsubx.Broker       // nil when the function does not use one
 	coll    *docstore.Collection // nil when the function does not use one
@@ -78,6 +79,7 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 			return nil, fmt.Errorf("%s %s: %w", config.EnvStoreURL, config.Redact(cfg.StoreURL), err)
 		}
 		store = leasestore.New(a.coll, leasestore.Options{Now: opts.Now, MaxPayloadBytes: cfg.MaxLeaseBytes, DeliveryLimit: cfg.DeliveryLimit})
+		a.store = store
 	}
 	a.svc = delivery.New(delivery.Config{
 		Broker: a.broker, Store: store, Source: cfg.Source, ReceiveWait: cfg.ReceiveWait,
@@ -101,6 +103,10 @@ func (a *App) Handler() http.Handler { return a.handler }
 
 // Service returns the core service.
 func (a *App) Service() *delivery.Service { return a.svc }
+
+// Store returns the lease store, or nil when the function uses none (the
+// API Gateway WebSocket function keeps its connection records there).
+func (a *App) Store() *leasestore.Store { return a.store }
 
 // RunJob runs job name as jobs.SchedulerPrincipal: for a platform
 // scheduler that invokes the jobs function directly, authorized by the

@@ -89,6 +89,8 @@ const (
 	EnvSSEKeepAlive    = "HERALD_SSE_KEEPALIVE"
 	EnvSSEAckDelay     = "HERALD_SSE_ACK_DELAY"
 	EnvReapInterval    = "HERALD_REAP_INTERVAL"
+	EnvWSPollWait      = "HERALD_WS_POLL_WAIT"
+	EnvWSSessionTTL    = "HERALD_WS_SESSION_TTL"
 	EnvWSPingInterval  = "HERALD_WS_PING_INTERVAL"
 	// EnvHTTP2PingInterval is read by the servers (local, Cloud Run).
 	EnvHTTP2PingInterval = "HERALD_HTTP2_PING_INTERVAL"
@@ -138,6 +140,19 @@ const (
 	MaxWSPingInterval = 5 * time.Minute
 	// MaxDeliveryLimit bounds HERALD_DELIVERY_LIMIT.
 	MaxDeliveryLimit = 1000
+	// DefaultWSPollWait is how long the API Gateway WebSocket function's
+	// pull for one demand frame waits at the broker for events; MaxWSPollWait
+	// bounds it well inside API Gateway's 29-second integration timeout
+	// (the invocation also posts the events and persists the state).
+	DefaultWSPollWait = 5 * time.Second
+	MaxWSPollWait     = 20 * time.Second
+	// DefaultWSSessionTTL is how long a session of the API Gateway
+	// WebSocket function stays attached without a frame: API Gateway's
+	// idle timeout, 10 minutes. MinWSSessionTTL and MaxWSSessionTTL bound
+	// it (API Gateway's maximum connection duration is 2 hours).
+	DefaultWSSessionTTL = 10 * time.Minute
+	MinWSSessionTTL     = time.Minute
+	MaxWSSessionTTL     = 2 * time.Hour
 	// DefaultHTTP2PingInterval is how long an HTTP/2 connection may go
 	// without a frame from the client before the server sends it a PING:
 	// half the shortest common load-balancer idle timeout (60 s), so an idle
@@ -189,6 +204,9 @@ var (
 	usesPub    = func(f router.Function) bool { return f == router.Publish || f == router.All }
 	usesJobs   = func(f router.Function) bool { return f == router.Jobs || f == router.All }
 	usesStream = func(f router.Function) bool { return f == router.Pull || f == router.All }
+	usesWS     = func(f router.Function) bool { return f == router.Websocket || f == router.All }
+	// usesLeases: functions that write leases (pulls and WebSocket streams).
+	usesLeases = func(f router.Function) bool { return f == router.Pull || f == router.Websocket || f == router.All }
 	// The WebSocket bridge runs where connections can be hijacked: the
 	// local adapter and Cloud Run (API Gateway pings on its own).
 	wsProfiles = []Profile{Local, CloudRun}
@@ -196,7 +214,7 @@ var (
 
 var vars = []Var{
 	{Name: EnvFunction, CloudDefault: string(router.All), Deploy: true,
-		Meaning:  "which routes this process serves: publish, pull, acknowledge, destinations, jobs or all",
+		Meaning:  "which routes this process serves: publish, pull, acknowledge, destinations, jobs, websocket (the API Gateway WebSocket integration, Lambda only) or all",
 		profiles: cloudProfiles},
 	{Name: EnvAddr, LocalDefault: DefaultAddr, Unit: "host:port",
 		Meaning:  "listen address of the local adapter",
@@ -227,7 +245,7 @@ var vars = []Var{
 		profiles: allProfiles, uses: usesPull},
 	{Name: EnvMaxLeaseBytes, LocalDefault: strconv.Itoa(DefaultMaxLeaseBytes), CloudDefault: strconv.Itoa(DefaultMaxLeaseBytes), Unit: "bytes", Deploy: true,
 		Meaning:  "most encoded event bytes in one lease; a pull returns fewer events rather than pass it (4096–1,000,000; keep ≤ 350,000 on DynamoDB)",
-		profiles: allProfiles, uses: usesPull},
+		profiles: allProfiles, uses: usesLeases},
 	{Name: EnvReconnectGrace, LocalDefault: "20s", CloudDefault: "20s", Unit: "Go duration",
 		Meaning:  "how long a non-durable queue outlives its last stream before the reaper deletes it; a reconnect token is NOT_FOUND after it (1s–24h)",
 		profiles: allProfiles, uses: usesJobs},
@@ -258,6 +276,12 @@ var vars = []Var{
 	{Name: EnvReapInterval, LocalDefault: "5s", Unit: "Go duration",
 		Meaning:  "local only: how often the idle-queue reaper runs (the clouds run the reap-idle-queues job on a schedule) (100ms–1h)",
 		profiles: []Profile{Local}},
+	{Name: EnvWSPollWait, CloudDefault: "5s", Unit: "Go duration", Deploy: true,
+		Meaning:  "Lambda only: how long the WebSocket function's pull for one demand frame waits at the broker before it answers with the events found and an idle frame (0s–20s)",
+		profiles: []Profile{Lambda}, uses: usesWS},
+	{Name: EnvWSSessionTTL, CloudDefault: "10m", Unit: "Go duration", Deploy: true,
+		Meaning:  "Lambda only: how long a WebSocket session stays attached without a demand frame; a client that demands nothing for longer gets a fatal error frame and reconnects (1m–2h; API Gateway's idle timeout is 10m)",
+		profiles: []Profile{Lambda}, uses: usesWS},
 }
 
 // Vars returns the table of every variable any profile reads.
@@ -305,6 +329,10 @@ type Config struct {
 	SSEAckDelay  time.Duration
 	// ReapInterval is how often the local adapter reaps idle queues.
 	ReapInterval time.Duration
+	// WSPollWait and WSSessionTTL tune the API Gateway WebSocket function
+	// (Lambda only; DefaultWSPollWait and DefaultWSSessionTTL elsewhere).
+	WSPollWait   time.Duration
+	WSSessionTTL time.Duration
 	// WSPingInterval is how often the WebSocket bridge pings a client;
 	// 0 means DefaultWSPingInterval.
 	WSPingInterval time.Duration
@@ -464,6 +492,11 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 	}
 	if p == Local {
 		duration(EnvReapInterval, 100*time.Millisecond, time.Hour, &c.ReapInterval)
+	}
+	c.WSPollWait, c.WSSessionTTL = DefaultWSPollWait, DefaultWSSessionTTL
+	if p == Lambda {
+		duration(EnvWSPollWait, 0, MaxWSPollWait, &c.WSPollWait)
+		duration(EnvWSSessionTTL, MinWSSessionTTL, MaxWSSessionTTL, &c.WSSessionTTL)
 	}
 	if s := val(EnvHTTP2PingInterval); s != "" && p != Lambda {
 		d, err := time.ParseDuration(s)

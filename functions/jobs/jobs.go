@@ -8,8 +8,11 @@
 // more than HERALD_RECONNECT_GRACE ago and the durable queues without an
 // attached consumer for HERALD_QUEUE_IDLE_WINDOW, with their broker
 // subscriptions (seed 002, "Durable Queue Lifetime"); failed counts
-// subscriptions it could not delete. The local adapter runs it every
-// HERALD_REAP_INTERVAL; the clouds on a schedule.
+// subscriptions it could not delete. It also removes the connection
+// records of the API Gateway WebSocket function that are older than 2
+// hours (wslambda.CloseStale; reaped_connections), ending their sessions.
+// The local adapter runs it every HERALD_REAP_INTERVAL; the clouds on a
+// schedule.
 //
 // The HTTP form needs a token with the run:jobs permission (Cloud
 // Scheduler sends one). On AWS, EventBridge Scheduler invokes the jobs
@@ -23,11 +26,13 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/httpx"
+	"github.com/heraldevents/herald/functions/wslambda"
 	"github.com/heraldevents/herald/herr"
 )
 
@@ -55,6 +60,9 @@ type Result struct {
 	Failed         int    `json:"failed"`
 	// ReapedQueues is set by reap-idle-queues only: the queues it deleted.
 	ReapedQueues *int `json:"reaped_queues,omitempty"`
+	// ReapedConnections is set by reap-idle-queues only: the stale
+	// WebSocket connection records it removed.
+	ReapedConnections *int `json:"reaped_connections,omitempty"`
 }
 
 // Run runs job name as p. An unknown name is herr.NotFound. On a partial
@@ -75,7 +83,8 @@ func Run(ctx context.Context, svc *delivery.Service, p *auth.Principal, name str
 		if rep == nil {
 			return nil, err
 		}
-		return &Result{Job: name, Failed: rep.Failed, ReapedQueues: &rep.Queues}, err
+		conns, cerr := wslambda.CloseStale(ctx, svc, p)
+		return &Result{Job: name, Failed: rep.Failed, ReapedQueues: &rep.Queues, ReapedConnections: &conns}, errors.Join(err, cerr)
 	default:
 		return nil, herr.New(herr.NotFound, "no such job %q (known: %s, %s)", name, LeaseExpiry, ReapIdleQueues)
 	}

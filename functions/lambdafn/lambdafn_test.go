@@ -146,3 +146,41 @@ func TestUnsupportedEvents(t *testing.T) {
 		require.ErrorIs(t, err, lambdafn.ErrUnsupportedEvent, p)
 	}
 }
+
+// TestWebSocketEvents: WebSocket events go to the WebSocket handler when
+// one is set, and are unsupported otherwise.
+func TestWebSocketEvents(t *testing.T) {
+	t.Parallel()
+	var got []events.APIGatewayWebsocketProxyRequest
+	h := newHandler(t, nil).WithWebSocket(func(_ context.Context, ev events.APIGatewayWebsocketProxyRequest) (events.APIGatewayProxyResponse, error) {
+		got = append(got, ev)
+		if ev.Body == "fail" {
+			return events.APIGatewayProxyResponse{}, errors.New("boom")
+		}
+		return events.APIGatewayProxyResponse{StatusCode: 200, Headers: map[string]string{"Sec-WebSocket-Protocol": "herald.v1"}}, nil
+	})
+	for _, typ := range []string{"CONNECT", "MESSAGE", "DISCONNECT"} {
+		ev := events.APIGatewayWebsocketProxyRequest{Body: "x", RequestContext: events.APIGatewayWebsocketProxyRequestContext{
+			EventType: typ, ConnectionID: "L0SM9cOFvHcCIhw=", RouteKey: "$default", Stage: "prod", DomainName: "abc.execute-api.us-east-1.amazonaws.com",
+		}}
+		payload, err := json.Marshal(ev)
+		require.NoError(t, err)
+		out, err := h.Invoke(t.Context(), payload)
+		require.NoError(t, err)
+		var res events.APIGatewayProxyResponse
+		require.NoError(t, json.Unmarshal(out, &res))
+		require.Equal(t, 200, res.StatusCode)
+		require.Equal(t, "herald.v1", res.Headers["Sec-WebSocket-Protocol"])
+	}
+	require.Len(t, got, 3)
+	require.Equal(t, "L0SM9cOFvHcCIhw=", got[2].RequestContext.ConnectionID)
+	require.Equal(t, "DISCONNECT", got[2].RequestContext.EventType)
+	_, err := h.Invoke(t.Context(), []byte(`{"body":"fail","requestContext":{"eventType":"MESSAGE","connectionId":"c="}}`))
+	require.ErrorContains(t, err, "boom")
+
+	// No connection id, or no WebSocket handler: unsupported.
+	_, err = h.Invoke(t.Context(), []byte(`{"requestContext":{"eventType":"MESSAGE"}}`))
+	require.ErrorIs(t, err, lambdafn.ErrUnsupportedEvent)
+	_, err = newHandler(t, nil).Invoke(t.Context(), []byte(`{"requestContext":{"eventType":"CONNECT","connectionId":"c="}}`))
+	require.ErrorIs(t, err, lambdafn.ErrUnsupportedEvent)
+}

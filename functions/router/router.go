@@ -44,7 +44,12 @@ const (
 	Acknowledge  Function = "acknowledge"
 	Destinations Function = "destinations"
 	Jobs         Function = "jobs"
-	All          Function = "all"
+	// Websocket serves no REST route but GET /health: it is the API
+	// Gateway WebSocket API's integration on AWS (package
+	// functions/wslambda), driven by $connect, $default and $disconnect
+	// events, not HTTP requests. All serves those events too.
+	Websocket Function = "websocket"
+	All       Function = "all"
 )
 
 // Functions lists every function but All, in a stable order. Seed 002's
@@ -53,7 +58,7 @@ const (
 // Destinations. The streams need a server that does not buffer responses
 // (the local adapter, Cloud Run).
 func Functions() []Function {
-	return []Function{Publish, Pull, Acknowledge, Destinations, Jobs}
+	return []Function{Publish, Pull, Acknowledge, Destinations, Jobs, Websocket}
 }
 
 // ParseFunction returns the Function named s, or an error listing the
@@ -64,7 +69,7 @@ func ParseFunction(s string) (Function, error) {
 			return f, nil
 		}
 	}
-	names := make([]string, 0, 6)
+	names := make([]string, 0, 7)
 	for _, f := range append(Functions(), All) {
 		names = append(names, string(f))
 	}
@@ -73,10 +78,11 @@ func ParseFunction(s string) (Function, error) {
 
 // UsesBroker reports whether f's routes reach the message broker. Jobs
 // does: the idle-queue reaper deletes the subscriptions of the queues it
-// reaps.
+// reaps; so does Websocket, whose streams pull from subscriptions and make
+// those of fresh non-durable queues.
 func (f Function) UsesBroker() bool {
 	switch f {
-	case Publish, Pull, Destinations, Jobs, All:
+	case Publish, Pull, Destinations, Jobs, Websocket, All:
 		return true
 	}
 	return false
@@ -85,7 +91,7 @@ func (f Function) UsesBroker() bool {
 // UsesStore reports whether f's routes reach the lease store.
 func (f Function) UsesStore() bool {
 	switch f {
-	case Pull, Acknowledge, Destinations, Jobs, All:
+	case Pull, Acknowledge, Destinations, Jobs, Websocket, All:
 		return true
 	}
 	return false

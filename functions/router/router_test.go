@@ -71,6 +71,11 @@ func TestFunctionsServeOnlyTheirRoutes(t *testing.T) {
 				require.True(t, noRoute(t, rec), "%s should not serve %s %s (got %d)", f, r.Method, r.Path, rec.Code)
 			}
 		}
+		if f == router.Websocket {
+			// API Gateway WebSocket events are not HTTP routes.
+			require.Equal(t, 1, served, "%s serves only /health", f)
+			continue
+		}
 		require.Greater(t, served, 1, "%s serves its routes and /health", f)
 	}
 }
@@ -92,7 +97,7 @@ func TestEveryRouteHasAFunctionAndAuth(t *testing.T) {
 		}
 	}
 	for _, f := range router.Functions() {
-		require.True(t, seen[f], "function %s has routes", f)
+		require.Equal(t, f != router.Websocket, seen[f], "function %s has routes (websocket has none: it takes WebSocket events)", f)
 	}
 }
 
@@ -102,9 +107,10 @@ func TestParseFunction(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, router.Pull, f)
 	_, err = router.ParseFunction("pulls")
-	require.ErrorContains(t, err, "known: publish, pull, acknowledge, destinations, jobs, all")
+	require.ErrorContains(t, err, "known: publish, pull, acknowledge, destinations, jobs, websocket, all")
 	require.True(t, router.Publish.UsesBroker())
 	require.False(t, router.Publish.UsesStore())
 	require.False(t, router.Acknowledge.UsesBroker())
 	require.True(t, router.Jobs.UsesStore())
+	require.True(t, router.Websocket.UsesBroker() && router.Websocket.UsesStore())
 }

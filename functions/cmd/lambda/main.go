@@ -4,9 +4,11 @@
 // variables are in README "Configuration". The broker and the store are
 // opened once, at init, and shared by every invocation of the process.
 //
-// It accepts API Gateway HTTP API (payload 2.0) events and, for the jobs
-// function, {"job": "lease-expiry"} from an EventBridge Scheduler schedule
-// (see package functions/lambdafn).
+// It accepts API Gateway HTTP API (payload 2.0) events; for the jobs
+// function, {"job": "lease-expiry"} from an EventBridge Scheduler schedule;
+// and for the websocket function (and all) the API Gateway WebSocket API's
+// $connect, $default and $disconnect events, answered through the
+// management API (see packages functions/lambdafn and functions/wslambda).
 package main
 
 import (
@@ -16,10 +18,14 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/heraldevents/herald/functions/app"
 	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/lambdafn"
+	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/functions/wslambda"
+	"github.com/heraldevents/herald/functions/wslambda/apigwmgmt"
 )
 
 func main() {
@@ -42,8 +48,24 @@ func setup(ctx context.Context, logger *slog.Logger, lookup func(string) (string
 	if err != nil {
 		return nil, err
 	}
-	logger.Info("herald function ready", "function", cfg.Function)
-	return lambdafn.New(a.Handler(), func(ctx context.Context, name string) (any, error) {
+	h := lambdafn.New(a.Handler(), func(ctx context.Context, name string) (any, error) {
 		return a.RunJob(ctx, name)
-	}), nil
+	})
+	if cfg.Function == router.Websocket || cfg.Function == router.All {
+		// Region and credentials for signing management API calls: the
+		// Lambda environment's (AWS_REGION, the role's session keys).
+		awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+		if err != nil {
+			_ = a.Close()
+			return nil, fmt.Errorf("AWS configuration for the API Gateway management API: %w", err)
+		}
+		ws := wslambda.New(wslambda.Config{
+			Service: a.Service(), Store: a.Store(), Auth: cfg.Authenticator(),
+			Endpoints: wslambda.FactoryEndpoints(apigwmgmt.NewFactory(awsCfg, lookup)),
+			PollWait:  cfg.WSPollWait, SessionTTL: cfg.WSSessionTTL, Logger: logger,
+		})
+		h.WithWebSocket(ws.Handle)
+	}
+	logger.Info("herald function ready", "function", cfg.Function)
+	return h, nil
 }
