@@ -101,6 +101,7 @@ func TestConformance(t *testing.T) {
 		LimitedToken:  limited,
 		DeliveryLimit: 2,
 		Push:          false,
+		NoCloseCodes:  true,
 	})
 }
 

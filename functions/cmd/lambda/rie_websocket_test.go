@@ -111,6 +111,7 @@ func TestWebSocketUnderRIE(t *testing.T) {
 			LimitedToken:  rieLimited,
 			DeliveryLimit: 2,
 			Push:          false,
+			NoCloseCodes:  true,
 		})
 	})
 	require.NotContains(t, r.output.String(), rieToken, "the token is never logged")

@@ -354,7 +354,7 @@ func testOpenErrors(t *testing.T, h *Harness) {
 	if f := c.ExpectError(http.StatusNotFound, true); f.ID != "o" {
 		t.Fatalf("fatal error echoes the id: %+v", f)
 	}
-	c.ExpectClose(wsframe.CloseCode(http.StatusNotFound))
+	c.ExpectFatalClose(http.StatusNotFound)
 
 	const badToken = "secret token with spaces"
 	c = Dial(t, h, h.Token)
@@ -363,12 +363,12 @@ func testOpenErrors(t *testing.T, h *Harness) {
 	if b, _ := json.Marshal(f); strings.Contains(string(b), "secret") {
 		t.Fatalf("the error frame quotes the token: %s", b)
 	}
-	c.ExpectClose(wsframe.CloseCode(http.StatusUnprocessableEntity))
+	c.ExpectFatalClose(http.StatusUnprocessableEntity)
 
 	c = Dial(t, h, h.Token)
 	c.Send(map[string]any{"type": "open", "stream": "non_durable", "reconnect_token": unique("nd-gone")})
 	c.ExpectError(http.StatusNotFound, true)
-	c.ExpectClose(wsframe.CloseCode(http.StatusNotFound))
+	c.ExpectFatalClose(http.StatusNotFound)
 }
 
 // testUnauthenticated: without a token the upgrade is refused with a
@@ -405,6 +405,6 @@ func testPermissionDenied(t *testing.T, h *Harness) {
 		c := Dial(t, h, h.LimitedToken)
 		c.Send(open)
 		c.ExpectError(http.StatusForbidden, true)
-		c.ExpectClose(wsframe.CloseCode(http.StatusForbidden))
+		c.ExpectFatalClose(http.StatusForbidden)
 	}
 }

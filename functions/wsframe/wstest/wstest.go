@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -66,6 +67,11 @@ type Harness struct {
 	// be answered by fewer events and an idle frame with the unmet
 	// demand, which the suite sends again.
 	Push bool
+	// NoCloseCodes says that the bridge cannot choose the close code that
+	// follows a fatal error frame (API Gateway closes with its own code
+	// after DeleteConnection); the suite then checks the error frame and
+	// that the connection closes, not the code.
+	NoCloseCodes bool
 }
 
 // Run runs every case against h, as parallel subtests.
@@ -321,6 +327,32 @@ func (c *Conn) ExpectClose(code int) {
 		if ce.Code != code {
 			c.t.Fatalf("want close %d, got %d (%q)", code, ce.Code, ce.Text)
 		}
+		return
+	}
+}
+
+// ExpectFatalClose reads until the server closes after a fatal error of
+// the HTTP status status: the close code is wsframe.CloseCode(status),
+// unless the harness says the bridge cannot choose codes, when any close
+// (or end of the connection) passes.
+func (c *Conn) ExpectFatalClose(status int) {
+	c.t.Helper()
+	if !c.h.NoCloseCodes {
+		c.ExpectClose(wsframe.CloseCode(status))
+		return
+	}
+	_ = c.ws.SetReadDeadline(time.Now().Add(FrameWait))
+	for {
+		_, _, err := c.ws.ReadMessage()
+		if err == nil {
+			continue
+		}
+		var ce *websocket.CloseError
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			c.t.Fatalf("want the connection closed after a fatal %d, still open after %s", status, FrameWait)
+		}
+		_ = errors.As(err, &ce) // any code: API Gateway chooses it
 		return
 	}
 }
