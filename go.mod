@@ -9,6 +9,7 @@ require (
 	connectrpc.com/grpcreflect v1.3.1
 	github.com/cloudevents/sdk-go/v2 v2.16.2
 	github.com/google/uuid v1.6.0
+	github.com/gorilla/websocket v1.5.3
 	github.com/stretchr/testify v1.12.1
 	gocloud.dev v0.47.0
 	google.golang.org/api v0.304.0
@@ -16,10 +17,7 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
-require (
-	github.com/gorilla/websocket v1.5.3 // indirect
-	github.com/kr/text v0.2.0 // indirect
-)
+require github.com/kr/text v0.2.0 // indirect
 
 require (
 	cloud.google.com/go v0.123.0 // indirect
