@@ -90,6 +90,22 @@ func (st *SessionState) check() error {
 	return nil
 }
 
+// TouchSession refreshes st's session (Attach with ttl; ttl ≤ 0 means the
+// configured SessionTTL) without pulling: the heartbeat of a stateless
+// transport on frames that are not polls (acks, nacks, pings), so that a
+// client that only settles or pings keeps its session. Errors as
+// PollSession's: herr.NotFound when the queue is gone, herr.Internal with
+// ConsumerCancelledMessage when the session is gone.
+func (s *Service) TouchSession(ctx context.Context, st *SessionState, ttl time.Duration) error {
+	if err := st.check(); err != nil {
+		return err
+	}
+	if err := s.cfg.Store.Attach(ctx, st.Queue, st.Session, s.sessionTTL(ttl)); err != nil {
+		return sessionErr(st.Kind, st.Queue, err)
+	}
+	return nil
+}
+
 // PollSession is one step of a stateless stream. It refreshes the session
 // (Attach with ttl, ≤ 0 meaning StreamConfig.SessionTTL: the heartbeat of
 // a stateless transport, so the caller polls at least once per ttl), then

@@ -280,7 +280,7 @@ var vars = []Var{
 		Meaning:  "Lambda only: how long the WebSocket function's pull for one demand frame waits at the broker before it answers with the events found and an idle frame (0s–20s)",
 		profiles: []Profile{Lambda}, uses: usesWS},
 	{Name: EnvWSSessionTTL, CloudDefault: "10m", Unit: "Go duration", Deploy: true,
-		Meaning:  "Lambda only: how long a WebSocket session stays attached without a demand frame; a client that demands nothing for longer gets a fatal error frame and reconnects (1m–2h; API Gateway's idle timeout is 10m)",
+		Meaning:  "Lambda only: how long a WebSocket session stays attached without a demand, ack, nack or ping frame; a client silent for longer gets a fatal error frame and reconnects (1m–2h; API Gateway's idle timeout is 10m)",
 		profiles: []Profile{Lambda}, uses: usesWS},
 }
 

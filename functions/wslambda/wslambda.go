@@ -58,9 +58,9 @@
 // wsframe.CloseCode(status): it must read the error frame's status_code.
 //
 // A session stays attached for SessionTTL (HERALD_WS_SESSION_TTL, 10
-// minutes: API Gateway's idle timeout) after the last demand frame. A
-// client that sends no demand for longer gets the "broker cancelled" fatal
-// error on its next demand and reconnects with its token (the reconnect
+// minutes: API Gateway's idle timeout) after the client's last demand,
+// ack, nack or ping frame. A client silent for longer gets the "broker
+// cancelled" fatal error on its next frame and reconnects with its token (the reconnect
 // token or queue_id; its unsettled events are delivered again). API
 // Gateway closes idle connections after 10 minutes and every connection
 // after 2 hours; a frame larger than wsframe.MaxFrameBytes is a fatal 422.
@@ -131,8 +131,8 @@ type Config struct {
 	// (≤ 0: not at all). The bootstrap passes HERALD_WS_POLL_WAIT, whose
 	// default is DefaultPollWait.
 	PollWait time.Duration
-	// SessionTTL is how long a session stays attached without a demand
-	// frame (default DefaultSessionTTL).
+	// SessionTTL is how long a session stays attached without a demand,
+	// ack, nack or ping frame (default DefaultSessionTTL).
 	SessionTTL time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -399,6 +399,11 @@ func (h *Handler) message(ctx context.Context, ev events.APIGatewayWebsocketProx
 	}
 	switch f.Type {
 	case wsframe.TypePing:
+		// A ping is an idle client's keep-alive (browsers cannot send
+		// WebSocket pings): it keeps the stream's session attached too.
+		if !c.touch(ctx, f.ID) {
+			return
+		}
 		c.send(wsframe.Pong(f.ID))
 	case wsframe.TypeOpen:
 		c.open(ctx, f)
@@ -684,6 +689,9 @@ func (c *conn) settle(ctx context.Context, f *wsframe.ClientFrame) {
 	} else {
 		nacks = f.DeliveryTags
 	}
+	if !c.touch(ctx, f.ID) {
+		return
+	}
 	var ackRefs, nackRefs []leasestore.EventRef
 	var taken map[int64]leasestore.EventRef
 	var rep delivery.SettleReport
@@ -709,6 +717,24 @@ func (c *conn) settle(ctx context.Context, f *wsframe.ClientFrame) {
 		return
 	}
 	c.send(wsframe.Settled(f.ID, final))
+}
+
+// touch refreshes the stream session, if one is open, so that any frame
+// (not only demand) keeps it attached. A session or queue that is gone is
+// fatal (false); other failures are logged: the next frame tries again.
+func (c *conn) touch(ctx context.Context, id string) bool {
+	if c.st.Session == nil {
+		return true
+	}
+	err := c.h.cfg.Service.TouchSession(ctx, c.st.Session, c.h.cfg.SessionTTL)
+	if err != nil && lost(err) {
+		c.fatal(id, err)
+		return false
+	}
+	if err != nil {
+		c.h.log.WarnContext(ctx, "websocket: session refresh failed", "connection", c.id, "err", err)
+	}
+	return true
 }
 
 func orNone(s string) string {

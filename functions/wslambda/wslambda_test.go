@@ -367,3 +367,54 @@ func TestReapStaleConnections(t *testing.T) {
 	require.Equal(t, wsframe.TypeEvent, f.Type, "%+v", f)
 	require.Equal(t, int64(2), f.DeliveryCount)
 }
+
+// TestPingsKeepTheSession: on API Gateway a client that only pings and
+// settles (no demand) keeps its session past SessionTTL; one that falls
+// silent for longer loses it and is told so.
+func TestPingsKeepTheSession(t *testing.T) {
+	t.Parallel()
+	var offset atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	advance := func(d time.Duration) { offset.Add(int64(d)) }
+	s := startStack(t, 5, apigwws.Options{}, now) // SessionTTL: 1 minute
+	req, _ := http.NewRequest("POST", s.rest.URL+"/api/v1beta/queues/durable", bytesReader([]byte(`{"queue_id":"q-touch","filter_groups":[{"event_type":"touch.x"}]}`)))
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	c := dial(t, s, "", http.Header{"Authorization": {"Bearer " + token}})
+	c.send(`{"type":"open","id":"o","stream":"durable","queue_id":"q-touch"}`)
+	require.Equal(t, wsframe.TypeConnected, c.next().Type)
+	publish(t, s, "touch.x", 2)
+	c.send(`{"type":"demand","n":1}`)
+	ev := c.next()
+	require.Equal(t, wsframe.TypeEvent, ev.Type, "%+v", ev)
+
+	// Three times 40 s of pings and an ack: 2 minutes without a demand.
+	for i := range 3 {
+		advance(40 * time.Second)
+		if i == 1 {
+			c.send(fmt.Sprintf(`{"type":"ack","id":"a","delivery_tags":[%d]}`, ev.DeliveryTag))
+			f := c.next()
+			require.Equal(t, wsframe.TypeSettled, f.Type, "%+v", f)
+			require.Equal(t, 1, *f.Acked)
+			continue
+		}
+		c.send(fmt.Sprintf(`{"type":"ping","id":"p%d"}`, i))
+		f := c.next()
+		require.Equal(t, wsframe.TypePong, f.Type, "%+v", f)
+	}
+	c.send(`{"type":"demand","n":1}`)
+	f := c.next()
+	require.Equal(t, wsframe.TypeEvent, f.Type, "the session is still attached: %+v", f)
+
+	// Silent for longer than the TTL: the next frame is told the session
+	// is gone, with seed 002's message.
+	advance(2 * time.Minute)
+	c.send(`{"type":"ping","id":"late"}`)
+	f = c.next()
+	require.Equal(t, wsframe.TypeError, f.Type, "%+v", f)
+	require.True(t, f.Fatal)
+	require.Equal(t, http.StatusInternalServerError, f.StatusCode)
+	require.Contains(t, f.Message, "broker cancelled this stream's consumer")
+}
