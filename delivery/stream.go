@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -161,6 +160,7 @@ func (s *Service) OpenStream(ctx context.Context, p *auth.Principal, r StreamReq
 		return nil, st.sessionErr(err)
 	}
 	st.life, st.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	st.src.async = newAsyncReceiver(st.life)
 	go st.heartbeat()
 	return st, nil
 }
@@ -318,6 +318,7 @@ func (st *Stream) Next(ctx context.Context) ([]Delivery, error) {
 		if room == 0 {
 			continue // check says why the wait ended
 		}
+		st.src.async.begin()
 		leases, err := st.svc.cfg.Store.PullEvents(ctx, leasestore.PullParams{
 			Consumer: st.queue, Worker: st.session, Limit: min(cfg.Batch, room),
 			Visibility: cfg.AckTimeout, Source: st.src,
@@ -442,9 +443,13 @@ func (st *Stream) Settle(ctx context.Context, acks, nacks []int64) (SettleReport
 	if len(taken) == 0 {
 		return rep, nil
 	}
-	if len(nackRefs) > 0 {
-		st.src.hurry.Store(true)
-	}
+	defer func() {
+		if len(nackRefs) > 0 {
+			// After the store requeued them: the waiting pull returns
+			// and the next one finds them (stream_wait.go).
+			st.src.async.nacked()
+		}
+	}()
 	rep, err := st.svc.settleRefs(ctx, st.kind, st.queue, ackRefs, nackRefs, rep)
 	if err != nil {
 		if herr.CodeOf(err) != herr.NotFound {
@@ -488,6 +493,10 @@ func (st *Stream) Close(ctx context.Context) error {
 	<-st.hbDone
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	if err := st.src.async.release(ctx, st.svc.cfg.Broker, st.src.sub); err != nil && herr.CodeOf(err) != herr.NotFound {
+		// They come back once the broker's ack deadline passes.
+		st.svc.cfg.Logger.Warn("stream could not hand received events back to the broker", "queue", st.queue, "err", err)
+	}
 	err := st.svc.cfg.Store.Detach(ctx, st.queue, st.session)
 	switch herr.CodeOf(err) {
 	case herr.NotFound, herr.FailedPrecondition:
@@ -512,9 +521,9 @@ type streamSource struct {
 	queue string
 	sub   string
 	wait  time.Duration
-	// hurry makes the next receive not wait at the broker: a nack has just
-	// requeued an event the next pull should find at once.
-	hurry atomic.Bool
+	// async, when set (a Stream's source), makes the broker wait
+	// interruptible by a nack (stream_wait.go); nil: receive blocks.
+	async *asyncReceiver
 
 	mu     sync.Mutex
 	groups filter.Groups
@@ -522,10 +531,13 @@ type streamSource struct {
 
 func (s *streamSource) Receive(ctx context.Context, max int) ([]leasestore.Incoming, error) {
 	wait := s.wait
-	if s.hurry.Swap(false) {
-		wait = 0
+	var msgs []*pubsubx.Message
+	var err error
+	if s.async != nil {
+		msgs, err = s.async.receive(ctx, s.svc.cfg.Broker, s.sub, max, wait)
+	} else {
+		msgs, err = s.svc.cfg.Broker.Receive(ctx, s.sub, max, wait)
 	}
-	msgs, err := s.svc.cfg.Broker.Receive(ctx, s.sub, max, wait)
 	if err != nil {
 		if herr.CodeOf(err) == herr.NotFound {
 			return nil, herr.Wrap(herr.NotFound, err, "the queue's subscription is gone")
