@@ -342,6 +342,8 @@ func (s *session) handle(f *wsframe.ClientFrame, err error) {
 		s.refuse(f.ID, herr.New(herr.FailedPrecondition, "this connection already has a stream: one open frame per connection"))
 	case f != nil && f.Type == wsframe.TypeOpen && err != nil:
 		s.fail(f.ID, err) // a stream that cannot open ends the connection
+	case err != nil && f != nil:
+		s.refuse(f.ID, err) // Decode keeps the id whenever it is valid
 	case err != nil:
 		s.refuse("", err)
 	case f.Type == wsframe.TypePing:

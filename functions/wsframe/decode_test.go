@@ -153,3 +153,25 @@ func TestServerFrames(t *testing.T) {
 	assert.EqualValues(t, 9, got["delivery_tag"])
 	assert.EqualValues(t, 2, got["delivery_count"])
 }
+
+// A refused frame keeps its id, so that the error frame can echo it; an
+// invalid id is dropped.
+func TestDecodeKeepsTheIDOfARefusedFrame(t *testing.T) {
+	for frame, want := range map[string]*wsframe.ClientFrame{
+		`{"type":"demand","id":"dz","n":0}`:                                   {Type: "demand", ID: "dz"},
+		`{"type":"bogus","id":"b1"}`:                                          {Type: "bogus", ID: "b1"},
+		`{"type":"open","id":"o","stream":"durable","queue_id":"a b"}`:        {Type: "open", ID: "o"},
+		`{"type":"demand","id":"dstr","n":"5"}`:                               {ID: "dstr"},
+		`{"type":"demand","id":"extra","n":1,"foo":1}`:                        {ID: "extra"},
+		`{"type":"open","id":"fg","stream":"non_durable","filter_groups":{}}`: {ID: "fg"},
+	} {
+		f, err := wsframe.Decode([]byte(frame))
+		require.Error(t, err, frame)
+		assert.Equal(t, want, f, frame)
+	}
+	for _, frame := range []string{`{"type":`, `{"type":"ping","id":"` + strings.Repeat("i", 65) + `"}`, `{"type":"demand","id":7,"n":0}`} {
+		f, err := wsframe.Decode([]byte(frame))
+		require.Error(t, err, frame)
+		assert.Nil(t, f, frame)
+	}
+}

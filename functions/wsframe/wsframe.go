@@ -8,9 +8,11 @@
 // examples; this package is the one definition of the shapes and limits.
 //
 // Every frame is one JSON object in one text message with a "type" member.
-// A client frame may carry "id" (1–64 printable ASCII characters), which
-// the server copies into the frames that answer it (settled, error,
-// outcome), so a client can correlate without counting.
+// A client frame may carry "id" (1–64 printable ASCII characters; an empty
+// id counts as none), which the server copies into the frames that answer
+// it (connected, settled, outcome, pong, error — an error frame too when
+// the frame was refused, unless its id was the problem), so a client can
+// correlate without counting.
 //
 // Client frames: open, demand, ack, nack, actions, ping.
 // Server frames: connected, event, dead_lettered_event, settled, outcome,
@@ -147,11 +149,41 @@ type Action struct {
 }
 
 // Decode parses and checks one client frame. Errors are
-// herr.InvalidArgument (HTTP 400 for text that is not a JSON object,
-// otherwise 422) with a message naming the member and the rule; the frame
-// is then ignored. It does not know the connection's state: whether the
-// frame fits it (open twice, ack before open) is the bridge's check.
+// herr.Malformed (HTTP 400) for text that is not one JSON object of the
+// documented members and types, else herr.InvalidArgument (422), with a
+// message naming the member and the rule; the frame is then not acted on.
+//
+// With an error, the frame returned is nil when the frame's id is itself
+// invalid; otherwise it carries only the id (so that the error frame can
+// echo it, docs/websocket.md) and, when the text was a well-formed frame
+// that broke a rule, its type (a bridge treats a bad open as fatal).
+//
+// Decode does not know the connection's state: whether the frame fits it
+// (open twice, ack before open) is the bridge's check.
 func Decode(data []byte) (*ClientFrame, error) {
+	f, err := decode(data)
+	if err == nil {
+		return f, nil
+	}
+	if f == nil {
+		// Not well-formed: look for a usable id all the same.
+		var probe struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(data, &probe) != nil || checkID(probe.ID) != nil {
+			return nil, err
+		}
+		return &ClientFrame{ID: probe.ID}, err
+	}
+	if checkID(f.ID) != nil {
+		return nil, err
+	}
+	return &ClientFrame{Type: f.Type, ID: f.ID}, err
+}
+
+// decode returns (nil, err) for text that is not a well-formed frame, and
+// the frame with err when it breaks a rule.
+func decode(data []byte) (*ClientFrame, error) {
 	var f ClientFrame
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -166,33 +198,33 @@ func Decode(data []byte) (*ClientFrame, error) {
 		return nil, herr.New(herr.Malformed, "a frame must be exactly one JSON object")
 	}
 	if err := checkID(f.ID); err != nil {
-		return nil, err
+		return &f, err
 	}
 	switch f.Type {
 	case TypeOpen:
 		return &f, f.checkOpen()
 	case TypeDemand:
 		if f.N < 1 || f.N > MaxDemand {
-			return nil, herr.New(herr.InvalidArgument, "n must be an integer from 1 to %d", MaxDemand)
+			return &f, herr.New(herr.InvalidArgument, "n must be an integer from 1 to %d", MaxDemand)
 		}
 	case TypeAck, TypeNack:
 		if len(f.DeliveryTags) == 0 || len(f.DeliveryTags) > MaxTags {
-			return nil, herr.New(herr.InvalidArgument, "delivery_tags must hold 1 to %d tags", MaxTags)
+			return &f, herr.New(herr.InvalidArgument, "delivery_tags must hold 1 to %d tags", MaxTags)
 		}
 	case TypeActions:
 		if len(f.Actions) == 0 || len(f.Actions) > MaxActions {
-			return nil, herr.New(herr.InvalidArgument, "actions must hold 1 to %d actions", MaxActions)
+			return &f, herr.New(herr.InvalidArgument, "actions must hold 1 to %d actions", MaxActions)
 		}
 		for i, a := range f.Actions {
 			if _, err := delivery.ParseDeadLetterAction(a.Action); err != nil {
-				return nil, herr.New(herr.InvalidArgument, "actions[%d].action must be REPLAY, DISCARD or LEAVE", i)
+				return &f, herr.New(herr.InvalidArgument, "actions[%d].action must be REPLAY, DISCARD or LEAVE", i)
 			}
 		}
 	case TypePing:
 	case "":
-		return nil, herr.New(herr.InvalidArgument, "type is required: open, demand, ack, nack, actions or ping")
+		return &f, herr.New(herr.InvalidArgument, "type is required: open, demand, ack, nack, actions or ping")
 	default:
-		return nil, herr.New(herr.InvalidArgument, "type must be open, demand, ack, nack, actions or ping")
+		return &f, herr.New(herr.InvalidArgument, "type must be open, demand, ack, nack, actions or ping")
 	}
 	return &f, nil
 }

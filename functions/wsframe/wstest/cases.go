@@ -323,8 +323,14 @@ func testFrameErrors(t *testing.T, h *Harness) {
 	}
 	c.Send(`{not json`)
 	c.ExpectError(http.StatusBadRequest, false)
-	c.Send(`{"type": "launch"}`)
-	c.ExpectError(http.StatusUnprocessableEntity, false)
+	c.Send(`{"type": "launch", "id": "l1"}`)
+	if f := c.ExpectError(http.StatusUnprocessableEntity, false); f.ID != "l1" {
+		t.Fatalf("the error refusing a frame echoes its id: %+v", f)
+	}
+	c.Send(`{"type": "demand", "id": "d-str", "n": "5"}`)
+	if f := c.ExpectError(http.StatusBadRequest, false); f.ID != "d-str" {
+		t.Fatalf("the error refusing a malformed frame echoes its id: %+v", f)
+	}
 
 	typ := unique("ws.errors")
 	c.Open(map[string]any{"stream": "non_durable", "filter_groups": groups(typ)})
