@@ -157,15 +157,17 @@ const PingAckTimeout = 15 * time.Second
 // says, so that idle gRPC streams are not cut by idle timeouts between
 // the client and Herald.
 //
-// Connections a handler hijacked (WebSockets) are tracked with an
-// httpx.Hijacked in the server's base context: on shutdown they are told
-// to go away (close code 1001) and waited for within the same grace,
-// which http.Server.Shutdown alone would not do.
+// Long-lived requests — WebSockets, gRPC streams, SSE — are tracked with
+// an httpx.LongLived in the server's base context: on shutdown they are
+// told to go away (a WebSocket closes with 1001, a gRPC stream ends
+// UNAVAILABLE, an SSE response ends so that EventSource reconnects) and
+// waited for within the same grace, where http.Server.Shutdown alone would
+// leave hijacked connections open and wait streams out to its deadline.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions) error {
-	hijacked := httpx.NewHijacked()
+	longLived := httpx.NewLongLived()
 	srv := &http.Server{
 		Handler: h, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return httpx.WithHijacked(context.Background(), hijacked) },
+		BaseContext: func(net.Listener) context.Context { return httpx.WithLongLived(context.Background(), longLived) },
 	}
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)
@@ -182,8 +184,8 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.Grace)
 	defer cancel()
-	hijackedDone := make(chan error, 1)
-	go func() { hijackedDone <- hijacked.Shutdown(shutdownCtx) }()
+	longLivedDone := make(chan error, 1)
+	go func() { longLivedDone <- longLived.Shutdown(shutdownCtx) }()
 	err := srv.Shutdown(shutdownCtx)
-	return errors.Join(err, <-hijackedDone)
+	return errors.Join(err, <-longLivedDone)
 }

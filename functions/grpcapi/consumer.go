@@ -16,6 +16,7 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
+	"github.com/heraldevents/herald/functions/httpx"
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta/consumerv1betaconnect"
 	"github.com/heraldevents/herald/herr"
@@ -97,8 +98,14 @@ func (h *Consumer) DeleteDurableQueue(ctx context.Context, req *connect.Request[
 // are settled), NOT_FOUND when the queue is gone, and INTERNAL with
 // delivery.ConsumerCancelledMessage when its session was taken away while
 // the queue is intact.
-func (h *Consumer) ConsumeDurableEventsWithAcks(ctx context.Context, stream *connect.BidiStream[pb.ConsumeDurableEventsWithAcksRequest, pb.ConsumeDurableEventsWithAcksResponse]) error {
+func (h *Consumer) ConsumeDurableEventsWithAcks(ctx context.Context, stream *connect.BidiStream[pb.ConsumeDurableEventsWithAcksRequest, pb.ConsumeDurableEventsWithAcksResponse]) (err error) {
 	procedure := stream.Spec().Procedure
+	ctx, done, err := longLived(ctx, procedure)
+	if err != nil {
+		return err
+	}
+	defer done()
+	defer func() { err = shutdownErr(ctx, err) }()
 	p, err := auth.FromContext(ctx)
 	if err != nil {
 		return Error(ctx, procedure, err)
@@ -180,8 +187,14 @@ func (h *Consumer) ConsumeDurableEventsWithAcks(ctx context.Context, stream *con
 // must be the stream's own, else INVALID_ARGUMENT.
 //
 // Errors on an open stream are those of ConsumeDurableEventsWithAcks.
-func (h *Consumer) ConsumeNonDurableEvents(ctx context.Context, stream *connect.BidiStream[pb.ConsumeNonDurableEventsRequest, pb.ConsumeNonDurableEventsResponse]) error {
+func (h *Consumer) ConsumeNonDurableEvents(ctx context.Context, stream *connect.BidiStream[pb.ConsumeNonDurableEventsRequest, pb.ConsumeNonDurableEventsResponse]) (err error) {
 	procedure := stream.Spec().Procedure
+	ctx, done, err := longLived(ctx, procedure)
+	if err != nil {
+		return err
+	}
+	defer done()
+	defer func() { err = shutdownErr(ctx, err) }()
 	p, err := auth.FromContext(ctx)
 	if err != nil {
 		return Error(ctx, procedure, err)
@@ -301,8 +314,14 @@ func updateFilters(ctx context.Context, procedure string, st *delivery.Stream, m
 // on reconnect; one acknowledged just before a disconnect is lost to the
 // client, which is the loss window seed 002 documents for this RPC. Errors
 // are those of ConsumeDurableEventsWithAcks.
-func (h *Consumer) ConsumeDurableEvents(ctx context.Context, req *connect.Request[pb.ConsumeDurableEventsRequest], stream *connect.ServerStream[pb.ConsumeDurableEventsResponse]) error {
+func (h *Consumer) ConsumeDurableEvents(ctx context.Context, req *connect.Request[pb.ConsumeDurableEventsRequest], stream *connect.ServerStream[pb.ConsumeDurableEventsResponse]) (err error) {
 	procedure := req.Spec().Procedure
+	ctx, done, err := longLived(ctx, procedure)
+	if err != nil {
+		return err
+	}
+	defer done()
+	defer func() { err = shutdownErr(ctx, err) }()
 	p, err := auth.FromContext(ctx)
 	if err != nil {
 		return Error(ctx, procedure, err)
@@ -333,6 +352,30 @@ func (h *Consumer) ConsumeDurableEvents(ctx context.Context, req *connect.Reques
 	})
 	if e := ackErr.Load(); e != nil {
 		return e
+	}
+	return err
+}
+
+// longLived registers a streaming RPC with the server's tracker of
+// long-lived requests (httpx.StreamContext): the context it returns ends
+// when the server shuts down. A stream that cannot start because the
+// server is shutting down already is UNAVAILABLE.
+func longLived(ctx context.Context, procedure string) (context.Context, func(), error) {
+	sctx, done, err := httpx.StreamContext(ctx)
+	if err != nil {
+		return nil, nil, Error(ctx, procedure, err)
+	}
+	return sctx, done, nil
+}
+
+// shutdownErr ends a stream UNAVAILABLE when its context ended because the
+// server is shutting down, whatever the handler returned: seed 002 tells
+// clients to reconnect on UNAVAILABLE, and they find their queue (same
+// reconnect token or queue_id) on another instance or this one restarted.
+// It is not logged as a failure.
+func shutdownErr(ctx context.Context, err error) error {
+	if httpx.ShuttingDown(ctx) {
+		return connect.NewError(connect.CodeUnavailable, errors.New(herr.MessageOf(httpx.ErrShuttingDown)))
 	}
 	return err
 }

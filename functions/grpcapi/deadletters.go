@@ -44,8 +44,14 @@ type (
 // discarded, or with no action, changes nothing and is reported LEFT with
 // a detail saying why. Dead letters stay in the store until acted on, so
 // after a reconnect every remaining one is shown again, with new tags.
-func (h *Consumer) ManageDeadLetteredEvents(ctx context.Context, stream *connect.BidiStream[pb.ManageDeadLetteredEventsRequest, pb.ManageDeadLetteredEventsResponse]) error {
+func (h *Consumer) ManageDeadLetteredEvents(ctx context.Context, stream *connect.BidiStream[pb.ManageDeadLetteredEventsRequest, pb.ManageDeadLetteredEventsResponse]) (err error) {
 	procedure := stream.Spec().Procedure
+	ctx, done, err := longLived(ctx, procedure)
+	if err != nil {
+		return err
+	}
+	defer done()
+	defer func() { err = shutdownErr(ctx, err) }()
 	p, err := auth.FromContext(ctx)
 	if err != nil {
 		return Error(ctx, procedure, err)

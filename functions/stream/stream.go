@@ -177,7 +177,16 @@ type pendingAck struct {
 // ackDelay 0 acknowledges each event once flushed; otherwise that long
 // after.
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *delivery.Stream, ackDelay time.Duration) {
-	ctx, cancel := context.WithCancel(r.Context())
+	// The stream ends when the server shuts down, too (httpx.LongLived):
+	// the browser's EventSource reconnects with Last-Event-ID.
+	ctx, done, err := httpx.StreamContext(r.Context())
+	if err != nil {
+		_ = st.Close(r.Context())
+		httpx.WriteError(w, r, err)
+		return
+	}
+	defer done()
+	ctx, cancel := context.WithCancel(ctx)
 	batches := make(chan []delivery.Delivery)
 	nextErr := make(chan error, 1)
 	nextDone := make(chan struct{})

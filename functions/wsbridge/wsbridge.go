@@ -66,7 +66,7 @@
 // 1001 and drops the connection. A ping frame is answered by a pong frame
 // with its id. A client's close is answered with 1000; a frame larger than
 // wsframe.MaxFrameBytes closes with 1009; a server shutdown closes every
-// connection with 1001 (the server tracks them with httpx.Hijacked, since
+// connection with 1001 (the server tracks them with httpx.LongLived, since
 // http.Server.Shutdown does not). A lost session closes after a fatal
 // error frame: 4404 when the queue is gone, 4500 with
 // delivery.ConsumerCancelledMessage when the session was taken away
@@ -166,7 +166,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var goingAway <-chan struct{}
-	if hj := httpx.HijackedFrom(r.Context()); hj != nil {
+	if hj := httpx.LongLivedFrom(r.Context()); hj != nil {
 		away, done, ok := hj.Track()
 		if !ok {
 			httpx.WriteError(w, r, herr.New(herr.Unavailable, "the server is shutting down: reconnect"))
