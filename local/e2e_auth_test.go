@@ -63,6 +63,11 @@ func TestAuthE2E(t *testing.T) {
 				r, err := c.rawWithHeader(rt.Method, path, h, body)
 				require.NoError(t, err)
 				checkUnauthorized(t, r, wrong, c.token)
+				if h == "" {
+					// The message names the access_token parameter
+					// exactly where it is accepted.
+					require.Equal(t, rt.QueryToken, strings.Contains(string(r.Body), "access_token"), "%s", r.Body)
+				}
 			})
 		}
 	}

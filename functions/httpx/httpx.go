@@ -11,6 +11,7 @@
 package httpx
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -196,7 +197,11 @@ func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
 		token, ok := bearer(r.Header.Get("Authorization"))
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
-			WriteError(w, r, herr.New(herr.Unauthenticated, "an Authorization: Bearer <token> header is required"))
+			msg := "an Authorization: Bearer <token> header is required"
+			if queryTokenAllowed(r.Context()) {
+				msg += " (clients that cannot set headers, such as browsers, may pass the token in the access_token query parameter)"
+			}
+			WriteError(w, r, herr.New(herr.Unauthenticated, "%s", msg))
 			return
 		}
 		p, err := a.Authenticate(r.Context(), token)
@@ -222,4 +227,19 @@ func bearer(h string) (string, bool) {
 // Authenticate always have one.
 func Principal(r *http.Request) (*auth.Principal, error) {
 	return auth.FromContext(r.Context())
+}
+
+type queryTokenKey struct{}
+
+// WithQueryTokenAllowed marks ctx as a request to a route that also takes
+// its bearer token from the access_token query parameter (the stream
+// endpoints; see functions/stream.AccessTokenFromQuery), so that a 401
+// says so.
+func WithQueryTokenAllowed(ctx context.Context) context.Context {
+	return context.WithValue(ctx, queryTokenKey{}, true)
+}
+
+func queryTokenAllowed(ctx context.Context) bool {
+	ok, _ := ctx.Value(queryTokenKey{}).(bool)
+	return ok
 }

@@ -374,6 +374,7 @@ func (s *writer) fail(err error) {
 // present, wins.
 func AccessTokenFromQuery(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.WithContext(httpx.WithQueryTokenAllowed(r.Context()))
 		q := r.URL.Query()
 		if !q.Has(AccessTokenParam) {
 			next.ServeHTTP(w, r)

@@ -230,6 +230,23 @@ func decode(data []byte) (*ClientFrame, error) {
 }
 
 func (f *ClientFrame) checkOpen() error {
+	// Members of another stream kind are refused, not ignored: a durable
+	// queue's filters are its own, changed with UpdateDurableQueue or
+	// PATCH /api/v1beta/queues/durable.
+	for _, m := range []struct {
+		name    string
+		present bool
+		allowed bool
+	}{
+		{"queue_id", f.QueueID != "", f.Stream == StreamDurable},
+		{"reconnect_token", f.ReconnectToken != nil, f.Stream == StreamNonDurable},
+		{"filter_groups", f.FilterGroups != nil, f.Stream == StreamNonDurable},
+		{"previous_filter_groups", f.PreviousFilterGroups != nil, f.Stream == StreamNonDurable},
+	} {
+		if m.present && !m.allowed && f.Stream != "" {
+			return herr.New(herr.InvalidArgument, "%s does not apply to a %s stream", m.name, f.Stream)
+		}
+	}
 	switch f.Stream {
 	case StreamNonDurable:
 		if f.ReconnectToken != nil {
