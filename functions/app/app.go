@@ -142,6 +142,10 @@ type ServeOptions struct {
 	// none. A PING not acknowledged within PingAckTimeout closes the
 	// connection.
 	PingInterval time.Duration
+	// Logger receives the server's own messages (TLS handshake errors, an
+	// unacknowledged PING, a panicking handler) as warnings, in the
+	// process's log format; nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // PingAckTimeout is how long Serve waits for the acknowledgement of a
@@ -169,6 +173,11 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 		Handler: h, ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return httpx.WithLongLived(context.Background(), longLived) },
 	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
