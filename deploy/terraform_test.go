@@ -209,6 +209,24 @@ func TestTerraformCloudRunEnvironmentMatchesTheCode(t *testing.T) {
 	sort.Strings(got)
 	require.ElementsMatch(t, want, got, "Cloud Run environment vs config.ReadBy(CloudRun, %s)", fn)
 	require.NotContains(t, got, config.EnvPort, "Cloud Run reserves PORT")
+
+	// HTTP/2 end to end (native gRPC streams) is a switch: a port named
+	// h2c, present only when var.http2_end_to_end is set.
+	var h2c *hclsyntax.Block
+	for _, d := range children(containers[0].Body, "dynamic") {
+		if d.Labels[0] == "ports" {
+			h2c = d
+		}
+	}
+	require.NotNil(t, h2c, "a dynamic ports block")
+	var switches []string
+	for _, tr := range h2c.Body.Attributes["for_each"].Expr.Variables() {
+		root, attr := rootAttr(tr)
+		switches = append(switches, root+"."+attr)
+	}
+	require.Equal(t, []string{"var.http2_end_to_end"}, switches)
+	content := child(t, h2c.Body, "content")
+	require.Equal(t, "h2c", literal(t, content.Body.Attributes["name"].Expr))
 	require.Nil(t, env[config.EnvTokens], "tokens come from Secret Manager, not a plain value")
 }
 

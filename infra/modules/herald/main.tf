@@ -113,7 +113,16 @@ resource "google_cloud_run_v2_service" "herald" {
     }
     containers {
       image = var.image
-      # Cloud Run sets PORT; the server listens on 0.0.0.0:$PORT.
+      # Cloud Run sets PORT; the server listens on 0.0.0.0:$PORT and speaks
+      # HTTP/1.1 and h2c there. The port named h2c makes Cloud Run forward
+      # HTTP/2 end to end (see var.http2_end_to_end).
+      dynamic "ports" {
+        for_each = var.http2_end_to_end ? [1] : []
+        content {
+          name           = "h2c"
+          container_port = 8080
+        }
+      }
       env {
         name  = "HERALD_FUNCTION"
         value = "all"

@@ -103,6 +103,12 @@ variable "max_instances" {
   default     = 10
 }
 
+variable "http2_end_to_end" {
+  description = "Have Cloud Run forward requests to Herald as HTTP/2 cleartext (h2c), which native gRPC streaming (ConsumeDurableEventsWithAcks and the other streams) needs. Then every request reaches Herald as HTTP/2, where WebSocket upgrades are HTTP/1.1 only: run a second service without it for the WebSocket endpoint. gRPC-Web, Connect, REST and SSE work either way."
+  type        = bool
+  default     = false
+}
+
 variable "public" {
   description = "Let anyone reach the service (allUsers may invoke it). Herald checks bearer tokens itself, so the API needs this unless a gateway in front of it invokes Cloud Run with its own identity."
   type        = bool
