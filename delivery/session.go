@@ -176,7 +176,7 @@ func (s *Service) PollSession(ctx context.Context, p *auth.Principal, st *Sessio
 			}
 			return nil, sessionErr(st.Kind, st.Queue, err)
 		}
-		out, skip := s.leaseDeliveries(p, st.Queue, leases)
+		out, skip := s.leaseDeliveries(p, st.Kind, st.Queue, leases)
 		if len(skip) > 0 {
 			if _, err := s.cfg.Store.Settle(ctx, st.Queue, skip, nil); err != nil {
 				return nil, sessionErr(st.Kind, st.Queue, err)
@@ -195,7 +195,7 @@ func (s *Service) PollSession(ctx context.Context, p *auth.Principal, st *Sessio
 // principal p and returns the refs of the events p may not read, or that
 // cannot be decoded, to be settled as skipped. It applies Stream's rule
 // (Stream.deliveries).
-func (s *Service) leaseDeliveries(p *auth.Principal, queue string, leases []*leasestore.Lease) (out []Delivery, skip []leasestore.EventRef) {
+func (s *Service) leaseDeliveries(p *auth.Principal, kind StreamKind, queue string, leases []*leasestore.Lease) (out []Delivery, skip []leasestore.EventRef) {
 	for _, l := range leases {
 		ref := leasestore.EventRef{LeaseID: l.ID, Generation: l.Generation}
 		if len(l.Events) == 0 {
@@ -203,13 +203,15 @@ func (s *Service) leaseDeliveries(p *auth.Principal, queue string, leases []*lea
 			continue
 		}
 		body := l.Events[0]
-		if !p.CanReceive(eventType(body)) {
+		// One decode serves both the rights check and the delivery: it is
+		// the largest cost of a stream's push loop (docs/benchmarks.md).
+		ev, err := DecodeConsumerEvent(body)
+		if err != nil {
+			s.cfg.Logger.Error("skipping an undecodable event", queueAttr(kind, queue), "err", err)
 			skip = append(skip, ref)
 			continue
 		}
-		ev, err := DecodeConsumerEvent(body)
-		if err != nil {
-			s.cfg.Logger.Error("skipping an undecodable event", "queue", queue, "err", err)
+		if !p.CanReceive(ev.EventType) {
 			skip = append(skip, ref)
 			continue
 		}

@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -260,11 +261,21 @@ func sessionErr(kind StreamKind, queue string, err error) error {
 		if kind == Durable {
 			return errQueueNotFound(queue)
 		}
-		return herr.Wrap(herr.NotFound, err, "the non-durable queue is gone: start a fresh stream with filter_groups and no reconnect token")
+		return herr.Wrap(herr.NotFound, redactCause(kind, queue, err), "the non-durable queue is gone: start a fresh stream with filter_groups and no reconnect token")
 	case herr.FailedPrecondition:
-		return herr.Wrap(herr.Internal, err, ConsumerCancelledMessage)
+		return herr.Wrap(herr.Internal, redactCause(kind, queue, err), ConsumerCancelledMessage)
 	}
 	return err
+}
+
+// redactCause keeps a store error as the cause of a stream error for the
+// logs, with a non-durable queue's id — its reconnect token — cut out of
+// the text (the store's messages quote consumer ids).
+func redactCause(kind StreamKind, queue string, err error) error {
+	if kind != NonDurable {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), queue, redactQueue(kind, queue)))
 }
 
 // heartbeat re-attaches every SessionTTL/3 until the stream ends. A
@@ -290,7 +301,7 @@ func (st *Stream) heartbeat() {
 			}
 		}
 		if err != nil && st.life.Err() == nil {
-			st.svc.cfg.Logger.Warn("stream heartbeat failed", "queue", st.queue, "err", err)
+			st.svc.cfg.Logger.Warn("stream heartbeat failed", queueAttr(st.kind, st.queue), errAttr(st.kind, st.queue, err))
 		}
 	}
 }
@@ -394,28 +405,13 @@ func (st *Stream) room(ctx context.Context) int {
 // deliveries tags the events the principal may read and returns the refs
 // of the others, to be acknowledged as skipped.
 func (st *Stream) deliveries(leases []*leasestore.Lease) (out []Delivery, skip []leasestore.EventRef) {
+	out, skip = st.svc.leaseDeliveries(st.p, st.kind, st.queue, leases)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for _, l := range leases {
-		ref := leasestore.EventRef{LeaseID: l.ID, Generation: l.Generation}
-		if len(l.Events) == 0 {
-			skip = append(skip, ref)
-			continue
-		}
-		body := l.Events[0]
-		if !st.p.CanReceive(eventType(body)) {
-			skip = append(skip, ref)
-			continue
-		}
-		ev, err := DecodeConsumerEvent(body)
-		if err != nil {
-			st.svc.cfg.Logger.Error("skipping an undecodable event", "queue", st.queue, "err", err)
-			skip = append(skip, ref)
-			continue
-		}
+	for i := range out {
 		st.nextTag++
-		st.tags[st.nextTag] = ref
-		out = append(out, Delivery{Tag: st.nextTag, DeliveryCount: l.Attempt, Event: ev, Body: body, Ref: ref})
+		st.tags[st.nextTag] = out[i].Ref
+		out[i].Tag = st.nextTag
 	}
 	return out, skip
 }
@@ -495,7 +491,7 @@ func (st *Stream) Close(ctx context.Context) error {
 	defer cancel()
 	if err := st.src.async.release(ctx, st.svc.cfg.Broker, st.src.sub); err != nil && herr.CodeOf(err) != herr.NotFound {
 		// They come back once the broker's ack deadline passes.
-		st.svc.cfg.Logger.Warn("stream could not hand received events back to the broker", "queue", st.queue, "err", err)
+		st.svc.cfg.Logger.Warn("stream could not hand received events back to the broker", queueAttr(st.kind, st.queue), errAttr(st.kind, st.queue, err))
 	}
 	err := st.svc.cfg.Store.Detach(ctx, st.queue, st.session)
 	switch herr.CodeOf(err) {
@@ -503,7 +499,7 @@ func (st *Stream) Close(ctx context.Context) error {
 		err = nil // the queue or the session is gone already
 	}
 	if err != nil {
-		st.svc.cfg.Logger.Warn("stream detach failed; its events return once the session TTL lapses", "queue", st.queue, "err", err)
+		st.svc.cfg.Logger.Warn("stream detach failed; its events return once the session TTL lapses", queueAttr(st.kind, st.queue), errAttr(st.kind, st.queue, err))
 	}
 	st.mu.Lock()
 	st.closeErr = err

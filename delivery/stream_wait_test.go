@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/herr"
 )
 
 // hour is a broker wait no test outlives: a redelivery that sat it out
@@ -86,4 +87,25 @@ func TestClosedStreamHandsBackWhatItsWaitReceived(t *testing.T) {
 	require.Len(t, ds, 1)
 	require.Equal(t, 7, nOf(t, ds[0]))
 	require.EqualValues(t, 1, ds[0].DeliveryCount, "it was never delivered before")
+}
+
+// TestReconnectTokenStaysOutOfErrorText: a non-durable queue's id is its
+// reconnect token; the errors a lost session produces (which transports
+// log) carry no more of it than a short prefix.
+func TestReconnectTokenStaysOutOfErrorText(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := t.Context()
+	st, err := b.svc.OpenStream(ctx, root, delivery.StreamRequest{Kind: delivery.NonDurable})
+	require.NoError(t, err)
+	defer st.Close(ctx)
+	token := st.QueueID()
+	n, err := b.store.EvictSessions(ctx, token)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	_, err = st.Next(ctx)
+	require.Error(t, err)
+	require.Equal(t, delivery.ConsumerCancelledMessage, herr.MessageOf(err))
+	require.NotContains(t, err.Error(), token)
+	require.Contains(t, err.Error(), token[:7]+"…")
 }

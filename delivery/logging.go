@@ -1,0 +1,41 @@
+package delivery
+
+import (
+	"log/slog"
+	"strings"
+)
+
+// A non-durable queue's id is its reconnect token (seed 002): whoever holds
+// it can resume the stream, so it is kept out of logs like any token. Log
+// lines name such a queue by a short prefix, and the token is cut out of
+// the error text (store errors quote the consumer id).
+
+// redactedLength is how much of a reconnect token a log line shows: enough
+// to tell queues apart while reading logs, too little to resume one.
+const redactedLength = 7
+
+// queueAttr is the "queue" attribute of a log line about queue id of
+// kind.
+func queueAttr(kind StreamKind, id string) slog.Attr {
+	return slog.String("queue", redactQueue(kind, id))
+}
+
+func redactQueue(kind StreamKind, id string) string {
+	if kind != NonDurable || len(id) <= redactedLength {
+		return id
+	}
+	return id[:redactedLength] + "…"
+}
+
+// errAttr is the "err" attribute of a log line about queue id of kind,
+// with a non-durable queue's token cut out of the error text.
+func errAttr(kind StreamKind, id string, err error) slog.Attr {
+	if err == nil {
+		return slog.Any("err", nil)
+	}
+	msg := err.Error()
+	if kind == NonDurable && id != "" {
+		msg = strings.ReplaceAll(msg, id, redactQueue(kind, id))
+	}
+	return slog.String("err", msg)
+}
