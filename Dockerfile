@@ -1,6 +1,10 @@
 # Herald's Cloud Run image: the functions/cmd/cloudrun server, a static
 # binary on distroless, running as a non-root user. HERALD_FUNCTION
-# (default all) picks the routes; see README "Configuration".
+# (default all) picks the routes; see README "Configuration". Built with
+# -tags herald_gcp (HERALD_TAGS, the Makefile's CLOUDRUN_TAGS), it opens
+# mem, gcppubsub, rabbit and nats topic URLs and mem and firestore store
+# URLs; for every driver, build with --build-arg HERALD_TAGS= (README
+# "Deploy").
 #
 #   docker build -t herald .
 #   docker run -p 8080:8080 -e HERALD_TOPIC_URL=mem://h -e HERALD_STORE_URL=mem://h/key \
@@ -12,8 +16,9 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG TARGETARCH
+ARG HERALD_TAGS=herald_gcp
 RUN CGO_ENABLED=0 GOOS=linux GOARCH=${TARGETARCH:-amd64} \
-    go build -trimpath -ldflags "-s -w" -o /out/herald ./functions/cmd/cloudrun
+    go build -tags "${HERALD_TAGS}" -trimpath -ldflags "-s -w" -o /out/herald ./functions/cmd/cloudrun
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/herald /herald

@@ -32,13 +32,21 @@ build: ## Build the local adapter into bin/
 	CGO_ENABLED=0 $(GO) build -o bin/herald ./local/cmd/herald
 
 # Deployment artifacts (README "Deploy"). One bootstrap serves every Herald
-# function; HERALD_FUNCTION picks the routes.
-LAMBDA_ARCHES ?= arm64 amd64
-LAMBDA_FLAGS  := -tags lambda.norpc -trimpath -ldflags "-s -w"
+# function; HERALD_FUNCTION picks the routes. Each cloud's build links only
+# its own drivers (internal/cloudbuild): herald_aws the mem, SNS/SQS and
+# DynamoDB ones, herald_gcp the mem, Pub/Sub, Firestore, RabbitMQ and NATS
+# ones. `make build` (the local adapter) and `go build` without tags link
+# every driver. The Dockerfile passes CLOUDRUN_TAGS too, and the RIE test
+# builds with LAMBDA_TAGS.
+LAMBDA_ARCHES  ?= arm64 amd64
+LAMBDA_TAGS    := lambda.norpc,herald_aws
+LAMBDA_FLAGS   := -tags $(LAMBDA_TAGS) -trimpath -ldflags "-s -w"
+CLOUDRUN_TAGS  := herald_gcp
+CLOUDRUN_FLAGS := -tags $(CLOUDRUN_TAGS) -trimpath -ldflags "-s -w"
 SAM_FUNCTIONS := PublishFunction PullFunction AcknowledgeFunction DestinationsFunction JobsFunction WebSocketFunction
 
 .PHONY: lambda
-lambda: ## Build the Lambda bootstrap for arm64 and amd64 into dist/<arch>/bootstrap (+ bootstrap.zip)
+lambda: ## Build the Lambda bootstrap (AWS drivers only) for arm64 and amd64 into dist/<arch>/bootstrap (+ bootstrap.zip)
 	@set -e; for arch in $(LAMBDA_ARCHES); do \
 	  mkdir -p dist/$$arch; \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build $(LAMBDA_FLAGS) -o dist/$$arch/bootstrap ./functions/cmd/lambda; \
@@ -47,9 +55,9 @@ lambda: ## Build the Lambda bootstrap for arm64 and amd64 into dist/<arch>/boots
 	done
 
 .PHONY: cloudrun
-cloudrun: ## Build the Cloud Run server for linux/amd64 and linux/arm64 into dist/cloudrun-<arch>/herald
+cloudrun: ## Build the Cloud Run server (Google Cloud, RabbitMQ, NATS drivers) for linux/amd64 and linux/arm64 into dist/cloudrun-<arch>/herald
 	@set -e; for arch in $(LAMBDA_ARCHES); do \
-	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w" -o dist/cloudrun-$$arch/herald ./functions/cmd/cloudrun; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build $(CLOUDRUN_FLAGS) -o dist/cloudrun-$$arch/herald ./functions/cmd/cloudrun; \
 	  echo "dist/cloudrun-$$arch/herald: $$(stat -c %s dist/cloudrun-$$arch/herald) bytes"; \
 	done
 

@@ -255,6 +255,12 @@ func TestSAMBuildProducesTheHandler(t *testing.T) {
 	recipe := regexp.MustCompile(`(?m)^\$\(addprefix build-,\$\(SAM_FUNCTIONS\)\):\n\t(.+)$`).FindStringSubmatch(makefile)
 	require.NotNil(t, recipe, "the Makefile has the build-<LogicalId> rule")
 	require.Contains(t, recipe[1], "GOARCH=arm64")
+	require.Contains(t, recipe[1], "$(LAMBDA_FLAGS)", "sam build builds what make lambda builds")
+	require.Regexp(t, `(?m)^LAMBDA_FLAGS\s*:=\s*-tags \$\(LAMBDA_TAGS\) `, makefile)
+	lambdaTags := regexp.MustCompile(`(?m)^LAMBDA_TAGS\s*:=\s*(\S+)\s*$`).FindStringSubmatch(makefile)
+	require.NotNil(t, lambdaTags, "the Makefile sets LAMBDA_TAGS")
+	require.ElementsMatch(t, []string{"lambda.norpc", "herald_aws"}, strings.Split(lambdaTags[1], ","),
+		"the bootstrap is the AWS build, without the RPC runtime")
 	require.Contains(t, recipe[1], "-o $(ARTIFACTS_DIR)/"+globals.Handler+" ")
 	pkgPath := regexp.MustCompile(`\./\S+$`).FindString(recipe[1])
 	require.NotEmpty(t, pkgPath)

@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -291,4 +292,23 @@ func literal(t *testing.T, e hclsyntax.Expression) string {
 	v, diags := e.Value(nil)
 	require.False(t, diags.HasErrors(), "a constant expression: %s", diags.Error())
 	return v.AsString()
+}
+
+// TestDockerfileBuildsTheCloudRunBuild: the image the Terraform module
+// deploys is built like `make cloudrun`, with the Google Cloud build's
+// tags (CLOUDRUN_TAGS), by default.
+func TestDockerfileBuildsTheCloudRunBuild(t *testing.T) {
+	t.Parallel()
+	mk, err := os.ReadFile("../Makefile")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^CLOUDRUN_TAGS\s*:=\s*(\S+)\s*$`).FindSubmatch(mk)
+	require.NotNil(t, m, "the Makefile sets CLOUDRUN_TAGS")
+	require.Equal(t, "herald_gcp", string(m[1]))
+	require.Regexp(t, `(?m)^\t.*\$\(CLOUDRUN_FLAGS\) -o dist/cloudrun-`, string(mk), "make cloudrun builds with CLOUDRUN_FLAGS")
+	require.Regexp(t, `(?m)^CLOUDRUN_FLAGS\s*:=\s*-tags \$\(CLOUDRUN_TAGS\) `, string(mk))
+
+	df, err := os.ReadFile("../Dockerfile")
+	require.NoError(t, err)
+	require.Regexp(t, `(?m)^ARG HERALD_TAGS=`+regexp.QuoteMeta(string(m[1]))+`$`, string(df))
+	require.Regexp(t, `(?m)go build -tags "\$\{HERALD_TAGS\}" .* \./functions/cmd/cloudrun$`, string(df))
 }

@@ -17,6 +17,7 @@ type Opener func(ctx context.Context, u *url.URL) (Broker, error)
 var (
 	openersMu sync.RWMutex
 	openers   = map[string]Opener{}
+	leftOut   = map[string]error{} // schemes this build leaves out, and why
 )
 
 // Register makes a driver available under scheme. It panics if scheme is
@@ -27,7 +28,23 @@ func Register(scheme string, o Opener) {
 	if _, dup := openers[scheme]; dup {
 		panic("pubsubx: scheme registered twice: " + scheme)
 	}
+	if _, out := leftOut[scheme]; out {
+		panic("pubsubx: scheme is left out and registered: " + scheme)
+	}
 	openers[scheme] = o
+}
+
+// LeaveOut records that this build leaves scheme's driver out on purpose:
+// Open then returns err for its URLs instead of "not supported". A
+// build-tagged binary (functions/app) calls it from init for every driver
+// it does not link. It panics if scheme is registered.
+func LeaveOut(scheme string, err error) {
+	openersMu.Lock()
+	defer openersMu.Unlock()
+	if _, ok := openers[scheme]; ok {
+		panic("pubsubx: scheme is registered and left out: " + scheme)
+	}
+	leftOut[scheme] = err
 }
 
 // Open opens the Broker named by rawURL, for example "mem://herald". The
@@ -40,7 +57,11 @@ func Open(ctx context.Context, rawURL string) (Broker, error) {
 	}
 	openersMu.RLock()
 	o, ok := openers[u.Scheme]
+	why := leftOut[u.Scheme]
 	openersMu.RUnlock()
+	if why != nil {
+		return nil, why
+	}
 	if !ok {
 		return nil, herr.New(herr.InvalidArgument, "topic URL scheme %q is not supported (known: %s)", u.Scheme, strings.Join(Schemes(), ", "))
 	}

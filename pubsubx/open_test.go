@@ -102,6 +102,18 @@ func TestRegisterTwicePanics(t *testing.T) {
 	})
 }
 
+func TestLeaveOut(t *testing.T) {
+	why := herr.New(herr.InvalidArgument, "left out on purpose")
+	pubsubx.LeaveOut("leftouttest", why)
+	_, err := pubsubx.Open(t.Context(), "leftouttest://topic")
+	require.ErrorIs(t, err, why, "Open says why, not just \"not supported\"")
+	require.NotContains(t, pubsubx.Schemes(), "leftouttest")
+	require.Panics(t, func() {
+		pubsubx.Register("leftouttest", func(context.Context, *url.URL) (pubsubx.Broker, error) { return nil, nil })
+	}, "a scheme is left out or registered, not both")
+	require.Panics(t, func() { pubsubx.LeaveOut("mem", why) })
+}
+
 func TestCheckQuery(t *testing.T) {
 	u, err := url.Parse("x://h?a=1&b=2")
 	require.NoError(t, err)

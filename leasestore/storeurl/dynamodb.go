@@ -1,3 +1,5 @@
+//go:build !herald_gcp
+
 package storeurl
 
 import (
@@ -15,6 +17,12 @@ import (
 
 	"github.com/heraldevents/herald/herr"
 )
+
+// dynamoDBClient is the type of Opener.DynamoDB in a build that links
+// DynamoDB.
+type dynamoDBClient = *dynamodb.Client
+
+var openDynamoDB openFunc = (*Opener).openDynamoDB
 
 // CreateTableTimeout bounds how long CreateTable waits for a new table to
 // become ACTIVE.

@@ -1,3 +1,5 @@
+//go:build !herald_aws
+
 package storeurl
 
 import (
@@ -15,6 +17,12 @@ import (
 
 	"github.com/heraldevents/herald/herr"
 )
+
+// firestoreClient is the type of Opener.Firestore in a build that links
+// Firestore.
+type firestoreClient = *vkit.Client
+
+var openFirestore openFunc = (*Opener).openFirestore
 
 // EmulatorHostEnv names the variable that points Firestore clients at an
 // emulator (host:port), the one Google's client libraries read.

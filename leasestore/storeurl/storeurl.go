@@ -100,9 +100,20 @@
 // one a second): a busy consumer on Firestore sees more lost races, which
 // the store retries, so pull large batches.
 //
+// # Builds
+//
+// The default build opens every scheme. Built with -tags herald_aws (the
+// Lambda bootstrap) it opens mem and dynamodb only and links no Google
+// client; with -tags herald_gcp (the Cloud Run server) mem and firestore
+// only and links no AWS SDK (internal/cloudbuild). A URL of a scheme the
+// build leaves out is refused with herr.InvalidArgument saying so. The
+// exported names for one backend (CreateTable and TableInput, DialFirestore
+// and EmulatorHostEnv) exist only in the builds that link it.
+//
 // # Errors
 //
-// Open returns herr.InvalidArgument for a bad URL, herr.NotFound when the
+// Open returns herr.InvalidArgument for a bad URL or a scheme this build
+// leaves out, herr.NotFound when the
 // DynamoDB table does not exist, herr.FailedPrecondition when it exists with
 // another key schema, and herr.Unavailable when the backend cannot be
 // reached.
@@ -114,12 +125,11 @@ import (
 	"slices"
 	"strings"
 
-	vkit "cloud.google.com/go/firestore/apiv1"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"gocloud.dev/docstore"
 	_ "gocloud.dev/docstore/memdocstore" // the mem:// scheme
 
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/cloudbuild"
 )
 
 // KeyField is the docstore field leasestore's records are keyed by; every
@@ -130,16 +140,58 @@ const KeyField = "key"
 // fields let a caller supply them (tests, or a process that already has a
 // configured client). An Opener is safe for concurrent use.
 type Opener struct {
-	// DynamoDB, if non-nil, serves dynamodb:// URLs, which may then not set
-	// region, endpoint or profile (the client already decides them).
-	// Nil: every Open builds a client from the URL and the AWS SDK's
-	// default configuration.
-	DynamoDB *dynamodb.Client
-	// Firestore, if non-nil, serves firestore:// URLs. Nil: Open dials a
-	// client on first use (one per FIRESTORE_EMULATOR_HOST value) and keeps
-	// it for the life of the process, because a docstore.Collection cannot
-	// close the client it runs on.
-	Firestore *vkit.Client
+	// DynamoDB (a *dynamodb.Client), if non-nil, serves dynamodb:// URLs,
+	// which may then not set region, endpoint or profile (the client
+	// already decides them). Nil: every Open builds a client from the URL
+	// and the AWS SDK's default configuration. In a build without
+	// DynamoDB (herald_gcp) it is a placeholder that stays nil.
+	DynamoDB dynamoDBClient
+	// Firestore (a *vkit.Client, cloud.google.com/go/firestore/apiv1), if
+	// non-nil, serves firestore:// URLs. Nil: Open dials a client on first
+	// use (one per FIRESTORE_EMULATOR_HOST value) and keeps it for the life
+	// of the process, because a docstore.Collection cannot close the client
+	// it runs on. In a build without Firestore (herald_aws) it is a
+	// placeholder that stays nil.
+	Firestore firestoreClient
+}
+
+// openFunc opens a store URL of one scheme.
+type openFunc func(o *Opener, ctx context.Context, u *url.URL) (*docstore.Collection, error)
+
+// schemes is every store URL scheme, in the order messages list them. A
+// nil open means this build leaves the scheme out: dynamodb.go and
+// firestore.go set openDynamoDB and openFirestore in the builds that link
+// them (internal/cloudbuild), and *_off.go leave them nil in the others.
+var schemes = []struct {
+	name string
+	open openFunc
+}{
+	{"mem", func(_ *Opener, ctx context.Context, u *url.URL) (*docstore.Collection, error) { return openMem(ctx, u) }},
+	{"dynamodb", openDynamoDB},
+	{"firestore", openFirestore},
+}
+
+// Schemes lists the store URL schemes this build opens, sorted.
+func Schemes() []string {
+	var out []string
+	for _, s := range schemes {
+		if s.open != nil {
+			out = append(out, s.name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// supported lists the schemes this build opens, for messages.
+func supported() string {
+	var out []string
+	for _, s := range schemes {
+		if s.open != nil {
+			out = append(out, s.name)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 var defaultOpener Opener
@@ -159,18 +211,19 @@ func (o *Opener) Open(ctx context.Context, rawURL string) (*docstore.Collection,
 		// no secrets (credentials never go in them).
 		return nil, herr.Wrap(herr.InvalidArgument, err, "store URL is not a URL")
 	}
-	switch u.Scheme {
-	case "mem":
-		return openMem(ctx, u)
-	case "dynamodb":
-		return o.openDynamoDB(ctx, u)
-	case "firestore":
-		return o.openFirestore(ctx, u)
-	case "":
-		return nil, herr.New(herr.InvalidArgument, "store URL %q has no scheme (supported: mem, dynamodb, firestore)", rawURL)
-	default:
-		return nil, herr.New(herr.InvalidArgument, "store URL scheme %q is not supported (supported: mem, dynamodb, firestore)", u.Scheme)
+	if u.Scheme == "" {
+		return nil, herr.New(herr.InvalidArgument, "store URL %q has no scheme (supported: %s)", rawURL, supported())
 	}
+	for _, s := range schemes {
+		if s.name != u.Scheme {
+			continue
+		}
+		if s.open == nil {
+			return nil, cloudbuild.LeftOut("store URL", s.name)
+		}
+		return s.open(o, ctx, u)
+	}
+	return nil, herr.New(herr.InvalidArgument, "store URL scheme %q is not supported (supported: %s)", u.Scheme, supported())
 }
 
 // params checks u's query against the parameters a scheme allows and

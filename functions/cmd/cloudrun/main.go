@@ -6,6 +6,11 @@
 // accepting requests and lets those in flight finish (Cloud Run allows
 // 10 seconds).
 //
+// `make cloudrun` and the Dockerfile build it with -tags herald_gcp, which
+// links only the mem, gcppubsub, rabbit and nats topic drivers and the
+// mem and firestore stores (internal/cloudbuild); built without the tag it
+// opens every scheme.
+//
 // Logs are JSON lines with Cloud Logging's "severity" and "message" keys.
 package main
 

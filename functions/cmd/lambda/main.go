@@ -1,6 +1,8 @@
 // Command lambda is Herald's AWS Lambda bootstrap (runtime provided.al2023,
-// built as "bootstrap" with CGO_ENABLED=0 -tags lambda.norpc; `make
-// lambda`). HERALD_FUNCTION chooses the routes it serves; the other
+// built as "bootstrap" with CGO_ENABLED=0 -tags lambda.norpc,herald_aws;
+// `make lambda`). The herald_aws tag links only the mem, awssnssqs and
+// dynamodb drivers (internal/cloudbuild); built without it, it opens every
+// scheme (RabbitMQ on Amazon MQ, NATS). HERALD_FUNCTION chooses the routes it serves; the other
 // variables are in README "Configuration". The broker and the store are
 // opened once, at init, and shared by every invocation of the process.
 //

@@ -82,12 +82,25 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
+// lambdaTags reads LAMBDA_TAGS from the Makefile, the build tags `make
+// lambda` and `sam build` use (lambda.norpc and herald_aws: the AWS build
+// links only the mem, awssnssqs and dynamodb schemes).
+func lambdaTags(t *testing.T) string {
+	t.Helper()
+	mk, err := os.ReadFile("../../../Makefile")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^LAMBDA_TAGS\s*:=\s*(\S+)\s*$`).FindSubmatch(mk)
+	require.NotNil(t, m, "the Makefile sets LAMBDA_TAGS")
+	return string(m[1])
+}
+
 // buildBootstrap builds this command as a Lambda bootstrap for the host
-// architecture, the way `make lambda` does.
+// architecture, the way `make lambda` does (same tags and flags), so the
+// tests run what ships.
 func buildBootstrap(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "bootstrap")
-	cmd := exec.Command(goTool(), "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", out, ".")
+	cmd := exec.Command(goTool(), "build", "-tags", lambdaTags(t), "-trimpath", "-ldflags", "-s -w", "-o", out, ".")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "build bootstrap: %s", b)
@@ -376,4 +389,24 @@ func TestBootstrapRefusesBadConfiguration(t *testing.T) {
 		return strings.Contains(r.output.String(), "HERALD_TOPIC_URL: required for HERALD_FUNCTION=publish")
 	}, 10*time.Second, 50*time.Millisecond, "the log names the variable")
 	require.NotContains(t, r.output.String(), rieToken)
+}
+
+// TestBootstrapRefusesSchemeNotInBuild checks that the shipped bootstrap
+// (the AWS build) refuses a Google Cloud topic URL at init, saying that
+// this build leaves the scheme out.
+func TestBootstrapRefusesSchemeNotInBuild(t *testing.T) {
+	bootstrap := buildBootstrap(t)
+	r := startRIE(t, bootstrap, map[string]string{
+		"HERALD_FUNCTION":  "publish",
+		"HERALD_TOPIC_URL": "gcppubsub://projects/p/topics/t",
+		"HERALD_TOKENS":    `{"` + rieToken + `": {"id": "x", "permissions": ["*"]}}`,
+	})
+	res, err := http.Post(r.url, "application/json", strings.NewReader(`{"job":"lease-expiry"}`))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.True(t, res.Header.Get("X-Amz-Function-Error") != "" || res.StatusCode != http.StatusOK, "init failed, so the invoke fails: %d %s", res.StatusCode, b)
+	require.Eventually(t, func() bool {
+		return strings.Contains(r.output.String(), "topic URL scheme gcppubsub is not in this build (built for AWS)")
+	}, 10*time.Second, 50*time.Millisecond, "the log names the scheme and the build")
 }

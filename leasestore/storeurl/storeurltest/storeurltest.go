@@ -1,7 +1,10 @@
+//go:build !herald_aws && !herald_gcp
+
 // Package storeurltest runs the lease store's cloud backends for tests:
 // storetest harnesses over DynamoDB (moto_server) and Firestore (Google's
 // emulator), and the helpers to make, name and empty their tables and
-// collections.
+// collections. It is built only in the default build (no herald_aws or
+// herald_gcp tag), the one that links both backends.
 //
 // Each harness starts its server when it is made (once per top-level test
 // or benchmark) and stops it when that test ends. Every MakeCollections

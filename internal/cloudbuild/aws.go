@@ -1,0 +1,6 @@
+//go:build herald_aws
+
+package cloudbuild
+
+// Current is the build this binary is.
+const Current = AWS
