@@ -74,6 +74,7 @@ func startStack(t *testing.T, deliveryLimit int, emuOpts apigwws.Options, now ..
 		Endpoints: func(domainName, stage string) (wslambda.Poster, error) { return mgmt.Load(), nil },
 		PollWait:  300 * time.Millisecond, SessionTTL: time.Minute, Logger: logger,
 	})
+	emuOpts.Credentials = credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")
 	s.emu = apigwws.New(apigwws.Handler(s.handler.Handle), emuOpts)
 	s.emuSrv = httptest.NewServer(s.emu)
 	mgmt.Store(&apigwmgmt.Client{
