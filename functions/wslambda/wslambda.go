@@ -32,10 +32,17 @@
 // is selected when the client offers it.
 //
 // $default takes one frame. open opens the stream (delivery.OpenSession,
-// with SessionTTL) and answers connected; demand n is answered by ONE
+// with SessionTTL) and answers connected; demand n is answered by a
 // bounded pull of up to n events (delivery.PollSession, waiting at most
-// PollWait at the broker), the event frames it found, then — when it found
-// fewer than n — an idle frame {"type":"idle","unmet":N}. Unlike the
+// PollWait at the broker; pulled again at once, 100 events at a time, as
+// long as pulls find events, within DemandBudget), the event frames it
+// found, then — when it found fewer than n — an idle frame
+// {"type":"idle","unmet":N}. Events it could not post (the management API
+// throttled or failed past PostAttempts, or the invocation's deadline
+// less PostMargin came) are handed back: their tags taken out of the
+// state and their leases nacked, to be delivered again at once. A demand,
+// ack, nack or actions frame that finds no stream waits up to OpenWait
+// for a concurrent open before it is refused. Unlike the
 // gorilla bridge, credit is not held: the client sends demand again when
 // it wants more (after idle, at once or after a pause of its choosing).
 // ack and nack settle tags and answer settled; actions (dead_letters)
@@ -43,15 +50,24 @@
 // carry no tag and are acknowledged once posted.
 //
 // $disconnect ends the session (delivery.CloseSession: unsettled events
-// return to the queue, to be delivered again) and deletes the record.
+// return to the queue, to be delivered again) and deletes the record if
+// it is unchanged since read (leasestore.DeleteConnectionIfUnchanged);
+// when an open wrote it meanwhile, that session is ended too. A repeated
+// $connect of one id does the same before it stores the new record.
+//
+// Log lines never print a non-durable queue's id (its reconnect token):
+// it is shortened (delivery.RedactQueue) in the queue attribute and cut
+// out of logged error texts.
 //
 // # Errors and closing
 //
 // A frame that fits no state, or that wsframe.Decode refuses, is answered
 // by a non-fatal error frame. Failures to open a stream (and an open frame
-// Decode refuses) and a lost session (the queue is gone, herr.NotFound; or
-// the session was taken away or lapsed, herr.Internal with
-// delivery.ConsumerCancelledMessage) are fatal: the error frame is posted,
+// Decode refuses, unless a stream is open: a second open is a non-fatal
+// 409) and a lost session (the queue is gone, herr.NotFound; or the
+// session was taken away or lapsed, herr.Internal with
+// delivery.ConsumerCancelledMessage; other internal errors are not) are
+// fatal: the error frame is posted,
 // then the connection is deleted through the management API. API Gateway
 // cannot send a chosen close code, so the client sees a plain close (1000,
 // or 1006 depending on the client) after the fatal error frame, not
