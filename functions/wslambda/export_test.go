@@ -36,3 +36,6 @@ func LogFatal(ctx context.Context, h *Handler, post Poster, id string, st *State
 	c.setState(&leasestore.Connection{ID: id}, st)
 	c.fatal(ctx, "", err)
 }
+
+// Lost is lost: whether an error ends the stream.
+var Lost = lost

@@ -528,3 +528,43 @@ func TestConformanceConcurrent(t *testing.T) {
 		NoCloseCodes:  true,
 	})
 }
+
+// TestLostSession: only a gone queue or a cancelled consumer end the
+// stream; other internal errors do not.
+func TestLostSession(t *testing.T) {
+	t.Parallel()
+	require.True(t, wslambda.Lost(herr.New(herr.NotFound, "queue gone")))
+	require.True(t, wslambda.Lost(herr.Wrap(herr.Internal, errors.New("detached"), delivery.ConsumerCancelledMessage)))
+	require.False(t, wslambda.Lost(herr.New(herr.Internal, "cannot encode the connection state")))
+	require.False(t, wslambda.Lost(herr.New(herr.Unavailable, "try again")))
+}
+
+// TestTriagePrunesVanished: dead letters discarded elsewhere (another
+// operator, another connection) leave this stream's state at its next
+// demand, so the cap does not hold the stream idle for good.
+func TestTriagePrunesVanished(t *testing.T) {
+	t.Parallel()
+	s := startStackWith(t, 1, apigwws.Options{}, func(cfg *wslambda.Config) { cfg.MaxTriageTags = 2 }, nil)
+	makeDeadLetters(t, s, "q-dl2", "dl2.x", 4)
+	c := dialToken(t, s)
+	c.send(`{"type":"open","id":"o","stream":"dead_letters"}`)
+	require.Equal(t, wsframe.TypeConnected, c.next().Type)
+	id := s.onlyConnection(t)
+	c.send(`{"type":"demand","n":10}`)
+	a := c.untilIdle(10)
+	require.Len(t, a.events, 2, "the cap")
+	require.Equal(t, 8, a.unmet)
+
+	var reqs []delivery.DeadLetterRequest
+	for _, dl := range s.state(t, id).DeadLetters.Tags {
+		reqs = append(reqs, delivery.DeadLetterRequest{ID: dl, Action: delivery.ActionDiscard})
+	}
+	_, err := s.app.Service().ActOnDeadLetters(t.Context(), root, reqs)
+	require.NoError(t, err)
+
+	c.send(`{"type":"demand","n":10}`)
+	a = c.untilIdle(10)
+	require.Len(t, a.events, 2, "the discarded ones were pruned: room for the others")
+	require.EqualValues(t, 3, a.events[0].DeliveryTag)
+	require.Len(t, s.state(t, id).DeadLetters.Tags, 2)
+}

@@ -974,15 +974,18 @@ func (tr *Triage) shown() map[string]bool {
 func (c *conn) demandDeadLetters(ctx context.Context, f *wsframe.ClientFrame) {
 	p := c.st.principal()
 	maxTags := c.h.cfg.MaxTriageTags
-	want := min(f.N, maxTags-len(c.st.DeadLetters.Tags))
+	// Up to n candidates: the cap is applied after pruning, in the write.
+	want := f.N
 	shown := c.st.DeadLetters.shown()
 	var unshown []*leasestore.DeadLetter
 	listed := map[string]bool{}
 	complete := false
 	token := ""
-	// List the whole queue, within the time budget, so that the ids no
-	// longer listed (replayed, discarded, expired) are pruned from the
-	// state; a listing cut by the budget prunes nothing.
+	// Once the state holds half the cap, list the whole queue (within the
+	// time budget) so that the ids no longer listed (replayed or discarded
+	// elsewhere, expired) are pruned from it; a listing cut short prunes
+	// nothing. Below that, stop once n unshown dead letters are found.
+	prune := len(c.st.DeadLetters.Tags)+len(c.st.DeadLetters.Shown) >= maxTags/2
 	for time.Now().Before(c.budgetEnd) {
 		page, next, err := c.h.cfg.Service.ListDeadLetters(ctx, p, delivery.MaxDeadLetterPage, token)
 		if err != nil {
@@ -997,6 +1000,9 @@ func (c *conn) demandDeadLetters(ctx context.Context, f *wsframe.ClientFrame) {
 		}
 		if token = next; token == "" {
 			complete = true
+			break
+		}
+		if len(unshown) >= want && !prune {
 			break
 		}
 	}
