@@ -20,6 +20,14 @@ func queueAttr(kind StreamKind, id string) slog.Attr {
 	return slog.String("queue", redactQueue(kind, id))
 }
 
+// RedactQueue returns how a log line names queue id of kind: a durable
+// queue by its queue_id, a non-durable queue (whose id is its reconnect
+// token) by its first 7 characters and "…". Transports that log queue ids
+// of their own (the API Gateway bridge, functions/wslambda) use it, and
+// cut the id out of error texts they log with strings.ReplaceAll(text,
+// id, RedactQueue(kind, id)).
+func RedactQueue(kind StreamKind, id string) string { return redactQueue(kind, id) }
+
 func redactQueue(kind StreamKind, id string) string {
 	if kind != NonDurable || len(id) <= redactedLength {
 		return id

@@ -226,8 +226,26 @@ func (s *Service) leaseDeliveries(p *auth.Principal, kind StreamKind, queue stri
 // none: the caller acknowledges their events once sent, with
 // AckDeliveries. Tag on a state re-read after a lost write simply assigns
 // the tags again from that state's NextTag.
+//
+// Tag is idempotent for a durable session: a delivery whose Ref (lease id
+// and generation) a tag of st.Tags already names gets that tag again, and
+// no new one. So a caller that re-applies Tag to a state its own earlier
+// write already changed (a conditional write that landed although the
+// caller saw it fail) does not issue a second set of tags for the same
+// events.
 func (st *SessionState) Tag(ds []Delivery) {
+	var byRef map[leasestore.EventRef]int64
+	if st.Kind == Durable && len(st.Tags) > 0 {
+		byRef = make(map[leasestore.EventRef]int64, len(st.Tags))
+		for tag, ref := range st.Tags {
+			byRef[ref] = tag
+		}
+	}
 	for i := range ds {
+		if tag, ok := byRef[ds[i].Ref]; ok {
+			ds[i].Tag = tag
+			continue
+		}
 		st.NextTag++
 		ds[i].Tag = st.NextTag
 		if st.Kind == Durable {

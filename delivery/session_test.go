@@ -563,3 +563,34 @@ func TestSessionTwoLambdas(t *testing.T) {
 	require.EqualValues(t, events, c.Committed)
 	require.Zero(t, c.InFlight)
 }
+
+// TestSessionTagIdempotent: Tag applied again to a state that already
+// holds tags for the same leases (a write that landed although the caller
+// saw it fail) reuses those tags instead of issuing a second set; a
+// redelivery (a new generation of the lease) still gets a new tag.
+func TestSessionTagIdempotent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	st := openDurable(t, b)
+	b.publish(t, "a.b", 0, 3)
+	ds := poll(t, b, root, st, 3)
+	require.Len(t, ds, 3)
+	st.Tag(ds)
+	require.Equal(t, []int64{1, 2, 3}, tags(ds))
+
+	again := slices.Clone(ds)
+	for i := range again {
+		again[i].Tag = 0
+	}
+	st.Tag(again)
+	require.Equal(t, []int64{1, 2, 3}, tags(again), "the same leases keep their tags")
+	require.EqualValues(t, 3, st.NextTag)
+	require.Len(t, st.Tags, 3)
+
+	rep := settleSession(t, b, st, nil, []int64{2})
+	require.Equal(t, delivery.SettleReport{Nacked: 1}, rep)
+	re := poll(t, b, root, st, 3)
+	require.Len(t, re, 1)
+	st.Tag(re)
+	require.Equal(t, []int64{4}, tags(re), "a redelivery is a new lease generation: a new tag")
+}

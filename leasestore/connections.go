@@ -198,6 +198,39 @@ func (s *Store) DeleteConnection(ctx context.Context, id string) error {
 	return nil
 }
 
+// DeleteConnectionIfUnchanged deletes connection record c.ID if it has
+// not been written since c was read (by GetConnection, CreateConnection or
+// UpdateConnection): one revision-conditional delete, so that a change
+// another writer made after c was read (say a session it attached) is not
+// lost with the record. A record that no longer exists is not an error.
+//
+// Errors: herr.Aborted when the record was written since c was read (the
+// caller re-reads it, deals with what it holds now, and tries again);
+// herr.InvalidArgument for a c that was not read from the store or a bad
+// id; the store's errors.
+func (s *Store) DeleteConnectionIfUnchanged(ctx context.Context, c *Connection) error {
+	if c == nil || c.revision == nil {
+		return herr.New(herr.InvalidArgument, "delete a connection read by GetConnection, CreateConnection or UpdateConnection")
+	}
+	if err := checkConnection(c.ID, nil); err != nil {
+		return err
+	}
+	err := s.coll.Delete(ctx, &connectionDoc{Key: connectionKey(c.ID), DocstoreRevision: c.revision})
+	switch gcerrors.Code(err) {
+	case gcerrors.OK, gcerrors.NotFound:
+		return nil
+	case gcerrors.FailedPrecondition:
+		// Written since, or deleted (some backends cannot tell the two
+		// apart in one call).
+		if _, gerr := s.GetConnection(ctx, c.ID); herr.CodeOf(gerr) == herr.NotFound {
+			return nil
+		}
+		return herr.New(herr.Aborted, "connection %q was written by someone else since it was read: read it again and retry", c.ID)
+	default:
+		return storeErr(err)
+	}
+}
+
 // ReapConnections deletes the connection records not written for longer
 // than maxAge (UpdatedAt + maxAge before now, by Options.Now) and returns
 // them, Data included, so that the caller detaches the sessions they held.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,11 +45,38 @@ type stack struct {
 	emu     *apigwws.Server
 	emuSrv  *httptest.Server
 	handler *wslambda.Handler
+	logs    *syncBuffer // the handler's log lines
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 func (s *stack) wsURL() string { return s.emu.WebSocketURL(s.emuSrv.URL) }
 
 func startStack(t *testing.T, deliveryLimit int, emuOpts apigwws.Options, now ...func() time.Time) *stack {
+	t.Helper()
+	return startStackWith(t, deliveryLimit, emuOpts, nil, nil, now...)
+}
+
+// startStackWith is startStack with configure changing the handler's
+// Config and setup running on the handler before it handles events
+// (either may be nil).
+func startStackWith(t *testing.T, deliveryLimit int, emuOpts apigwws.Options, configure func(*wslambda.Config), setup func(*wslambda.Handler), now ...func() time.Time) *stack {
 	t.Helper()
 	n := stackCount.Add(1)
 	env := map[string]string{
@@ -67,13 +95,22 @@ func startStack(t *testing.T, deliveryLimit int, emuOpts apigwws.Options, now ..
 	}
 	a, err := app.Open(t.Context(), cfg, opts)
 	require.NoError(t, err)
-	s := &stack{app: a, rest: httptest.NewServer(a.Handler())}
+	s := &stack{app: a, rest: httptest.NewServer(a.Handler()), logs: &syncBuffer{}}
 	var mgmt atomic.Pointer[apigwmgmt.Client]
-	s.handler = wslambda.New(wslambda.Config{
+	hcfg := wslambda.Config{
 		Service: a.Service(), Store: a.Store(), Auth: cfg.Authenticator(),
 		Endpoints: func(domainName, stage string) (wslambda.Poster, error) { return mgmt.Load(), nil },
-		PollWait:  300 * time.Millisecond, SessionTTL: time.Minute, Logger: logger,
-	})
+		PollWait:  300 * time.Millisecond, SessionTTL: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(s.logs, nil)),
+	}
+	if configure != nil {
+		configure(&hcfg)
+	}
+	s.handler = wslambda.New(hcfg)
+	if setup != nil {
+		setup(s.handler)
+	}
+	emuOpts.Credentials = credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")
 	s.emu = apigwws.New(apigwws.Handler(s.handler.Handle), emuOpts)
 	s.emuSrv = httptest.NewServer(s.emu)
 	mgmt.Store(&apigwmgmt.Client{

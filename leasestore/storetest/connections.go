@@ -17,6 +17,7 @@ var connectionCases = []conformanceCase{
 	{"Connection/CreateGetExists", testConnectionCreateGet},
 	{"Connection/UpdateConflict", testConnectionUpdateConflict},
 	{"Connection/UpdateAfterDelete", testConnectionUpdateAfterDelete},
+	{"Connection/DeleteIfUnchanged", testConnectionDeleteIfUnchanged},
 	{"Connection/Limits", testConnectionLimits},
 	{"Connection/ReapByAge", testConnectionReap},
 	{"Connection/OtherKindsUndisturbed", testConnectionOtherKinds},
@@ -138,6 +139,37 @@ func testConnectionUpdateAfterDelete(t *testing.T, h Harness) {
 	err = b.store.UpdateConnection(b.ctx, c)
 	require.Contains(t, []string{herr.Aborted.String(), herr.NotFound.String()}, herr.CodeOf(err).String(), "%v", err)
 	require.Equal(t, "again", string(b.getConn(t, b.store, id).Data))
+}
+
+// testConnectionDeleteIfUnchanged: a conditional delete removes the
+// record as read, refuses (Aborted) one written since, and treats a
+// record already gone as deleted.
+func testConnectionDeleteIfUnchanged(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{clients: 2})
+	id := connID()
+	c := b.createConn(t, id, "v1")
+	other := b.getConn(t, b.stores[1], id)
+	other.Data = []byte("v2")
+	require.NoError(t, b.stores[1].UpdateConnection(b.ctx, other))
+	requireCode(t, herr.Aborted, b.store.DeleteConnectionIfUnchanged(b.ctx, c)) // c was read before v2
+	require.Equal(t, "v2", string(b.getConn(t, b.store, id).Data), "a refused delete leaves the record")
+
+	fresh := b.getConn(t, b.store, id)
+	require.NoError(t, b.store.DeleteConnectionIfUnchanged(b.ctx, fresh))
+	_, err := b.store.GetConnection(b.ctx, id)
+	requireCode(t, herr.NotFound, err)
+	require.NoError(t, b.stores[1].DeleteConnectionIfUnchanged(b.ctx, other), "a record already gone is deleted")
+
+	// A record written by UpdateConnection carries its new revision.
+	id2 := connID()
+	c2 := b.createConn(t, id2, "a")
+	c2.Data = []byte("b")
+	require.NoError(t, b.store.UpdateConnection(b.ctx, c2))
+	require.NoError(t, b.store.DeleteConnectionIfUnchanged(b.ctx, c2))
+	_, err = b.store.GetConnection(b.ctx, id2)
+	requireCode(t, herr.NotFound, err)
+
+	requireCode(t, herr.InvalidArgument, b.store.DeleteConnectionIfUnchanged(b.ctx, &leasestore.Connection{ID: id}))
 }
 
 func testConnectionLimits(t *testing.T, h Harness) {

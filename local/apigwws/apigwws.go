@@ -1,8 +1,10 @@
 // Package apigwws is a local emulator of an Amazon API Gateway WebSocket
 // API with one Lambda proxy integration behind routes $connect,
 // $disconnect and $default, for tests. It is not a production gateway: no
-// TLS, no IAM on the management API (requests are accepted signed or not),
-// no quotas, no route selection expression other than $default.
+// TLS, no IAM policies (with Options.Credentials the management API checks
+// SigV4 signatures against those credentials, as API Gateway checks them
+// against IAM; without, it accepts requests signed or not), no quotas, no
+// route selection expression other than $default.
 //
 // What it does, as API Gateway does (developer guide, "WebSocket APIs"):
 //
@@ -33,17 +35,26 @@
 //     written in the order the POSTs arrive, one at a time.
 //
 // One difference is chosen for tests: by default the messages of one
-// connection are handed to the integration one at a time, in order
-// (Options.Concurrency 1). API Gateway gives no such promise; a higher
-// Concurrency lets invocations of one connection overlap as they may on
-// AWS.
+// connection are handed to the integration one at a time, in order, and
+// $disconnect only after the last of them finished (Options.Concurrency
+// 1). API Gateway gives no such promise; a higher Concurrency lets
+// invocations of one connection overlap as they may on AWS, and then
+// $disconnect is invoked as soon as the socket closes, while $default
+// invocations of the connection may still run (as on AWS).
+//
+// Fault injection, for tests of a backend's error handling: FailNextPosts
+// answers the next POSTs with a chosen status (429 throttling, 500, …),
+// SetPostDelay delays every POST.
 package apigwws
 
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,6 +69,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 )
@@ -162,8 +175,18 @@ type Options struct {
 	// upgrade request.
 	DomainName string
 	// Concurrency is how many $default invocations of one connection may
-	// run at once (default 1: one at a time, in order).
+	// run at once (default 1: one at a time, in order, and $disconnect
+	// after the last). Above 1, $disconnect does not wait for the
+	// connection's $default invocations still running, as on AWS.
 	Concurrency int
+	// Credentials, when set, are the only credentials the management API
+	// accepts: every request must carry a SigV4 signature (service
+	// "execute-api", any region) made with them, which the emulator
+	// recomputes with aws-sdk-go-v2's signer and compares; an unsigned
+	// request, another access key or a signature that does not match is
+	// 403 (ForbiddenException, or InvalidSignatureException for a wrong
+	// signature). nil accepts any request, signed or not.
+	Credentials aws.CredentialsProvider
 	// Logger receives invocation failures (default: discard).
 	Logger *slog.Logger
 }
@@ -180,6 +203,48 @@ type Server struct {
 	conns  map[string]*conn
 	closed bool
 	wg     sync.WaitGroup
+
+	faultMu    sync.Mutex
+	failPosts  int // how many of the next POSTs fail
+	failStatus int // with this status
+	postDelay  time.Duration
+	posts      atomic.Int64 // POSTs answered 200
+	failed     atomic.Int64 // POSTs answered failStatus
+}
+
+// FailNextPosts makes the management API answer the next n
+// PostToConnection calls (of any connection) with HTTP status (429 is
+// API Gateway's throttling, LimitExceededException; 5xx an
+// InternalServerErrorException) without sending anything: fault injection
+// for tests. It replaces an earlier FailNextPosts that is not used up.
+func (s *Server) FailNextPosts(n, status int) {
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
+	s.failPosts, s.failStatus = n, status
+}
+
+// SetPostDelay makes every later PostToConnection call wait d (≥ 0)
+// before it is answered: a slow management API, for tests.
+func (s *Server) SetPostDelay(d time.Duration) {
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
+	s.postDelay = max(d, 0)
+}
+
+// PostCounts returns how many PostToConnection calls were answered 200
+// (a message sent) and how many failed by FailNextPosts, since New.
+func (s *Server) PostCounts() (sent, failed int64) { return s.posts.Load(), s.failed.Load() }
+
+// postFault returns the delay and the injected status (0: none) of the
+// next POST.
+func (s *Server) postFault() (time.Duration, int) {
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
+	if s.failPosts > 0 {
+		s.failPosts--
+		return s.postDelay, s.failStatus
+	}
+	return s.postDelay, 0
 }
 
 // conn is one client connection.
@@ -372,10 +437,13 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.wg.Add(1)
-	s.mu.Unlock()
 	defer s.wg.Done()
+	// The upgrade is answered under s.mu, so that the connection is listed
+	// (Connections, the management API) by the time the client sees it
+	// open.
 	ws, err := s.upgrader.Upgrade(w, r, respHeader)
 	if err != nil {
+		s.mu.Unlock()
 		// The integration saw a connect that never completed: tell it.
 		s.disconnect(c, websocket.CloseAbnormalClosure, "the handshake failed")
 		return
@@ -383,7 +451,6 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(MaxMessageBytes)
 	c.ws = ws
 	c.lastActive.Store(time.Now().UnixMilli())
-	s.mu.Lock()
 	s.conns[c.id] = c
 	s.mu.Unlock()
 	s.read(c)
@@ -450,8 +517,13 @@ func (s *Server) read(c *conn) {
 	delete(s.conns, c.id)
 	s.mu.Unlock()
 	c.close(websocket.CloseNormalClosure, "")
-	inflight.Wait()
+	if s.opts.Concurrency == 1 {
+		s.disconnect(c, code, reason) // every $default has finished
+		return
+	}
+	// As on AWS: $disconnect runs while $default invocations may too.
 	s.disconnect(c, code, reason)
+	inflight.Wait()
 }
 
 func (s *Server) disconnect(c *conn, code int, reason string) {
@@ -482,15 +554,38 @@ func (s *Server) manage(w http.ResponseWriter, r *http.Request, id string) {
 	s.mu.Lock()
 	c := s.conns[id]
 	s.mu.Unlock()
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxMessageBytes+1))
+	if err != nil {
+		apiError(w, http.StatusBadRequest, "BadRequestException", "cannot read the body")
+		return
+	}
+	if s.opts.Credentials != nil {
+		if status, typ, msg := s.verify(r, body); status != 0 {
+			apiError(w, status, typ, msg)
+			return
+		}
+	}
 	if c == nil || c.deleted.Load() {
 		apiError(w, http.StatusGone, "GoneException", "")
 		return
 	}
 	switch r.Method {
 	case http.MethodPost:
-		body, err := io.ReadAll(io.LimitReader(r.Body, MaxMessageBytes+1))
-		if err != nil {
-			apiError(w, http.StatusBadRequest, "BadRequestException", "cannot read the body")
+		delay, fail := s.postFault()
+		if delay > 0 {
+			select {
+			case <-time.After(delay):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if fail != 0 {
+			s.failed.Add(1)
+			typ := "InternalServerErrorException"
+			if fail == http.StatusTooManyRequests {
+				typ = "LimitExceededException"
+			}
+			apiError(w, fail, typ, "injected fault")
 			return
 		}
 		if len(body) > MaxMessageBytes {
@@ -505,6 +600,7 @@ func (s *Server) manage(w http.ResponseWriter, r *http.Request, id string) {
 			apiError(w, http.StatusGone, "GoneException", "")
 			return
 		}
+		s.posts.Add(1)
 		w.WriteHeader(http.StatusOK)
 	case http.MethodDelete:
 		c.deleted.Store(true)
@@ -538,4 +634,69 @@ func (s *Server) Close() {
 		c.close(websocket.CloseGoingAway, "Going away")
 	}
 	s.wg.Wait()
+}
+
+// verify checks the SigV4 signature of a management API request against
+// Options.Credentials: it parses the Authorization header, signs a copy of
+// the request (the signed headers only, the same X-Amz-Date, service,
+// region and body hash) with aws-sdk-go-v2's signer, and compares the
+// signatures. It returns 0 when they match, else the status, error type
+// and message of API Gateway's refusal.
+func (s *Server) verify(r *http.Request, body []byte) (int, string, string) {
+	auth := r.Header.Get("Authorization")
+	const algo = "AWS4-HMAC-SHA256 "
+	if !strings.HasPrefix(auth, algo) {
+		return http.StatusForbidden, "ForbiddenException", "Missing Authentication Token"
+	}
+	fields := map[string]string{}
+	for _, part := range strings.Split(strings.TrimPrefix(auth, algo), ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		fields[k] = v
+	}
+	scope := strings.Split(fields["Credential"], "/") // AKID/date/region/service/aws4_request
+	if len(scope) != 5 || scope[3] != "execute-api" || scope[4] != "aws4_request" || fields["SignedHeaders"] == "" || fields["Signature"] == "" {
+		return http.StatusForbidden, "IncompleteSignatureException", "the Authorization header is not a SigV4 signature for execute-api"
+	}
+	creds, err := s.opts.Credentials.Retrieve(r.Context())
+	if err != nil {
+		return http.StatusInternalServerError, "InternalServerErrorException", "the emulator cannot read its credentials"
+	}
+	if scope[0] != creds.AccessKeyID {
+		return http.StatusForbidden, "UnrecognizedClientException", "The security token included in the request is invalid."
+	}
+	when, err := time.Parse("20060102T150405Z", r.Header.Get("X-Amz-Date"))
+	if err != nil {
+		return http.StatusForbidden, "IncompleteSignatureException", "X-Amz-Date is missing or malformed"
+	}
+	u := "http://" + r.Host + r.URL.EscapedPath()
+	if r.URL.RawQuery != "" {
+		u += "?" + r.URL.RawQuery
+	}
+	cp, err := http.NewRequestWithContext(r.Context(), r.Method, u, bytes.NewReader(body))
+	if err != nil {
+		return http.StatusBadRequest, "BadRequestException", "cannot rebuild the request"
+	}
+	cp.Header = http.Header{}
+	for _, h := range strings.Split(fields["SignedHeaders"], ";") {
+		if h == "host" {
+			continue // from cp.URL
+		}
+		for _, v := range r.Header.Values(h) {
+			cp.Header.Add(h, v)
+		}
+	}
+	sum := sha256.Sum256(body)
+	if err := v4.NewSigner().SignHTTP(r.Context(), creds, cp, hex.EncodeToString(sum[:]), scope[3], scope[2], when); err != nil {
+		return http.StatusInternalServerError, "InternalServerErrorException", "the emulator cannot sign"
+	}
+	want := ""
+	for _, part := range strings.Split(strings.TrimPrefix(cp.Header.Get("Authorization"), algo), ",") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(part), "Signature="); ok {
+			want = v
+		}
+	}
+	if want == "" || !hmac.Equal([]byte(want), []byte(fields["Signature"])) {
+		return http.StatusForbidden, "InvalidSignatureException", "The request signature we calculated does not match the signature you provided."
+	}
+	return 0, "", ""
 }

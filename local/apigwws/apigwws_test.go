@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/functions/wslambda/apigwmgmt"
+	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/local/apigwws"
 )
 
@@ -78,7 +79,9 @@ func (e *echo) handle(ctx context.Context, ev events.APIGatewayWebsocketProxyReq
 func start(t *testing.T) (*apigwws.Server, *httptest.Server, *echo) {
 	t.Helper()
 	e := &echo{t: t, gone: make(chan events.APIGatewayWebsocketProxyRequest, 10)}
-	emu := apigwws.New(apigwws.Handler(e.handle), apigwws.Options{Stage: "test"})
+	emu := apigwws.New(apigwws.Handler(e.handle), apigwws.Options{
+		Stage: "test", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
+	})
 	srv := httptest.NewServer(emu)
 	t.Cleanup(func() { emu.Close(); srv.Close() })
 	client := &apigwmgmt.Client{
@@ -222,4 +225,118 @@ func TestFailedConnectInvocationIs502(t *testing.T) {
 	var body map[string]string
 	require.NoError(t, json.NewDecoder(res.Body).Decode(&body))
 	require.NotEmpty(t, body["message"])
+}
+
+// TestSigV4Checked: with Options.Credentials the management API accepts
+// only requests signed with them.
+func TestSigV4Checked(t *testing.T) {
+	t.Parallel()
+	emu, srv, e := start(t)
+	ws, _, err := websocket.DefaultDialer.Dial(emu.WebSocketURL(srv.URL)+"?access_token=ok", nil)
+	require.NoError(t, err)
+	defer ws.Close()
+	id := emu.Connections()[0]
+	require.NoError(t, e.mgmt().PostToConnection(t.Context(), id, []byte("signed")))
+
+	for name, creds := range map[string][2]string{"wrong secret": {"AKID", "OTHER"}, "wrong key": {"AKOTHER", "SECRET"}} {
+		bad := &apigwmgmt.Client{
+			Endpoint: emu.ManagementEndpoint(srv.URL), Region: "us-east-1",
+			Credentials: credentials.NewStaticCredentialsProvider(creds[0], creds[1], ""),
+		}
+		err := bad.PostToConnection(t.Context(), id, []byte("forged"))
+		require.Equal(t, herr.PermissionDenied, herr.CodeOf(err), "%s: %v", name, err)
+	}
+	res, err := http.Post(emu.ManagementEndpoint(srv.URL)+"/@connections/"+id, "text/plain", strings.NewReader("unsigned"))
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusForbidden, res.StatusCode)
+
+	_, msg, err := ws.ReadMessage()
+	require.NoError(t, err)
+	require.Equal(t, "signed", string(msg))
+	require.NoError(t, e.mgmt().PostToConnection(t.Context(), id, []byte("after")))
+	_, msg, err = ws.ReadMessage()
+	require.NoError(t, err)
+	require.Equal(t, "after", string(msg), "nothing refused was sent")
+}
+
+// TestFailNextPosts: injected faults answer the next posts with the
+// chosen status and send nothing; later posts go through.
+func TestFailNextPosts(t *testing.T) {
+	t.Parallel()
+	emu, srv, e := start(t)
+	ws, _, err := websocket.DefaultDialer.Dial(emu.WebSocketURL(srv.URL)+"?access_token=ok", nil)
+	require.NoError(t, err)
+	defer ws.Close()
+	id := emu.Connections()[0]
+	c := e.mgmt()
+	emu.FailNextPosts(2, http.StatusTooManyRequests)
+	for range 2 {
+		err := c.PostToConnection(t.Context(), id, []byte("throttled"))
+		var apiErr *apigwmgmt.APIError
+		require.ErrorAs(t, err, &apiErr)
+		require.Equal(t, http.StatusTooManyRequests, apiErr.Status)
+		require.Equal(t, herr.Unavailable, herr.CodeOf(err))
+	}
+	emu.FailNextPosts(1, http.StatusInternalServerError)
+	var apiErr *apigwmgmt.APIError
+	require.ErrorAs(t, c.PostToConnection(t.Context(), id, []byte("broken")), &apiErr)
+	require.Equal(t, http.StatusInternalServerError, apiErr.Status)
+	require.NoError(t, c.PostToConnection(t.Context(), id, []byte("ok")))
+	_, msg, err := ws.ReadMessage()
+	require.NoError(t, err)
+	require.Equal(t, "ok", string(msg), "failed posts sent nothing")
+	sent, failed := emu.PostCounts()
+	require.Equal(t, [2]int64{1, 3}, [2]int64{sent, failed})
+}
+
+// TestDisconnectWhileInvoking: with Concurrency above 1, $disconnect is
+// invoked while a $default invocation of the connection still runs (as
+// on AWS); with 1 it waits for it.
+func TestDisconnectWhileInvoking(t *testing.T) {
+	t.Parallel()
+	for _, conc := range []int{1, 2} {
+		disconnected := make(chan struct{})
+		var overlapped atomicBool
+		inv := apigwws.Handler(func(ctx context.Context, ev events.APIGatewayWebsocketProxyRequest) (events.APIGatewayProxyResponse, error) {
+			switch ev.RequestContext.EventType {
+			case "MESSAGE":
+				select {
+				case <-disconnected:
+					overlapped.set()
+				case <-time.After(time.Second):
+				}
+			case "DISCONNECT":
+				close(disconnected)
+			}
+			return events.APIGatewayProxyResponse{StatusCode: 200}, nil
+		})
+		emu := apigwws.New(inv, apigwws.Options{Concurrency: conc})
+		srv := httptest.NewServer(emu)
+		ws, _, err := websocket.DefaultDialer.Dial(emu.WebSocketURL(srv.URL), nil)
+		require.NoError(t, err)
+		require.NoError(t, ws.WriteMessage(websocket.TextMessage, []byte("slow")))
+		require.NoError(t, ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(1000, "")))
+		select {
+		case <-disconnected:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no $disconnect")
+		}
+		emu.Close()
+		srv.Close()
+		_ = ws.Close()
+		require.Equal(t, conc > 1, overlapped.get(), "Concurrency %d", conc)
+	}
+}
+
+type atomicBool struct {
+	mu sync.Mutex
+	v  bool
+}
+
+func (b *atomicBool) set() { b.mu.Lock(); b.v = true; b.mu.Unlock() }
+func (b *atomicBool) get() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.v
 }

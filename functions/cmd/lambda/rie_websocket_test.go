@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/functions/wsframe/wstest"
@@ -82,7 +83,9 @@ func restGateway(inv apigwws.Invoker) http.Handler {
 func TestWebSocketUnderRIE(t *testing.T) {
 	bootstrap := buildBootstrap(t)
 	inv := &apigwws.RIE{}
-	emu := apigwws.New(inv, apigwws.Options{Stage: "rie"})
+	emu := apigwws.New(inv, apigwws.Options{
+		Stage: "rie", Credentials: credentials.NewStaticCredentialsProvider("AKIDRIETEST", "rie-secret", ""),
+	})
 	emuSrv := httptest.NewServer(emu)
 	t.Cleanup(func() { emu.Close(); emuSrv.Close() })
 
