@@ -21,6 +21,29 @@ import (
 // chromiumPath is Debian's chromium; .ci/run installs it when missing.
 const chromiumPath = "/usr/bin/chromium"
 
+// startBrowser starts a headless Chromium for t, closed when t ends, with
+// the flags this machine's closed network needs (no background
+// networking). No timeout on the context it returns: it owns the browser
+// (see chromedp.Run); every wait has its own deadline.
+func startBrowser(t *testing.T) context.Context {
+	t.Helper()
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.NoFirstRun,
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	t.Cleanup(cancelAlloc)
+	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancelBrowser)
+	return ctx
+}
+
 // browserPage opens an EventSource on Herald's non-durable stream and
 // records every frame. EventSource cannot set an Authorization header, so
 // the page authenticates with the access_token query parameter.
@@ -118,22 +141,7 @@ func TestBrowserReconnectE2E(t *testing.T) {
 	t.Cleanup(srv.Close)
 	c := &client{base: srv.URL, token: h.Token, hc: srv.Client()}
 
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.NoFirstRun,
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	t.Cleanup(cancelAlloc)
-	// No timeout on this context: it owns the browser (see chromedp.Run);
-	// every wait below has its own deadline.
-	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	t.Cleanup(cancelBrowser)
+	ctx := startBrowser(t)
 
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/page")))
 

@@ -131,22 +131,7 @@ func TestBrowserWebSocketE2E(t *testing.T) {
 	status, _ := c.createQueue(t, queue, []map[string]any{{"event_type": typ}})
 	require.Equal(t, http.StatusCreated, status)
 
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.NoFirstRun,
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	t.Cleanup(cancelAlloc)
-	// No timeout on this context: it owns the browser (see chromedp.Run);
-	// every wait below has its own deadline.
-	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	t.Cleanup(cancelBrowser)
+	ctx := startBrowser(t)
 
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/page")))
 
