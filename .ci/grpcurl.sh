@@ -9,12 +9,7 @@ cd "$(dirname "$0")/.."
 
 GRPCURL_VERSION=v1.9.4
 work=$(mktemp -d)
-herald_pid=
-cleanup() {
-  if [ -n "$herald_pid" ]; then kill "$herald_pid" 2>/dev/null || true; wait "$herald_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+token="grpcurl-ci-token"
 
 grpcurl=$(command -v grpcurl || true)
 if [ -z "$grpcurl" ]; then
@@ -23,24 +18,8 @@ if [ -z "$grpcurl" ]; then
   grpcurl="$work/bin/grpcurl"
 fi
 
-# Herald picks a free port (HERALD_ADDR=…:0) and logs it. It is built
-# rather than `go run`, so that the process killed at the end is Herald
-# itself, not a go command that leaves its child running.
-go build -o "$work/herald" ./local/cmd/herald
-token="grpcurl-ci-token"
-HERALD_ADDR=127.0.0.1:0 HERALD_DEV_TOKEN="$token" "$work/herald" >"$work/herald.log" 2>&1 &
-herald_pid=$!
-addr=
-for _ in $(seq 1 100); do
-  addr=$(grep -o 'addr=http://127\.0\.0\.1:[0-9]*' "$work/herald.log" | head -1 | sed 's|addr=http://||' || true)
-  [ -n "$addr" ] && break
-  kill -0 "$herald_pid" 2>/dev/null || { cat "$work/herald.log"; echo "herald exited"; exit 1; }
-  sleep 0.1
-done
-[ -n "$addr" ] || { cat "$work/herald.log"; echo "herald did not log its address"; exit 1; }
-echo "== herald on $addr"
-
-fail() { echo "FAIL: $*"; cat "$work/herald.log"; exit 1; }
+# shellcheck source=.ci/herald.sh
+. .ci/herald.sh
 publisher=nvidia.omniverse.notifications.publisher.v1beta.EventPublishingService
 
 echo "== grpcurl list"

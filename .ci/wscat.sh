@@ -12,12 +12,7 @@ cd "$(dirname "$0")/.."
 
 WSCAT_VERSION=6.1.0
 work=$(mktemp -d)
-herald_pid=
-cleanup() {
-  if [ -n "$herald_pid" ]; then kill "$herald_pid" 2>/dev/null || true; wait "$herald_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+token="wscat-ci-token"
 
 echo "== installing wscat $WSCAT_VERSION"
 npm install --prefix "$work/npm" --no-audit --no-fund --loglevel=error "wscat@$WSCAT_VERSION" >/dev/null
@@ -31,24 +26,8 @@ wscat() {
   sleep $((wait + 3)) | "$wscat_bin" -w "$wait" "$@"
 }
 
-# Herald picks a free port (HERALD_ADDR=…:0) and logs it. It is built
-# rather than `go run`, so that the process killed at the end is Herald
-# itself, not a go command that leaves its child running.
-go build -o "$work/herald" ./local/cmd/herald
-token="wscat-ci-token"
-HERALD_ADDR=127.0.0.1:0 HERALD_DEV_TOKEN="$token" "$work/herald" >"$work/herald.log" 2>&1 &
-herald_pid=$!
-addr=
-for _ in $(seq 1 100); do
-  addr=$(grep -o 'addr=http://127\.0\.0\.1:[0-9]*' "$work/herald.log" | head -1 | sed 's|addr=http://||' || true)
-  [ -n "$addr" ] && break
-  kill -0 "$herald_pid" 2>/dev/null || { cat "$work/herald.log"; echo "herald exited"; exit 1; }
-  sleep 0.1
-done
-[ -n "$addr" ] || { cat "$work/herald.log"; echo "herald did not log its address"; exit 1; }
-echo "== herald on $addr"
-
-fail() { echo "FAIL: $*"; cat "$work/herald.log"; exit 1; }
+# shellcheck source=.ci/herald.sh
+. .ci/herald.sh
 H="http://$addr"
 WS="ws://$addr/api/v1beta/events/websocket"
 auth="Authorization: Bearer $token"
