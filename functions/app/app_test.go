@@ -13,22 +13,7 @@ import (
 	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/herr"
-	"github.com/heraldevents/herald/internal/cloudbuild"
-	"github.com/heraldevents/herald/pubsubx"
 )
-
-// TestEveryDriverIsLinked finds every driver package under pubsubx/ and
-// checks that the default build registers its scheme (TestSchemes checks
-// the slim builds).
-func TestEveryDriverIsLinked(t *testing.T) {
-	t.Parallel()
-	if cloudbuild.Current != cloudbuild.Default {
-		t.Skipf("the %s build links some drivers only", cloudbuild.Current)
-	}
-	for _, s := range driverSchemes(t) {
-		require.Contains(t, pubsubx.Schemes(), s, "driver %s is imported by functions/app/drivers_all.go", s)
-	}
-}
 
 func cfg(f router.Function, topic, store string) config.Config {
 	return config.Config{Profile: config.Lambda, Function: f, TopicURL: topic, StoreURL: store,

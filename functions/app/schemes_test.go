@@ -101,9 +101,6 @@ func TestSchemes(t *testing.T) {
 // TestSchemes, run with the tags, checks what registers; this checks what
 // is linked.
 func TestSlimBuildsLinkNoOtherCloud(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs go list")
-	}
 	t.Parallel()
 	mk, err := os.ReadFile("../../Makefile")
 	require.NoError(t, err)
