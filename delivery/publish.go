@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 
@@ -104,8 +105,10 @@ func (e *Event) Validate() error {
 		return herr.New(herr.InvalidArgument, "resource.resource_id is longer than %d bytes", MaxResourceIDBytes)
 	}
 	for _, r := range e.ResourceID {
-		if r < 0x20 || r == 0x7f {
-			return herr.New(herr.InvalidArgument, "resource.resource_id must not contain control characters")
+		// C0, DEL and C1 (U+0080–U+009F): none belongs in a path-like id,
+		// and C1 characters render as nothing in most logs.
+		if unicode.IsControl(r) {
+			return herr.New(herr.InvalidArgument, "resource.resource_id must not contain control characters (U+0000–U+001F, U+007F–U+009F)")
 		}
 	}
 	return nil

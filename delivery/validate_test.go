@@ -75,3 +75,17 @@ func TestDecodeConsumerEvent(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{}`, string(e.Message), "no data is an empty message")
 }
+
+func TestResourceIDControlCharacters(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"/users/123", "/dépôt/ü", "/a b", "/\u00a0nbsp", "/emoji/\U0001F600"} {
+		e := delivery.Event{EventType: "a", ResourceID: ok}
+		require.NoError(t, e.Validate(), "%q", ok)
+	}
+	for _, bad := range []string{"/a\x00", "/a\n", "/a\x7f", "/a\u0085", "/a\u009f"} {
+		e := delivery.Event{EventType: "a", ResourceID: bad}
+		err := e.Validate()
+		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%q", bad)
+		require.Contains(t, herr.MessageOf(err), "control characters")
+	}
+}

@@ -70,6 +70,8 @@ type APIError struct {
 	Type   string
 }
 
+// Error says the status and, when known, the error type; never the body
+// Herald posted.
 func (e *APIError) Error() string {
 	if e.Type != "" {
 		return fmt.Sprintf("API Gateway management API: HTTP %d (%s)", e.Status, e.Type)
