@@ -60,12 +60,22 @@ func (s *Service) GetDestination(ctx context.Context, p *auth.Principal, id stri
 	return s.cfg.Store.GetConsumer(ctx, id)
 }
 
-// ListDestinations returns every consumer.
+// ListDestinations returns every consumer: durable consumers, durable
+// queues and non-durable queues. A non-durable queue's id is its
+// reconnect token, which lets its holder resume the stream, so it is
+// listed cut to a short prefix (RedactQueue): the listing shows that the
+// queue exists, not how to attach to it.
 func (s *Service) ListDestinations(ctx context.Context, p *auth.Principal) ([]*leasestore.Consumer, error) {
 	if err := p.Require(auth.PermManageDestinations); err != nil {
 		return nil, err
 	}
-	return s.cfg.Store.ListConsumers(ctx)
+	cs, err := s.cfg.Store.ListConsumers(ctx)
+	for _, c := range cs {
+		if c.Type == leasestore.TypeNonDurableQueue {
+			c.ID = RedactQueue(NonDurable, c.ID)
+		}
+	}
+	return cs, err
 }
 
 // DeleteDestination deletes the consumer's record, then its subscription.
