@@ -190,7 +190,7 @@ func (s *Service) pull(ctx context.Context, p *auth.Principal, r PullRequest) (*
 	if c.Type != leasestore.TypeDurableConsumer {
 		return nil, herr.New(herr.Malformed, "event destination %q is not of type %s", c.ID, leasestore.TypeDurableConsumer)
 	}
-	src := &brokerSource{broker: s.cfg.Broker, sub: c.Subscription, groups: c.Filters, wait: s.cfg.ReceiveWait}
+	src := &brokerSource{svc: s, broker: s.cfg.Broker, sub: c.Subscription, groups: c.Filters, wait: s.cfg.ReceiveWait}
 	return s.cfg.Store.Pull(ctx, leasestore.PullParams{
 		Consumer: c.ID, Worker: r.Worker, Limit: r.Limit, Visibility: r.Visibility, Source: src,
 	})
@@ -207,8 +207,11 @@ func (s *Service) Acknowledge(ctx context.Context, p *auth.Principal, a leasesto
 // brokerSource adapts a broker subscription to leasestore.Source and
 // re-checks the consumer's filters: a broker may filter less than Herald's
 // filter groups say (a shallow prefix cannot be pushed down), so events that
-// do not match are acked at the broker and never leased.
+// do not match are acked at the broker and never leased. It resolves
+// claim-check references (claims.go) of the events that match; a
+// reference whose claim is gone is acked at the broker too.
 type brokerSource struct {
+	svc    *Service // for claim-check references; Settle does not need it
 	broker pubsubx.Broker
 	sub    string
 	groups filter.Groups
@@ -225,14 +228,17 @@ func (b *brokerSource) Receive(ctx context.Context, max int) ([]leasestore.Incom
 		if err != nil {
 			return nil, brokerErr(err)
 		}
-		var out []leasestore.Incoming
-		var skip []*pubsubx.Message
+		var match, skip []*pubsubx.Message
 		for _, m := range msgs {
 			if b.groups.Match(m.EventType(), m.ResourceID()) {
-				out = append(out, leasestore.Incoming{Body: m.Body, Handle: m})
+				match = append(match, m)
 			} else {
 				skip = append(skip, m)
 			}
+		}
+		out, skip, err := b.svc.resolveAll(ctx, b.sub, match, skip)
+		if err != nil {
+			return nil, err
 		}
 		if len(skip) > 0 {
 			if err := b.broker.Ack(ctx, b.sub, skip); err != nil {

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -49,6 +50,12 @@ type Config struct {
 	// Streams tunes stream sessions, queue lifetimes and the SSE
 	// transport; zero fields take their defaults.
 	Streams StreamConfig
+	// ClaimRetention is how long a claim-check claim (an event too big for
+	// the broker, claims.go) is kept before the reap-idle-queues job
+	// deletes it (HERALD_CLAIM_RETENTION; default DefaultClaimRetention,
+	// 336h). Keep it at least the broker's message retention, or a
+	// reference still waiting in a queue may find its claim gone.
+	ClaimRetention time.Duration
 	// Now defaults to time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -58,6 +65,9 @@ type Config struct {
 // of Services sharing a broker and a store behave as one.
 type Service struct {
 	cfg Config
+	// missingClaims counts claim-check references dropped because their
+	// claim was gone (MissingClaims).
+	missingClaims atomic.Int64
 }
 
 // New returns a Service.
@@ -70,6 +80,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.ClaimRetention <= 0 {
+		cfg.ClaimRetention = DefaultClaimRetention
 	}
 	cfg.Streams.setDefaults()
 	return &Service{cfg: cfg}
@@ -120,9 +133,12 @@ type Published struct {
 	PublishedAt time.Time
 }
 
-// Publish validates, authorizes, encodes and sends one event. Errors are
-// herr-coded: InvalidArgument, PermissionDenied, or Unavailable when the
-// broker did not accept the event (it was not published).
+// Publish validates, authorizes, encodes and sends one event. An event
+// whose encoding is bigger than a size-limited broker carries
+// (pubsubx.SizeLimited) is stored as a claim first and sent as a reference
+// (the claim-check, claims.go). Errors are herr-coded: InvalidArgument,
+// PermissionDenied, or Unavailable when the broker did not accept the
+// event or its claim could not be stored (it was not published).
 func (s *Service) Publish(ctx context.Context, p *auth.Principal, e Event) (*Published, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
@@ -151,6 +167,14 @@ func (s *Service) Publish(ctx context.Context, p *auth.Principal, e Event) (*Pub
 	}}
 	if e.ResourceID != "" {
 		msg.Metadata[pubsubx.AttrResourceID] = e.ResourceID
+	}
+	if s.needsClaim(body) {
+		if err := s.putClaim(ctx, id, body); err != nil {
+			s.cfg.Logger.WarnContext(ctx, "publish failed: the claim-check store write failed", "event_type", e.EventType, "event_id", id, "err", err)
+			return nil, err
+		}
+		msg.Body = claimBody(id)
+		msg.Metadata[pubsubx.AttrClaim] = id
 	}
 	if err := s.cfg.Broker.Send(ctx, msg); err != nil {
 		s.cfg.Logger.WarnContext(ctx, "publish failed", "event_type", e.EventType, "err", err)

@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"regexp"
 	"slices"
 	"time"
@@ -380,6 +381,9 @@ type ReapReport struct {
 	// Failed counts broker subscriptions that could not be deleted; they
 	// are logged by name.
 	Failed int
+	// Claims counts the claim-check claims deleted for being older than
+	// Config.ClaimRetention (claims.go).
+	Claims int
 }
 
 // ReapIdleQueues runs the idle-queue reaper (seed 002, "Durable Queue
@@ -388,7 +392,10 @@ type ReapReport struct {
 // attached session for IdleWindow (see leasestore.Store.ReapIdle), with
 // what they hold; then their broker subscriptions are deleted. Afterwards
 // every call on a reaped queue answers NOT_FOUND, and a durable queue can
-// be created again with the same id. Needs run:jobs.
+// be created again with the same id. It also deletes the claim-check
+// claims older than Config.ClaimRetention (claims.go). When some deletions
+// fail it returns the report so far with the errors joined. Needs
+// run:jobs.
 func (s *Service) ReapIdleQueues(ctx context.Context, p *auth.Principal) (*ReapReport, error) {
 	if err := p.Require(auth.PermRunJobs); err != nil {
 		return nil, err
@@ -401,5 +408,7 @@ func (s *Service) ReapIdleQueues(ctx context.Context, p *auth.Principal) (*ReapR
 			rep.Failed++
 		}
 	}
-	return rep, err
+	n, cerr := s.reapClaims(ctx)
+	rep.Claims = n
+	return rep, errors.Join(err, cerr)
 }

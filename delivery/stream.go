@@ -512,6 +512,8 @@ func (st *Stream) Close(ctx context.Context) error {
 // them are acked at the broker and never delivered; before it drops one
 // it re-reads the queue's filters, so an event a filter update has just
 // admitted is never lost to a session that started on the old filters.
+// Claim-check references of the events that pass are resolved like
+// brokerSource's.
 type streamSource struct {
 	svc   *Service
 	queue string
@@ -543,8 +545,7 @@ func (s *streamSource) Receive(ctx context.Context, max int) ([]leasestore.Incom
 	s.mu.Lock()
 	groups := s.groups
 	s.mu.Unlock()
-	var out []leasestore.Incoming
-	var skip []*pubsubx.Message
+	var match, skip []*pubsubx.Message
 	refreshed := false
 	for _, m := range msgs {
 		ok := groups.Match(m.EventType(), m.ResourceID())
@@ -564,10 +565,14 @@ func (s *streamSource) Receive(ctx context.Context, max int) ([]leasestore.Incom
 			}
 		}
 		if ok {
-			out = append(out, leasestore.Incoming{Body: m.Body, Handle: m})
+			match = append(match, m)
 		} else {
 			skip = append(skip, m)
 		}
+	}
+	out, skip, err := s.svc.resolveAll(ctx, s.sub, match, skip)
+	if err != nil {
+		return nil, err
 	}
 	if len(skip) > 0 {
 		if err := s.svc.cfg.Broker.Ack(ctx, s.sub, skip); err != nil {

@@ -42,6 +42,9 @@
 //	                                  kind "wsconnection" the state of one
 //	                                  WebSocket connection of the API Gateway
 //	                                  bridge (see Connection)
+//	key "k:<claim id, base64url>"     kind "claim"       one encoded event of
+//	                                  the claim-check, too big for its broker
+//	                                  (see PutClaim)
 //
 // The lease table, the acked ranges and the sessions are each stored as
 // one compact binary value (codec.go), and a lease names its worker (and a

@@ -60,6 +60,9 @@ type Config struct {
 	ReconnectGrace  time.Duration
 	QueueIdleWindow time.Duration
 	DeliveryLimit   int
+	// ClaimRetention is how long the idle-queue reaper keeps a
+	// claim-check claim (HERALD_CLAIM_RETENTION; default 336h).
+	ClaimRetention time.Duration
 	// QueueMessageTTL and QueueMaxLength configure queues created from
 	// now on (HERALD_QUEUE_MESSAGE_TTL, HERALD_QUEUE_MAX_LENGTH; 0 = none).
 	QueueMessageTTL time.Duration
@@ -99,7 +102,8 @@ func ConfigFromEnv() Config {
 		Addr: c.Addr, DevToken: c.DevToken, TopicURL: c.TopicURL, StoreURL: c.StoreURL,
 		Source: c.Source, Tokens: c.Tokens, ReceiveWait: c.ReceiveWait, MaxLeaseBytes: c.MaxLeaseBytes,
 		ReconnectGrace: c.ReconnectGrace, QueueIdleWindow: c.QueueIdleWindow, DeliveryLimit: c.DeliveryLimit,
-		SSEKeepAlive: c.SSEKeepAlive, SSEAckDelay: c.SSEAckDelay, ReapInterval: c.ReapInterval,
+		ClaimRetention: c.ClaimRetention,
+		SSEKeepAlive:   c.SSEKeepAlive, SSEAckDelay: c.SSEAckDelay, ReapInterval: c.ReapInterval,
 		QueueMessageTTL: c.QueueMessageTTL, QueueMaxLength: c.QueueMaxLength,
 		WSPingInterval:    c.WSPingInterval,
 		HTTP2PingInterval: c.HTTP2PingInterval,
@@ -150,7 +154,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		TopicURL: cfg.TopicURL, StoreURL: cfg.StoreURL, Source: cfg.Source,
 		ReceiveWait: cfg.ReceiveWait, MaxLeaseBytes: cfg.MaxLeaseBytes,
 		ReconnectGrace: cfg.ReconnectGrace, QueueIdleWindow: cfg.QueueIdleWindow, DeliveryLimit: cfg.DeliveryLimit,
-		SSEKeepAlive: cfg.SSEKeepAlive, SSEAckDelay: cfg.SSEAckDelay,
+		ClaimRetention: cfg.ClaimRetention,
+		SSEKeepAlive:   cfg.SSEKeepAlive, SSEAckDelay: cfg.SSEAckDelay,
 		QueueMessageTTL: cfg.QueueMessageTTL, QueueMaxLength: cfg.QueueMaxLength,
 		WSPingInterval:    cfg.WSPingInterval,
 		HTTP2PingInterval: cfg.HTTP2PingInterval,

@@ -28,6 +28,16 @@
 // then it is delivered again. A nacked message is available again at once.
 // Each driver documents its order guarantee.
 //
+// # Size limits
+//
+// A driver whose broker caps a message below Herald's largest encoded event
+// (a 256 KiB message in its CloudEvents envelope)
+// implements SizeLimited. Herald then stores an event whose encoding passes
+// the limit in the lease store (a claim) and sends a small reference in its
+// place, with the event's attributes plus AttrClaim; receivers resolve the
+// reference before they hand the event out (package delivery, the
+// claim-check). Drivers without a cap below that size do not implement it.
+//
 // # Errors
 //
 // Every method returns herr-coded errors: herr.NotFound for a subscription
@@ -49,7 +59,21 @@ const (
 	AttrEventType  = "event_type"
 	AttrResourceID = "resource_id"
 	AttrEventID    = "event_id"
+	// AttrClaim marks a claim-check reference (see SizeLimited): its value
+	// is the id of the claim holding the encoded event, and the message's
+	// Body is only a reference to it. Absent on ordinary messages.
+	AttrClaim = "herald_claim"
 )
+
+// SizeLimited is implemented by a Broker whose messages are capped below
+// Herald's largest encoded event. MaxMessageBytes is the largest Body, in
+// bytes, that Send always accepts with Herald's attributes (AttrEventType,
+// AttrResourceID, AttrEventID and AttrClaim at their longest); a publisher
+// sends anything bigger as a claim-check reference instead. The value is
+// fixed for the life of the Broker.
+type SizeLimited interface {
+	MaxMessageBytes() int
+}
 
 // Message is one event in flight. Body is the encoded CloudEvent; Metadata
 // carries the Attr* attributes. Handle is the driver's receipt for Ack and

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/leasestore"
 )
@@ -89,6 +90,7 @@ const (
 	EnvSSEKeepAlive    = "HERALD_SSE_KEEPALIVE"
 	EnvSSEAckDelay     = "HERALD_SSE_ACK_DELAY"
 	EnvReapInterval    = "HERALD_REAP_INTERVAL"
+	EnvClaimRetention  = "HERALD_CLAIM_RETENTION"
 	EnvWSPollWait      = "HERALD_WS_POLL_WAIT"
 	EnvWSSessionTTL    = "HERALD_WS_SESSION_TTL"
 	EnvWSPingInterval  = "HERALD_WS_PING_INTERVAL"
@@ -128,6 +130,13 @@ const (
 	// DefaultSSEAckDelay is how long the durable SSE stream waits before it
 	// acknowledges an event it wrote.
 	DefaultSSEAckDelay = time.Second
+	// DefaultClaimRetention is how long a claim-check claim is kept:
+	// delivery.DefaultClaimRetention, 336h (SQS's 14-day maximum
+	// retention).
+	DefaultClaimRetention = delivery.DefaultClaimRetention
+	// MinClaimRetention and MaxClaimRetention bound HERALD_CLAIM_RETENTION.
+	MinClaimRetention = time.Hour
+	MaxClaimRetention = 8760 * time.Hour
 	// DefaultReapInterval is how often the local adapter runs the
 	// idle-queue reaper.
 	DefaultReapInterval = 5 * time.Second
@@ -252,6 +261,9 @@ var vars = []Var{
 	{Name: EnvQueueIdleWindow, LocalDefault: "24h", CloudDefault: "24h", Unit: "Go duration",
 		Meaning:  "how long a durable queue lives without an attached consumer before the reaper deletes it with what it holds (1s–8760h)",
 		profiles: allProfiles, uses: usesJobs},
+	{Name: EnvClaimRetention, LocalDefault: "336h", CloudDefault: "336h", Unit: "Go duration",
+		Meaning:  "how long the reap-idle-queues job keeps a claim-check claim (an event too big for the broker, stored in the lease store); keep it at least the broker's message retention (SQS: 14 days = 336h) or a reference still queued finds its claim gone and is dropped (1h–8760h)",
+		profiles: allProfiles, uses: usesJobs},
 	{Name: EnvDeliveryLimit, LocalDefault: strconv.Itoa(DefaultDeliveryLimit), CloudDefault: strconv.Itoa(DefaultDeliveryLimit), Unit: "deliveries",
 		Meaning:  "an event whose lifetime delivery count would pass this is moved to the dead-letter queue instead of delivered again (1–1000)",
 		profiles: allProfiles, uses: usesStore},
@@ -319,6 +331,9 @@ type Config struct {
 	ReconnectGrace  time.Duration
 	QueueIdleWindow time.Duration
 	DeliveryLimit   int
+	// ClaimRetention is HERALD_CLAIM_RETENTION: how long the
+	// reap-idle-queues job keeps a claim-check claim.
+	ClaimRetention time.Duration
 	// QueueMessageTTL and QueueMaxLength configure queues created from
 	// now on (0 = none).
 	QueueMessageTTL time.Duration
@@ -482,6 +497,7 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 	}
 	duration(EnvReconnectGrace, time.Second, 24*time.Hour, &c.ReconnectGrace)
 	duration(EnvQueueIdleWindow, time.Second, 8760*time.Hour, &c.QueueIdleWindow)
+	duration(EnvClaimRetention, MinClaimRetention, MaxClaimRetention, &c.ClaimRetention)
 	duration(EnvSSEKeepAlive, time.Second, 5*time.Minute, &c.SSEKeepAlive)
 	duration(EnvSSEAckDelay, 0, time.Minute, &c.SSEAckDelay)
 	if c.SSEAckDelay == 0 && val(EnvSSEAckDelay) != "" {

@@ -188,7 +188,7 @@ func TestReadBy(t *testing.T) {
 	pub := names(config.Lambda, router.Publish)
 	require.Contains(t, pub, config.EnvTopicURL)
 	require.Contains(t, pub, config.EnvSource)
-	require.NotContains(t, pub, config.EnvStoreURL)
+	require.Contains(t, pub, config.EnvStoreURL, "the claim-check stores big events")
 	require.NotContains(t, pub, config.EnvPort)
 	ack := names(config.Lambda, router.Acknowledge)
 	require.Contains(t, ack, config.EnvStoreURL)
@@ -239,10 +239,12 @@ func TestStreamVariables(t *testing.T) {
 	require.Equal(t, config.DefaultSSEKeepAlive, c.SSEKeepAlive)
 	require.Equal(t, config.DefaultSSEAckDelay, c.SSEAckDelay)
 	require.Equal(t, config.DefaultReapInterval, c.ReapInterval)
+	require.Equal(t, 336*time.Hour, c.ClaimRetention, "SQS's longest retention")
 
 	c, err = config.Load(config.Local, env(map[string]string{
 		config.EnvReconnectGrace: "5s", config.EnvQueueIdleWindow: "2h", config.EnvDeliveryLimit: "3",
 		config.EnvSSEKeepAlive: "30s", config.EnvSSEAckDelay: "0s", config.EnvReapInterval: "1s",
+		config.EnvClaimRetention: "720h",
 	}))
 	require.NoError(t, err)
 	require.Equal(t, 5*time.Second, c.ReconnectGrace)
@@ -251,10 +253,12 @@ func TestStreamVariables(t *testing.T) {
 	require.Equal(t, 30*time.Second, c.SSEKeepAlive)
 	require.Negative(t, c.SSEAckDelay, "0s means no delay")
 	require.Equal(t, time.Second, c.ReapInterval)
+	require.Equal(t, 720*time.Hour, c.ClaimRetention)
 
 	for name, bad := range map[string]string{
 		config.EnvReconnectGrace: "0s", config.EnvQueueIdleWindow: "forever", config.EnvDeliveryLimit: "0",
 		config.EnvSSEKeepAlive: "10m", config.EnvSSEAckDelay: "-1s", config.EnvReapInterval: "1ms",
+		config.EnvClaimRetention: "30m",
 	} {
 		_, err := config.Load(config.Local, env(map[string]string{name: bad}))
 		require.ErrorContains(t, err, name+":", "%s=%s", name, bad)

@@ -2,7 +2,7 @@
 // Lambda schedule and Cloud Scheduler all call the same way:
 //
 //	POST /v1/jobs/lease-expiry      → 200 {"job":"lease-expiry","consumers":3,"requeued_leases":1,"requeued_events":20,"failed":0}
-//	POST /v1/jobs/reap-idle-queues  → 200 {"job":"reap-idle-queues","consumers":0,"requeued_leases":0,"requeued_events":0,"failed":0,"reaped_queues":2}
+//	POST /v1/jobs/reap-idle-queues  → 200 {"job":"reap-idle-queues","consumers":0,"requeued_leases":0,"requeued_events":0,"failed":0,"reaped_queues":2,"reaped_connections":0,"reaped_claims":1}
 //
 // reap-idle-queues deletes the non-durable queues whose last stream left
 // more than HERALD_RECONNECT_GRACE ago and the durable queues without an
@@ -10,7 +10,10 @@
 // subscriptions (seed 002, "Durable Queue Lifetime"); failed counts
 // subscriptions it could not delete. It also removes the connection
 // records of the API Gateway WebSocket function that are older than 2
-// hours (wslambda.CloseStale; reaped_connections), ending their sessions.
+// hours (wslambda.CloseStale; reaped_connections), ending their sessions,
+// and the claim-check claims (events too big for the broker, kept in the
+// lease store) older than HERALD_CLAIM_RETENTION (reaped_claims; see
+// package delivery).
 // The local adapter runs it every HERALD_REAP_INTERVAL; the clouds on a
 // schedule.
 //
@@ -63,6 +66,9 @@ type Result struct {
 	// ReapedConnections is set by reap-idle-queues only: the stale
 	// WebSocket connection records it removed.
 	ReapedConnections *int `json:"reaped_connections,omitempty"`
+	// ReapedClaims is set by reap-idle-queues only: the claim-check claims
+	// older than HERALD_CLAIM_RETENTION it deleted.
+	ReapedClaims *int `json:"reaped_claims,omitempty"`
 }
 
 // Run runs job name as p. An unknown name is herr.NotFound. On a partial
@@ -84,7 +90,7 @@ func Run(ctx context.Context, svc *delivery.Service, p *auth.Principal, name str
 			return nil, err
 		}
 		conns, cerr := wslambda.CloseStale(ctx, svc, p)
-		return &Result{Job: name, Failed: rep.Failed, ReapedQueues: &rep.Queues, ReapedConnections: &conns}, errors.Join(err, cerr)
+		return &Result{Job: name, Failed: rep.Failed, ReapedQueues: &rep.Queues, ReapedConnections: &conns, ReapedClaims: &rep.Claims}, errors.Join(err, cerr)
 	default:
 		return nil, herr.New(herr.NotFound, "no such job %q (known: %s, %s)", name, LeaseExpiry, ReapIdleQueues)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/leasestore/storetest"
 	"github.com/heraldevents/herald/pubsubx/mem"
@@ -24,6 +25,7 @@ type fixture struct {
 	t     *testing.T
 	h     http.Handler
 	svc   *delivery.Service
+	store *leasestore.Store
 	clock *storetest.Clock
 }
 
@@ -43,10 +45,9 @@ func setup(t *testing.T) *fixture {
 		require.NoError(t, coll.Close())
 	})
 	clock := storetest.NewClock()
-	svc := delivery.New(delivery.Config{
-		Broker: broker, Store: leasestore.New(coll, leasestore.Options{Now: clock.Now}), Now: clock.Now,
-	})
-	return &fixture{t: t, h: router.New(svc, tokens), svc: svc, clock: clock}
+	store := leasestore.New(coll, leasestore.Options{Now: clock.Now})
+	svc := delivery.New(delivery.Config{Broker: broker, Store: store, Now: clock.Now})
+	return &fixture{t: t, h: router.New(svc, tokens), svc: svc, store: store, clock: clock}
 }
 
 func (f *fixture) do(method, path, token, body string) (int, map[string]any) {
@@ -123,4 +124,24 @@ func TestRunAsScheduler(t *testing.T) {
 	require.Equal(t, jobs.ReapIdleQueues, res.Job)
 	require.NotNil(t, res.ReapedQueues)
 	require.Zero(t, *res.ReapedQueues)
+	require.NotNil(t, res.ReapedClaims)
+	require.Zero(t, *res.ReapedClaims)
+}
+
+// TestReapClaims checks that reap-idle-queues deletes the claim-check
+// claims older than the retention (default 336h) and reports them.
+func TestReapClaims(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	require.NoError(t, f.store.PutClaim(t.Context(), "old", []byte(`{"a":1}`)))
+	f.clock.Advance(time.Hour)
+	require.NoError(t, f.store.PutClaim(t.Context(), "new", []byte(`{"a":2}`)))
+	f.clock.Advance(delivery.DefaultClaimRetention - time.Hour + time.Millisecond)
+	code, res := f.do("POST", "/v1/jobs/reap-idle-queues", "scheduler", "")
+	require.Equal(t, http.StatusOK, code)
+	require.EqualValues(t, 1, res["reaped_claims"])
+	_, err := f.store.GetClaim(t.Context(), "old")
+	require.Equal(t, herr.NotFound, herr.CodeOf(err))
+	_, err = f.store.GetClaim(t.Context(), "new")
+	require.NoError(t, err)
 }

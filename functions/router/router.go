@@ -88,10 +88,12 @@ func (f Function) UsesBroker() bool {
 	return false
 }
 
-// UsesStore reports whether f's routes reach the lease store.
+// UsesStore reports whether f's routes reach the lease store. Publish
+// does: an event too big for a size-limited broker (Amazon SNS) is stored
+// there as a claim-check claim (package delivery).
 func (f Function) UsesStore() bool {
 	switch f {
-	case Pull, Acknowledge, Destinations, Jobs, Websocket, All:
+	case Publish, Pull, Acknowledge, Destinations, Jobs, Websocket, All:
 		return true
 	}
 	return false

@@ -87,6 +87,7 @@ var conformanceCases = concat(
 	deadLetterCases,
 	reapCases,
 	connectionCases,
+	claimCases,
 	randomCases,
 )
 

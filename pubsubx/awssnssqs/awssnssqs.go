@@ -111,8 +111,10 @@
 //     refuses bigger messages with herr.InvalidArgument; nothing is cut.
 //     MaxMessageBytes is the body size always accepted with Herald's
 //     attributes. Herald's own limit (a 256 KiB message inside a CloudEvents
-//     envelope) is higher: events whose encoding exceeds MaxMessageBytes
-//     cannot be published through this backend.
+//     envelope) is higher, so the broker implements pubsubx.SizeLimited
+//     with MaxMessageBytes: Herald's publisher stores an event whose
+//     encoding exceeds it in the lease store and sends a claim-check
+//     reference instead (package delivery).
 //   - The body must be valid UTF-8 and not empty (SNS sends strings).
 //   - At most 10 attributes, with names of [A-Za-z0-9_.-] (not starting
 //     with "AWS." or "Amazon."); attributes with an empty value are not
@@ -175,8 +177,9 @@ const (
 	// MaxSNSMessageBytes is SNS's limit on a message: body and attributes.
 	MaxSNSMessageBytes = 256 << 10
 	// attributeAllowance is room kept for Herald's attributes: event_type
-	// (≤255 bytes), resource_id (≤1,024) and event_id (36), with their
-	// names and types, take at most 1,366 bytes.
+	// (≤255 bytes), resource_id (≤1,024), event_id (36) and herald_claim
+	// (36, on a claim-check reference), with their names and types, take
+	// at most 1,420 bytes.
 	attributeAllowance = 2 << 10
 	// MaxMessageBytes is the largest body Send always accepts with
 	// Herald's attributes: 256 KiB less 2 KiB, 260,096 bytes. Bodies up to
@@ -938,6 +941,13 @@ type batchFailure struct {
 	code, message string
 	senderFault   bool
 }
+
+// MaxMessageBytes implements pubsubx.SizeLimited: the package constant
+// MaxMessageBytes (260,096 bytes), the largest body Send always accepts
+// with Herald's attributes.
+func (b *broker) MaxMessageBytes() int { return MaxMessageBytes }
+
+var _ pubsubx.SizeLimited = (*broker)(nil)
 
 func (b *broker) Close() error {
 	// Nothing to release: the SDK's transports close idle connections

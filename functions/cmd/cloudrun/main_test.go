@@ -43,6 +43,7 @@ func TestServesOnPortAndStopsGracefully(t *testing.T) {
 		done <- run(ctx, logger, env(map[string]string{
 			"PORT": strconv.Itoa(port), "HERALD_FUNCTION": "publish",
 			"HERALD_TOPIC_URL": "mem://cloudrun-test",
+			"HERALD_STORE_URL": "mem://cloudrun-test/key",
 			"HERALD_TOKENS":    `{"` + token + `": {"id": "pub", "permissions": ["publish:*"]}}`,
 		}), func(addr string) { ready <- addr })
 	}()

@@ -399,6 +399,7 @@ func TestBootstrapRefusesSchemeNotInBuild(t *testing.T) {
 	r := startRIE(t, bootstrap, map[string]string{
 		"HERALD_FUNCTION":  "publish",
 		"HERALD_TOPIC_URL": "gcppubsub://projects/p/topics/t",
+		"HERALD_STORE_URL": "mem://rie-scheme/key",
 		"HERALD_TOKENS":    `{"` + rieToken + `": {"id": "x", "permissions": ["*"]}}`,
 	})
 	res, err := http.Post(r.url, "application/json", strings.NewReader(`{"job":"lease-expiry"}`))
