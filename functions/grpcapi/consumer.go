@@ -100,16 +100,11 @@ func (h *Consumer) DeleteDurableQueue(ctx context.Context, req *connect.Request[
 // the queue is intact.
 func (h *Consumer) ConsumeDurableEventsWithAcks(ctx context.Context, stream *connect.BidiStream[pb.ConsumeDurableEventsWithAcksRequest, pb.ConsumeDurableEventsWithAcksResponse]) (err error) {
 	procedure := stream.Spec().Procedure
-	ctx, done, err := longLived(ctx, procedure)
+	ctx, p, end, err := streamStart(ctx, procedure)
 	if err != nil {
 		return err
 	}
-	defer done()
-	defer func() { err = shutdownErr(ctx, err) }()
-	p, err := auth.FromContext(ctx)
-	if err != nil {
-		return Error(ctx, procedure, err)
-	}
+	defer end(&err)
 	first, err := stream.Receive()
 	if errors.Is(err, io.EOF) {
 		return Error(ctx, procedure, herr.New(herr.InvalidArgument, "the first message must carry queue_id"))
@@ -189,16 +184,11 @@ func (h *Consumer) ConsumeDurableEventsWithAcks(ctx context.Context, stream *con
 // Errors on an open stream are those of ConsumeDurableEventsWithAcks.
 func (h *Consumer) ConsumeNonDurableEvents(ctx context.Context, stream *connect.BidiStream[pb.ConsumeNonDurableEventsRequest, pb.ConsumeNonDurableEventsResponse]) (err error) {
 	procedure := stream.Spec().Procedure
-	ctx, done, err := longLived(ctx, procedure)
+	ctx, p, end, err := streamStart(ctx, procedure)
 	if err != nil {
 		return err
 	}
-	defer done()
-	defer func() { err = shutdownErr(ctx, err) }()
-	p, err := auth.FromContext(ctx)
-	if err != nil {
-		return Error(ctx, procedure, err)
-	}
+	defer end(&err)
 	first, err := stream.Receive()
 	if errors.Is(err, io.EOF) {
 		return Error(ctx, procedure, herr.New(herr.InvalidArgument, "the first message must carry filter_groups or reconnect_token"))
@@ -316,16 +306,11 @@ func updateFilters(ctx context.Context, procedure string, st *delivery.Stream, m
 // are those of ConsumeDurableEventsWithAcks.
 func (h *Consumer) ConsumeDurableEvents(ctx context.Context, req *connect.Request[pb.ConsumeDurableEventsRequest], stream *connect.ServerStream[pb.ConsumeDurableEventsResponse]) (err error) {
 	procedure := req.Spec().Procedure
-	ctx, done, err := longLived(ctx, procedure)
+	ctx, p, end, err := streamStart(ctx, procedure)
 	if err != nil {
 		return err
 	}
-	defer done()
-	defer func() { err = shutdownErr(ctx, err) }()
-	p, err := auth.FromContext(ctx)
-	if err != nil {
-		return Error(ctx, procedure, err)
-	}
+	defer end(&err)
 	st, err := h.Service.OpenStream(ctx, p, delivery.StreamRequest{Kind: delivery.Durable, QueueID: req.Msg.GetQueueId()})
 	if err != nil {
 		return Error(ctx, procedure, err)
@@ -356,16 +341,28 @@ func (h *Consumer) ConsumeDurableEvents(ctx context.Context, req *connect.Reques
 	return err
 }
 
-// longLived registers a streaming RPC with the server's tracker of
-// long-lived requests (httpx.StreamContext): the context it returns ends
-// when the server shuts down. A stream that cannot start because the
-// server is shutting down already is UNAVAILABLE.
-func longLived(ctx context.Context, procedure string) (context.Context, func(), error) {
+// streamStart begins a streaming RPC: it registers the stream with the
+// server's tracker of long-lived requests (httpx.StreamContext), so the
+// context it returns ends when the server shuts down, and reads the
+// caller's principal. The handler defers end with its named error: end
+// turns an end by shutdown into UNAVAILABLE (shutdownErr) and releases
+// the registration. A stream that cannot start because the server is
+// shutting down is UNAVAILABLE; one without a principal UNAUTHENTICATED.
+func streamStart(ctx context.Context, procedure string) (context.Context, *auth.Principal, func(*error), error) {
 	sctx, done, err := httpx.StreamContext(ctx)
 	if err != nil {
-		return nil, nil, Error(ctx, procedure, err)
+		return nil, nil, nil, Error(ctx, procedure, err)
 	}
-	return sctx, done, nil
+	p, err := auth.FromContext(sctx)
+	if err != nil {
+		done()
+		return nil, nil, nil, Error(sctx, procedure, err)
+	}
+	end := func(err *error) {
+		*err = shutdownErr(sctx, *err)
+		done()
+	}
+	return sctx, p, end, nil
 }
 
 // shutdownErr ends a stream UNAVAILABLE when its context ended because the

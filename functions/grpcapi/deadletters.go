@@ -10,7 +10,6 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta"
 	"github.com/heraldevents/herald/herr"
@@ -46,16 +45,11 @@ type (
 // after a reconnect every remaining one is shown again, with new tags.
 func (h *Consumer) ManageDeadLetteredEvents(ctx context.Context, stream *connect.BidiStream[pb.ManageDeadLetteredEventsRequest, pb.ManageDeadLetteredEventsResponse]) (err error) {
 	procedure := stream.Spec().Procedure
-	ctx, done, err := longLived(ctx, procedure)
+	ctx, p, end, err := streamStart(ctx, procedure)
 	if err != nil {
 		return err
 	}
-	defer done()
-	defer func() { err = shutdownErr(ctx, err) }()
-	p, err := auth.FromContext(ctx)
-	if err != nil {
-		return Error(ctx, procedure, err)
-	}
+	defer end(&err)
 	tr, err := h.Service.NewTriage(p)
 	if err != nil {
 		return Error(ctx, procedure, err)
