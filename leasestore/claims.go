@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"io"
 	"time"
 
 	"gocloud.dev/gcerrors"
@@ -118,20 +117,14 @@ func (s *Store) ReapClaims(ctx context.Context, olderThan time.Duration) (int, e
 	}
 	cutoff := s.nowMs() - olderThan.Milliseconds()
 	var keys []string
-	it := s.coll.Query().Where("kind", "=", kindClaim).Get(ctx, "key", "created_ms")
-	defer it.Stop()
-	for {
-		var d claimDoc
-		err := it.Next(ctx, &d)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return 0, storeErr(err)
-		}
+	err := eachOfKind(ctx, s, kindClaim, func(d *claimDoc) error {
 		if d.CreatedAt < cutoff {
 			keys = append(keys, d.Key)
 		}
+		return nil
+	}, "key", "created_ms")
+	if err != nil {
+		return 0, err
 	}
 	var (
 		n    int

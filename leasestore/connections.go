@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"io"
 	"time"
 
 	"gocloud.dev/gcerrors"
@@ -259,20 +258,14 @@ func (s *Store) ReapConnections(ctx context.Context, maxAge time.Duration) ([]*C
 	cutoff := s.nowMs() - maxAge.Milliseconds()
 	stale := func(d *connectionDoc) bool { return d.UpdatedAt < cutoff }
 	var keys []string
-	it := s.coll.Query().Where("kind", "=", kindConnection).Get(ctx, "key", "updated_ms")
-	defer it.Stop()
-	for {
-		var d connectionDoc
-		err := it.Next(ctx, &d)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, storeErr(err)
-		}
-		if stale(&d) {
+	err := eachOfKind(ctx, s, kindConnection, func(d *connectionDoc) error {
+		if stale(d) {
 			keys = append(keys, d.Key)
 		}
+		return nil
+	}, "key", "updated_ms")
+	if err != nil {
+		return nil, err
 	}
 	var (
 		out  []*Connection

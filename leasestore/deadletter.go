@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -256,22 +255,15 @@ func (s *Store) ListDeadLetters(ctx context.Context, limit int, pageToken string
 		return strings.Compare(a.key, b.key)
 	}
 	var refs []ref
-	it := s.coll.Query().Where("kind", "=", kindDeadLetter).Get(ctx, "key", "dead_lettered_ms")
-	defer it.Stop()
-	for {
-		var dl deadLetterDoc
-		err := it.Next(ctx, &dl)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, "", storeErr(err)
-		}
+	err = eachOfKind(ctx, s, kindDeadLetter, func(dl *deadLetterDoc) error {
 		r := ref{at: dl.At, key: dl.Key}
-		if after != nil && less(r, ref{at: after.at, key: after.key}) <= 0 {
-			continue
+		if after == nil || less(r, ref{at: after.at, key: after.key}) > 0 {
+			refs = append(refs, r)
 		}
-		refs = append(refs, r)
+		return nil
+	}, "key", "dead_lettered_ms")
+	if err != nil {
+		return nil, "", err
 	}
 	slices.SortFunc(refs, less)
 	next := ""

@@ -1,10 +1,15 @@
 package leasestore
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
+	"io"
 	"sort"
 	"time"
+
+	"gocloud.dev/docstore"
 )
 
 // Record kinds, stored in the "kind" field.
@@ -299,4 +304,25 @@ func (d *consumerDoc) markDying(i int, reason string, nowMs int64) {
 	l.Dying, l.Worker, l.Requeued, l.Session = reason, "", false, false
 	l.Generation++
 	l.Expires = nowMs
+}
+
+// eachOfKind calls visit with every record of kind, read with only fields
+// (none: every field), and stops at visit's first error. On DynamoDB this
+// is a scan of the table: the kind is not a key.
+func eachOfKind[D any](ctx context.Context, s *Store, kind string, visit func(*D) error, fields ...docstore.FieldPath) error {
+	it := s.coll.Query().Where("kind", "=", kind).Get(ctx, fields...)
+	defer it.Stop()
+	for {
+		var d D
+		err := it.Next(ctx, &d)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return storeErr(err)
+		}
+		if err := visit(&d); err != nil {
+			return err
+		}
+	}
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -229,24 +227,18 @@ func (s *Store) GetConsumer(ctx context.Context, id string) (*Consumer, error) {
 // order.
 func (s *Store) ListConsumers(ctx context.Context) ([]*Consumer, error) {
 	nowMs := s.nowMs()
-	it := s.coll.Query().Where("kind", "=", kindConsumer).Get(ctx)
-	defer it.Stop()
 	var out []*Consumer
-	for {
-		var d consumerDoc
-		err := it.Next(ctx, &d)
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, storeErr(err)
-		}
+	err := eachOfKind(ctx, s, kindConsumer, func(d *consumerDoc) error {
 		c, err := d.view(nowMs)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			out = append(out, c)
 		}
-		out = append(out, c)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // DeleteConsumer removes consumer id and the payload records of the events
