@@ -75,6 +75,16 @@ type SizeLimited interface {
 	MaxMessageBytes() int
 }
 
+// Pinger is implemented by a Broker that can tell, cheaply and within
+// ctx's deadline, whether it can reach its broker right now. Readiness
+// checks (GET /health/ready, gRPC health) call it; a nil error means a
+// Send issued now would be attempted against a live connection. Ping never
+// dials more than once per call and never blocks past ctx. A Broker without
+// it is taken as reachable.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
 // Message is one event in flight. Body is the encoded CloudEvent; Metadata
 // carries the Attr* attributes. Handle is the driver's receipt for Ack and
 // Nack; it is nil on messages being sent.

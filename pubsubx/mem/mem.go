@@ -420,6 +420,16 @@ func (c *client) Nack(ctx context.Context, name string, msgs []*pubsubx.Message)
 	return c.settle(ctx, name, msgs, false)
 }
 
+// Ping implements pubsubx.Pinger: the in-memory broker is reachable while
+// this client is open.
+func (c *client) Ping(ctx context.Context) error {
+	if err := c.lock(ctx); err != nil {
+		return err
+	}
+	c.t.mu.Unlock()
+	return nil
+}
+
 // Close implements pubsubx.Broker.Close for this client; other clients of
 // the topic keep working. Closing twice is harmless.
 func (c *client) Close() error {
