@@ -191,7 +191,7 @@ func (c *collection) ensureTable(ctx context.Context, table string) error {
 		return nil
 	})
 	if err != nil {
-		return errorf(codeOf(err), err, "pgdocstore: create table %s", table)
+		return errorf(tableCode(err), err, "pgdocstore: create table %s", table)
 	}
 	rows, err := c.pool.Query(ctx, "SELECT key, revision, doc FROM "+c.table+" LIMIT 0")
 	if err == nil {
@@ -199,14 +199,19 @@ func (c *collection) ensureTable(ctx context.Context, table string) error {
 		err = rows.Err()
 	}
 	if err != nil {
-		code := codeOf(err)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42703" { // undefined_column
-			code = gcerrors.FailedPrecondition
-		}
-		return errorf(code, err, "pgdocstore: table %s must have columns key text, revision bigint, doc jsonb", table)
+		return errorf(tableCode(err), err, "pgdocstore: table %s must have columns key text, revision bigint, doc jsonb", table)
 	}
 	return nil
+}
+
+// tableCode is the code of an error making or checking the table: a
+// missing column means a table of the name exists with other columns.
+func tableCode(err error) gcerrors.ErrorCode {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42703" { // undefined_column
+		return gcerrors.FailedPrecondition
+	}
+	return codeOf(err)
 }
 
 // bound returns ctx limited by the statement timeout.

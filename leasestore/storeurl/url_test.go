@@ -4,6 +4,7 @@ package storeurl_test
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,15 @@ func TestOpenRefuses(t *testing.T) {
 		{"firestore://projects/p/databases/(default)/documents/c", `name_field must be "key"`},
 		{"firestore://projects/p/documents/c?name_field=key", "projects/PROJECT/databases/DATABASE/documents/COLLECTION"},
 		{"firestore://projects/p/databases/(default)/documents/c/d?name_field=key", "projects/PROJECT/databases/DATABASE/documents/COLLECTION"},
+		{"postgres://u@h/db?table=t&tabel=x", `unknown query parameter "tabel"`},
+		{"postgresql://u@h/db?search_path=x", `unknown query parameter "search_path"`},
+		{"postgres://u@h/db?table=a&table=b", `"table" is given 2 times`},
+		{"postgres://u@h/db?table=bad-name", `table "bad-name"`},
+		{"postgres://u@h/db?table=" + strings.Repeat("t", 49), "up to 47"},
+		{"postgres://u@h?table=t", "give the server and database"},
+		{"postgres:///db", "give the server and database"},
+		{"postgres://u@h/db?connect_timeout=soon", "a connection or pool setting is malformed"},
+		{"postgres://u@h/db?pool_max_conns=-1", "a connection or pool setting is malformed"},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
 			t.Parallel()
