@@ -5,7 +5,7 @@
 //
 // # URLs
 //
-//	mem://COLLECTION/key[?filename=PATH]
+//	mem://COLLECTION/key
 //	dynamodb://TABLE?partition_key=key[&region=R][&endpoint=URL][&profile=P]
 //	firestore://projects/P/databases/D/documents/COLLECTION?name_field=key
 //	postgres://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE[?table=herald&…]   (or postgresql://)
@@ -14,10 +14,15 @@
 // field leasestore's records are keyed by (a PostgreSQL table's key is its
 // key column). Query parameters:
 //
-//   - mem: filename, a file the collection is loaded from when opened and
-//     saved to when closed, so a local Herald keeps its consumers across
-//     restarts. Without it the collection lives only in memory. Collections
-//     of one name are shared within a process (memdocstore's URL opener).
+//   - mem: none. The collection lives in the process's memory and is gone
+//     when the process ends; collections of one name are shared within a
+//     process (memdocstore's URL opener). memdocstore's filename option is
+//     refused: it wrote the file only at a clean shutdown, and not
+//     atomically, so a crash lost or rolled back consumers, cursors and
+//     leases (a cursor moved backward, sequence numbers were reused) and a
+//     crash while saving left a file Herald could not start from. State that
+//     must survive restarts and crashes belongs in PostgreSQL (postgres://,
+//     a single server is enough) or a cloud store.
 //
 //   - dynamodb: partition_key (required, "key"); region (default: the AWS
 //     SDK's, AWS_REGION or the shared config; one of them is required);
@@ -280,7 +285,10 @@ func requireKeyField(scheme, where, got string) error {
 // openMem opens a memdocstore collection through docstore's default URL
 // mux, so that one name means one collection within the process.
 func openMem(ctx context.Context, u *url.URL) (*docstore.Collection, error) {
-	if _, err := params(u, "filename"); err != nil {
+	if u.Query().Has("filename") {
+		return nil, herr.New(herr.InvalidArgument, "store URL mem://: filename is not supported: the in-memory store is not crash-safe (the file was written only at shutdown); for state that survives restarts and crashes use postgres://USER@HOST:5432/DATABASE (docs/backends.md)")
+	}
+	if _, err := params(u); err != nil {
 		return nil, err
 	}
 	if u.Host == "" {
@@ -291,8 +299,7 @@ func openMem(ctx context.Context, u *url.URL) (*docstore.Collection, error) {
 	}
 	coll, err := docstore.DefaultURLMux().OpenCollectionURL(ctx, u)
 	if err != nil {
-		// memdocstore fails only on a filename it cannot read or decode.
-		return nil, herr.Wrap(herr.InvalidArgument, err, "store URL mem://: cannot load the collection file")
+		return nil, herr.Wrap(herr.InvalidArgument, err, "store URL mem://: cannot open the collection")
 	}
 	return coll, nil
 }
