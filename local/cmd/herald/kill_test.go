@@ -35,8 +35,9 @@ import (
 
 // The kill tests run two local-adapter processes (this command, built
 // once) on one PostgreSQL store and one broker, share one durable consumer
-// and one durable queue between them, publish to both, SIGKILL one process
-// mid-run and restart it, and then check what the durable-consumer API and
+// and one durable queue between them, publish to both, SIGKILL a process
+// three times at random points of the run (B, A, B) and restart it at
+// once, and then check what the durable-consumer API and
 // the notifications API promise:
 //
 //   - every event answered success:true is committed (the consumer's
@@ -358,14 +359,22 @@ func runKill(t *testing.T, topicURL string) {
 		pubs.Go(func() { r.publish(ctx, p) })
 	}
 
-	// Kill B once 40% of the events are published, and restart it.
+	// Kill B once 40% of the events are published, then A and B again at
+	// random points while the workers and streams run; restart each at once.
 	for r.countPublished() < killEvents*4/10 && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
-	killedAt := time.Now()
-	r.procs[1].kill()
-	r.procs[1].start(ctx)
-	recovery := time.Since(killedAt)
+	var killedAt time.Time
+	var recoveries []time.Duration
+	for k, victim := range []int{1, 0, 1} {
+		if k > 0 {
+			time.Sleep(time.Second + time.Duration(randN(2000))*time.Millisecond)
+		}
+		killedAt = time.Now()
+		r.procs[victim].kill()
+		r.procs[victim].start(ctx)
+		recoveries = append(recoveries, time.Since(killedAt))
+	}
 
 	pubs.Wait()
 	r.publishDone.Store(true)
@@ -378,7 +387,7 @@ func runKill(t *testing.T, topicURL string) {
 	}
 	r.stop.Store(true)
 	wg.Wait()
-	r.check(ctx, start, killedAt, published, recovery, func() counters { return storeCounters(t, db) })
+	r.check(ctx, start, killedAt, published, recoveries, func() counters { return storeCounters(t, db) })
 }
 
 func (r *killRun) countPublished() int {
@@ -674,7 +683,7 @@ func (r *killRun) deadLetters(ctx context.Context) map[string]map[int]bool {
 
 // check asserts the run's promises and logs its figures; counters reads
 // the store's counters once Herald is stopped.
-func (r *killRun) check(ctx context.Context, start, killedAt time.Time, published, recovery time.Duration, counters func() counters) {
+func (r *killRun) check(ctx context.Context, start, killedAt time.Time, published time.Duration, recoveries []time.Duration, counters func() counters) {
 	t := r.t
 	dead := r.deadLetters(ctx)
 	var cons destination
@@ -745,14 +754,14 @@ func (r *killRun) check(ctx context.Context, start, killedAt time.Time, publishe
 		float64(killEvents)/published.Seconds())
 	t.Logf("consumer: 90%% of the events committed %v after the start (%.0f events/s)", r.ninetyAt.Sub(start).Round(time.Millisecond),
 		float64(killEvents*9/10)/r.ninetyAt.Sub(start).Seconds())
-	t.Logf("consumer: every event committed %v after the start (%.0f events/s end to end); queue: every event streamed %v after the start, %v after the kill",
+	t.Logf("consumer: every event committed %v after the start (%.0f events/s end to end); queue: every event streamed %v after the start, %v after the last kill",
 		consumerDone.Round(time.Millisecond), float64(killEvents)/consumerDone.Seconds(),
 		queueDone.Round(time.Millisecond), r.lastStream.Sub(killedAt).Round(time.Millisecond))
 	t.Logf("consumer: %d positions delivered for %d events (%d duplicates), acks %v, dead letters %d, max in_flight %d",
 		len(r.delivered), len(committedN), dupConsumer, r.acks, deadCount, r.maxInFlight[r.consumer])
 	t.Logf("queue: %d stream deliveries for %d events (%d duplicates), max in_flight %d",
 		delivered-len(r.delivered), len(r.streamed), dupQueue, r.maxInFlight[r.queue])
-	t.Logf("kill -9 to answering again: %v", recovery.Round(time.Millisecond))
+	t.Logf("%d kills; kill -9 to answering /health again: %v", len(recoveries), recoveries)
 	t.Logf("store: %d transactions (every statement outside one counts; the monitor's reads included), %d rows written, about %d bytes of rows written; per delivered event: %.1f transactions, %.1f row writes, about %.0f bytes",
 		stmts, rows, bytes, float64(stmts)/float64(delivered), float64(rows)/float64(delivered), float64(bytes)/float64(delivered))
 }
