@@ -163,7 +163,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	// An in-process broker starts empty; a file-backed store does not.
+	// An in-process broker starts empty; a durable store (PostgreSQL) does not.
 	if strings.HasPrefix(cfg.TopicURL, "mem:") {
 		if n, err := a.Service().RestoreSubscriptions(ctx); err != nil {
 			_ = a.Close()
@@ -178,7 +178,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 // Handler returns the handler serving every endpoint.
 func (s *Server) Handler() http.Handler { return s.app.Handler() }
 
-// Close releases the broker and the store (saving a file-backed store).
+// Close releases the broker and the store.
 func (s *Server) Close() error {
 	return s.app.Close()
 }

@@ -244,7 +244,7 @@ var vars = []Var{
 		Meaning:  "broker URL (`mem://NAME?ackdeadline=60s`, or a cloud driver's URL); required in the cloud",
 		profiles: allProfiles, uses: usesBroker},
 	{Name: EnvStoreURL, LocalDefault: DefaultStoreURL, Unit: "URL", Deploy: true,
-		Meaning:  "lease store: a gocloud docstore collection URL keyed by `key`; `mem://herald/key?filename=/path/herald.db` keeps state across restarts; required in the cloud",
+		Meaning:  "lease store: a gocloud docstore collection URL keyed by `key` (`mem://herald/key` lives in memory only; `postgres://USER@HOST:5432/DB?table=herald` survives restarts and crashes and is shared by several Herald processes); required in the cloud",
 		profiles: allProfiles, uses: usesStore},
 	{Name: EnvSource, LocalDefault: DefaultSource, CloudDefault: DefaultSource, Deploy: true,
 		Meaning:  "CloudEvents `source` of published events",
