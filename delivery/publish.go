@@ -30,8 +30,9 @@ import (
 const (
 	// MaxMessageBytes caps an event's message (its JSON encoding): 256 KiB.
 	MaxMessageBytes = 256 << 10
-	// MaxBatchEvents caps one batch publish.
-	MaxBatchEvents = 100
+	// MaxBatchEvents caps one batch publish: the notifications API's
+	// published BatchPublishEventsRequest allows 1,000 events.
+	MaxBatchEvents = 1000
 	// MaxResourceIDBytes caps resource.resource_id.
 	MaxResourceIDBytes = filter.MaxResourceIDLength
 	// publishConcurrency bounds parallel sends of one batch.
@@ -100,28 +101,28 @@ type Event struct {
 // herr.InvalidArgument naming the field.
 func (e *Event) Validate() error {
 	if e.EventType == "" {
-		return herr.New(herr.InvalidArgument, "event_type is required")
+		return herr.InField(herr.New(herr.InvalidArgument, "event_type is required"), "event_type")
 	}
 	if !filter.EventTypePattern.MatchString(e.EventType) {
-		return herr.New(herr.InvalidArgument, "event_type must be 1-255 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
+		return herr.InField(herr.New(herr.InvalidArgument, "event_type must be %s", filter.EventTypeRule), "event_type")
 	}
 	if len(e.Message) > MaxMessageBytes {
-		return herr.New(herr.InvalidArgument, "message is %d bytes; the limit is %d bytes (256 KiB)", len(e.Message), MaxMessageBytes)
+		return herr.InField(herr.New(herr.InvalidArgument, "message is %d bytes; the limit is %d bytes (256 KiB)", len(e.Message), MaxMessageBytes), "message")
 	}
 	if len(e.Message) > 0 {
 		trimmed := bytes.TrimLeft(e.Message, " \t\r\n")
 		if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(e.Message) {
-			return herr.New(herr.InvalidArgument, "message must be a JSON object")
+			return herr.InField(herr.New(herr.InvalidArgument, "message must be a JSON object"), "message")
 		}
 	}
 	if len(e.ResourceID) > MaxResourceIDBytes {
-		return herr.New(herr.InvalidArgument, "resource.resource_id is longer than %d bytes", MaxResourceIDBytes)
+		return herr.InField(herr.New(herr.InvalidArgument, "resource.resource_id is longer than %d bytes", MaxResourceIDBytes), "resource", "resource_id")
 	}
 	for _, r := range e.ResourceID {
 		// C0, DEL and C1 (U+0080–U+009F): none belongs in a path-like id,
 		// and C1 characters render as nothing in most logs.
 		if unicode.IsControl(r) {
-			return herr.New(herr.InvalidArgument, "resource.resource_id must not contain control characters (U+0000–U+001F, U+007F–U+009F)")
+			return herr.InField(herr.New(herr.InvalidArgument, "resource.resource_id must not contain control characters (U+0000–U+001F, U+007F–U+009F)"), "resource", "resource_id")
 		}
 	}
 	return nil

@@ -64,6 +64,11 @@ type Lease struct {
 type WindowFullError struct {
 	InFlight   int64
 	RetryAfter time.Duration // until the earliest live lease expires (at least 1 s)
+	// Committed is the consumer's cursor (0 = nothing committed) and
+	// Dispatched the last position handed out, so the gap between them is
+	// what holds the window (the durable-consumer API's 429 body).
+	Committed  int64
+	Dispatched int64
 }
 
 func (e *WindowFullError) Error() string {
@@ -222,7 +227,7 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 			if e := d.earliestExpiry(nowMs); e > 0 {
 				retryAfter = max(retryAfter, time.Duration(e-nowMs)*time.Millisecond)
 			}
-			return false, &WindowFullError{InFlight: inFlight, RetryAfter: retryAfter}
+			return false, &WindowFullError{InFlight: inFlight, RetryAfter: retryAfter, Committed: d.Committed, Dispatched: max(d.Next-1, 0)}
 		}
 		// 4. New work. Received events survive a lost race: the next try
 		// writes them at the consumer's new next position.
@@ -408,6 +413,11 @@ type AckParams struct {
 	LeaseID    string
 	Generation int64
 	Status     AckStatus
+	// Type, when set, is the consumer type the caller expects (the
+	// durable-consumer API's acknowledge takes only TypeDurableConsumer):
+	// a consumer of another type is herr.Malformed, checked on the record
+	// the acknowledgement reads anyway, so it costs no extra read.
+	Type string
 }
 
 // AckResult is an acknowledgement's outcome and the cursor after it.
@@ -438,6 +448,9 @@ func (s *Store) Acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 		d, err := s.get(ctx, p.Consumer)
 		if err != nil {
 			return false, err
+		}
+		if p.Type != "" && d.Type != p.Type {
+			return false, herr.New(herr.Malformed, "the event destination is of type %s; pull and acknowledge are only supported for %s destinations", d.Type, p.Type)
 		}
 		d.pruneSessions(s.nowMs())
 		i := d.lease(p.LeaseID)

@@ -31,9 +31,10 @@ type Destination struct {
 	FilterGroups filter.Groups `json:"filter_groups"`
 	Paused       bool          `json:"paused"`
 	CreatedAt    time.Time     `json:"created_at"`
-	// Committed is the sequence of the committed cursor; null before the
-	// first commit.
-	Committed *string `json:"committed"`
+	// Committed is the sequence of the committed cursor; before the first
+	// commit the zero position, "001.00000000000000000000", as in the
+	// acknowledge answer.
+	Committed string `json:"committed"`
 	// InFlight counts events leased and not acknowledged.
 	InFlight int64 `json:"in_flight"`
 	// Requeued counts the in-flight events waiting for redelivery (failed,
@@ -52,18 +53,9 @@ func FromConsumer(c *leasestore.Consumer) Destination {
 	}
 	return Destination{
 		ID: c.ID, Type: c.Type, FilterGroups: gs, Paused: c.Paused,
-		CreatedAt: c.CreatedAt.UTC(), Committed: Sequence(c.Committed), InFlight: c.InFlight,
+		CreatedAt: c.CreatedAt.UTC(), Committed: cloudevent.FormatSequence(c.Committed), InFlight: c.InFlight,
 		Requeued: c.Requeued, LiveSessions: c.LiveSessions,
 	}
-}
-
-// Sequence formats a cursor position, nil for 0 (nothing committed).
-func Sequence(pos int64) *string {
-	if pos == 0 {
-		return nil
-	}
-	s := cloudevent.FormatSequence(pos)
-	return &s
 }
 
 // Handler serves the endpoints above.

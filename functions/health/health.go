@@ -1,5 +1,7 @@
-// Package health serves GET /health (seed 002, "Service Health"): 200 with
-// {"status":"ok"} while the process serves requests. It needs no token.
+// Package health serves GET /health (seed 002, "Service Health") and
+// GET /api/v1beta/health (the path of the notifications API's published
+// OpenAPI documents): 200 with {"status":"ok"} while the process serves
+// requests. It needs no token.
 package health
 
 import (
@@ -8,7 +10,7 @@ import (
 	"github.com/heraldevents/herald/functions/httpx"
 )
 
-// Handler serves GET /health.
+// Handler serves both health paths.
 type Handler struct{}
 
 // ServeHTTP implements http.Handler.

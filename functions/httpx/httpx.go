@@ -4,7 +4,19 @@
 //
 // Error bodies have one shape:
 //
-//	{"code": "invalid_argument", "message": "event_type is required"}
+//	{"code": "invalid_argument", "message": "event_type is required",
+//	 "detail": "event_type is required"}
+//
+// detail repeats the message (cut to 1,024 characters) because the clients
+// of both APIs read it there: the notifications API's ErrorResponse
+// requires it, and the Occtoo .NET SDK reads RFC 9457 problem details. A
+// 422 on the notifications API (paths under /api/) instead carries detail
+// as that API's HTTPValidationError list, one {loc, msg, type} naming the
+// offending field (herr.Error.Field; ["body"] when no field is named):
+//
+//	{"code": "invalid_argument", "message": "event_type is required",
+//	 "detail": [{"loc": ["body", "event", "event_type"],
+//	             "msg": "event_type is required", "type": "value_error"}]}
 //
 // The message is caller-safe (see package herr): never a token, never a raw
 // backend error.
@@ -22,6 +34,7 @@ import (
 	"strings"
 
 	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/cloudevent"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/leasestore"
 )
@@ -60,8 +73,74 @@ func Status(c herr.Code) int {
 type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
-	// InFlight is set on 429 from a pull: events leased and unacknowledged.
-	InFlight *int64 `json:"in_flight,omitempty"`
+	// Detail is a string or a []FieldProblem; nil is written as Message,
+	// cut to MaxDetailLength characters (see the package doc).
+	Detail any `json:"detail"`
+	// InFlight, Committed and Dispatched are set on 429 from a pull:
+	// events leased and unacknowledged, the committed cursor and the last
+	// sequence handed out (the zero sequence before the first of each).
+	InFlight   *int64  `json:"in_flight,omitempty"`
+	Committed  *string `json:"committed,omitempty"`
+	Dispatched *string `json:"dispatched,omitempty"`
+}
+
+// MarshalJSON fills a nil Detail from Message.
+func (b ErrorBody) MarshalJSON() ([]byte, error) {
+	type plain ErrorBody // without this method
+	if b.Detail == nil {
+		b.Detail = truncate(b.Message, MaxDetailLength)
+	}
+	return json.Marshal(plain(b))
+}
+
+// FieldProblem is one entry of a 422's detail list on the notifications
+// API: its ValidationError, as FastAPI writes it.
+type FieldProblem struct {
+	// Loc is the field's path: member names and array indices from the
+	// request's root ("body", "query").
+	Loc []any `json:"loc"`
+	// Msg is the caller-safe message, at most MaxDetailLength characters.
+	Msg string `json:"msg"`
+	// Type classifies the problem: "missing" for an absent required
+	// field, else "value_error".
+	Type string `json:"type"`
+}
+
+// MaxDetailLength is the notifications API's cap on detail and msg, in
+// characters.
+const MaxDetailLength = 1024
+
+// notificationsPrefix starts every path of the notifications API
+// (compatible with NVIDIA Omniverse's); the durable-consumer API's are
+// under /v1/.
+const notificationsPrefix = "/api/"
+
+// truncate cuts s to at most n characters, on a character boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
+}
+
+// fieldProblems is the 422 detail list of err.
+func fieldProblems(err error, msg string) []FieldProblem {
+	loc := herr.FieldOf(err)
+	if len(loc) == 0 {
+		loc = []any{"body"}
+	}
+	kind := "value_error"
+	if strings.HasSuffix(msg, " is required") {
+		kind = "missing"
+	}
+	return []FieldProblem{{Loc: loc, Msg: truncate(msg, MaxDetailLength), Type: kind}}
 }
 
 // WriteError writes err as a JSON error response. Unexpected errors are
@@ -70,10 +149,14 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	code := herr.CodeOf(err)
 	status := Status(code)
 	body := ErrorBody{Code: code.String(), Message: herr.MessageOf(err)}
+	if status == http.StatusUnprocessableEntity && strings.HasPrefix(r.URL.Path, notificationsPrefix) {
+		body.Detail = fieldProblems(err, body.Message)
+	}
 	var full *leasestore.WindowFullError
 	if errors.As(err, &full) {
 		n := full.InFlight
-		body.InFlight = &n
+		committed, dispatched := cloudevent.FormatSequence(full.Committed), cloudevent.FormatSequence(full.Dispatched)
+		body.InFlight, body.Committed, body.Dispatched = &n, &committed, &dispatched
 		secs := int((full.RetryAfter + 999_999_999) / 1_000_000_000)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 	}
@@ -89,7 +172,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		// http.Error would label this body text/plain; keep the one error
 		// shape, content type included.
-		WriteRawJSON(w, http.StatusInternalServerError, []byte(`{"code":"internal","message":"internal error"}`))
+		WriteRawJSON(w, http.StatusInternalServerError, []byte(`{"code":"internal","message":"internal error","detail":"internal error"}`))
 		return
 	}
 	WriteRawJSON(w, status, b)

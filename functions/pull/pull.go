@@ -5,8 +5,10 @@
 // limit is 1–100 (default 20), visibility 1–600 seconds (default 60),
 // workerId at most 200 characters (absent: the one shared identity); a value
 // out of range or not an integer is 400. Answers: 200 with a lease, 204 when
-// caught up, 409 when paused, 429 with Retry-After and the in-flight count
-// when 1,000 events are leased and unacknowledged, 404 for an unknown id.
+// caught up, 409 when paused, 429 with Retry-After, the in-flight count and
+// the committed and last dispatched sequences when 1,000 events are leased
+// and unacknowledged, 400 for a destination that is not a durable consumer,
+// 404 for an unknown id.
 //
 // Events whose type the caller may not read (it lacks a matching
 // receive:PATTERN) are left out of the lease it is shown; acknowledging the

@@ -180,6 +180,9 @@ var table = []route{
 	{Route{"GET", "/health", All, true, false}, func(*delivery.Service) http.Handler {
 		return health.Handler{}
 	}},
+	{Route{"GET", "/api/v1beta/health", All, true, false}, func(*delivery.Service) http.Handler {
+		return health.Handler{}
+	}},
 }
 
 // Routes returns every route, in the order they are documented.

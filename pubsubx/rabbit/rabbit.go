@@ -97,8 +97,9 @@
 // # Limits
 //
 //   - Bodies up to RabbitMQ's max_message_size (128 MiB by default).
-//   - Routing keys and header names are AMQP short strings: event types
-//     and metadata keys up to 255 bytes.
+//   - Routing keys and header names are AMQP short strings: metadata keys
+//     up to 255 bytes; a longer event type is routed by its first 255
+//     bytes (routingKey).
 //   - Each Receive with unsettled messages holds one channel until they are
 //     settled or their deadline passes; a connection has channel_max (2047
 //     by default) channels.
@@ -367,10 +368,7 @@ func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {
 	if b.isClosed() {
 		return errClosed
 	}
-	key := m.Metadata[pubsubx.AttrEventType]
-	if len(key) > 255 {
-		return herr.New(herr.InvalidArgument, "event type is longer than 255 bytes, RabbitMQ's routing key limit")
-	}
+	key := routingKey(m.Metadata[pubsubx.AttrEventType])
 	headers := make(amqp.Table, len(m.Metadata))
 	for k, v := range m.Metadata {
 		if k == "" || len(k) > 255 {
@@ -404,8 +402,23 @@ func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {
 	return nil
 }
 
+// maxRoutingKey is the AMQP short-string limit of a routing key, in bytes.
+const maxRoutingKey = 255
+
+// routingKey is the routing key of an event type: the type itself, cut to
+// maxRoutingKey bytes. Event types may be 256 characters (the
+// notifications API's limit), one more than a routing key holds; types that
+// share their first 255 bytes then share a key, which the binding of either
+// matches: a superset, which the handler's re-check makes exact.
+func routingKey(eventType string) string {
+	if len(eventType) > maxRoutingKey {
+		return eventType[:maxRoutingKey]
+	}
+	return eventType
+}
+
 // bindingKeys lists the routing keys that push groups down: each distinct
-// event type, or "#" (every key) when there are no groups.
+// event type's routing key, or "#" (every key) when there are no groups.
 func bindingKeys(groups filter.Groups) []string {
 	if len(groups) == 0 {
 		return []string{"#"}
@@ -413,9 +426,9 @@ func bindingKeys(groups filter.Groups) []string {
 	seen := map[string]bool{}
 	var keys []string
 	for _, g := range groups {
-		if !seen[g.EventType] {
-			seen[g.EventType] = true
-			keys = append(keys, g.EventType)
+		if k := routingKey(g.EventType); !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
 		}
 	}
 	return keys
