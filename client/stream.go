@@ -74,7 +74,9 @@ func WithReconnectToken(token string) StreamOption { return func(o *streamOption
 
 // OnReconnectToken calls f with a non-durable queue's reconnect token each
 // time a stream to it opens.
-func OnReconnectToken(f func(token string)) StreamOption { return func(o *streamOptions) { o.onToken = f } }
+func OnReconnectToken(f func(token string)) StreamOption {
+	return func(o *streamOptions) { o.onToken = f }
+}
 
 // WithReconnectBackoff sets the jittered wait before a reconnect: at most
 // initial the first time, doubling up to most (defaults 250 ms, 10 s). It
