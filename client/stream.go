@@ -1,13 +1,16 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -51,14 +54,13 @@ type StreamHandler func(ctx context.Context, d *Delivery) error
 type StreamOption func(*streamOptions)
 
 type streamOptions struct {
-	noAck          bool
-	token          string
-	onToken        func(string)
-	backoff        time.Duration
-	maxBackoff     time.Duration
-	drain          time.Duration
-	logger         *slog.Logger
-	reconnectLimit int
+	noAck      bool
+	token      string
+	onToken    func(string)
+	backoff    time.Duration
+	maxBackoff time.Duration
+	drain      time.Duration
+	logger     *slog.Logger
 }
 
 // WithoutAck makes a durable stream settle nothing: a look at the queue
@@ -107,6 +109,9 @@ const brokerCancelled = "Internal Server Error: The broker cancelled this stream
 // again: the server is unavailable or shutting down, the broker cancelled
 // the stream's consumer, or the queue has too many streams for now.
 func reconnectable(err error) bool {
+	if transportFailure(err) {
+		return true
+	}
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
 		return false
@@ -118,6 +123,15 @@ func reconnectable(err error) bool {
 		return strings.HasPrefix(ce.Message(), brokerCancelled)
 	}
 	return false
+}
+
+// transportFailure says whether err is the connection failing under a
+// stream (reset, cut in the middle of a message), which connect reports
+// with codes such as CANCELED or INTERNAL rather than UNAVAILABLE.
+func transportFailure(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 func (c *Client) consumerService() consumerv1betaconnect.EventConsumerServiceClient {
@@ -203,6 +217,7 @@ func (c *Client) durableOnce(ctx context.Context, svc consumerv1betaconnect.Even
 		case <-done:
 		case <-t.C:
 			cancel()
+			_ = s.CloseResponse() // see nonDurableOnce
 		}
 	}()
 	handled := 0
@@ -274,8 +289,13 @@ func fromPB(evs []*pb.Event) ConsumerEvent {
 		out.PublishedAt = e.GetPublishedAt().AsTime()
 	}
 	if e.Message != nil {
+		// protojson varies its spacing on purpose; compact it so the bytes
+		// are stable.
 		if b, err := protojson.Marshal(e.GetMessage()); err == nil {
-			out.Message = b
+			var buf bytes.Buffer
+			if json.Compact(&buf, b) == nil {
+				out.Message = buf.Bytes()
+			}
 		}
 	}
 	return out
@@ -372,6 +392,9 @@ func (c *Client) nonDurableOnce(ctx context.Context, svc consumerv1betaconnect.E
 			mu.Lock()
 			closing = true
 			cancel()
+			// Cancelling the request does not always unblock a Receive
+			// waiting on an h2c stream; closing the response does.
+			_ = s.CloseResponse()
 			mu.Unlock()
 		}
 	}()
