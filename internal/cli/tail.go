@@ -93,9 +93,9 @@ ends. With --ack every event printed is acknowledged.`,
 
 // tailPrinter prints one event a line.
 type tailPrinter struct {
-	a       *app
-	mu      sync.Mutex
-	header  bool
+	a      *app
+	mu     sync.Mutex
+	header bool
 }
 
 // tailLine is the JSON form of a tailed event.
