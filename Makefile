@@ -11,7 +11,7 @@ help: ## List the targets with a line each
 
 .PHONY: run
 run: ## Run Herald locally on 127.0.0.1:8080 over in-memory drivers (HERALD_* variables override)
-	$(GO) run ./local/cmd/herald
+	$(GO) run ./cmd/herald serve
 
 .PHONY: test
 test: ## Run every test (in-memory and real-server suites) with the race detector
@@ -36,8 +36,8 @@ lint: ## gofmt, go vet and staticcheck
 	$(GO) tool staticcheck $(PKGS)
 
 .PHONY: build
-build: ## Build the local adapter into bin/
-	CGO_ENABLED=0 $(GO) build -o bin/herald ./local/cmd/herald
+build: ## Build the herald command (CLI and `herald serve`, the local adapter) into bin/
+	CGO_ENABLED=0 $(GO) build -o bin/herald ./cmd/herald
 
 # Deployment artifacts (README "Deploy"). One bootstrap serves every Herald
 # function; HERALD_FUNCTION picks the routes. Each cloud's build links only
