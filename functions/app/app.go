@@ -19,6 +19,7 @@ import (
 
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/functions/health"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/router"
@@ -92,8 +93,21 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		},
 		Now: opts.Now, Logger: opts.Logger,
 	})
-	a.handler = router.ForFunction(a.svc, cfg.Authenticator(), cfg.Function)
+	a.handler = router.ForFunction(a.svc, cfg.Authenticator(), cfg.Function, router.Options{Ready: a.readiness(opts.Logger)})
 	return a, nil
+}
+
+// readiness returns the Checker of GET /health/ready and gRPC health: the
+// broker and the store, where the function uses them.
+func (a *App) readiness(logger *slog.Logger) *health.Checker {
+	var deps []health.Dependency
+	if a.broker != nil {
+		deps = append(deps, health.Broker(a.broker))
+	}
+	if a.store != nil {
+		deps = append(deps, health.Store(a.store))
+	}
+	return health.NewChecker(deps, health.Options{Logger: logger})
 }
 
 // Config returns the configuration the App was opened with.
