@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/leasestore"
 )
@@ -210,6 +211,7 @@ func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
 			WriteError(w, r, err)
 			return
 		}
+		accesslog.SetPrincipal(r.Context(), p.ID)
 		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 	})
 }
