@@ -17,8 +17,13 @@ RUN go mod download
 COPY . .
 ARG TARGETARCH
 ARG HERALD_TAGS=herald_gcp
+# The version stamp (GET /health's "version"): pass
+#   --build-arg VERSION=$(git describe --tags --always) --build-arg COMMIT=$(git rev-parse HEAD) --build-arg DATE=$(date -u +%FT%TZ)
+ARG VERSION=devel
+ARG COMMIT=
+ARG DATE=
 RUN CGO_ENABLED=0 GOOS=linux GOARCH=${TARGETARCH:-amd64} \
-    go build -tags "${HERALD_TAGS}" -trimpath -ldflags "-s -w" -o /out/herald ./functions/cmd/cloudrun
+    go build -tags "${HERALD_TAGS}" -trimpath -ldflags "-s -w -X github.com/heraldevents/herald/internal/version.Version=${VERSION} -X github.com/heraldevents/herald/internal/version.Commit=${COMMIT} -X github.com/heraldevents/herald/internal/version.Date=${DATE}" -o /out/herald ./functions/cmd/cloudrun
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/herald /herald

@@ -35,9 +35,18 @@ lint: ## gofmt, go vet and staticcheck
 	$(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
 
+# Every build stamps the version, commit and build date into the binary
+# (package internal/version; GET /health reports the version). VERSION
+# defaults to `git describe`: the tag, or tag-N-gHASH between tags.
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT      ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_DATE  := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+VERSION_PKG := github.com/heraldevents/herald/internal/version
+VERSION_LDFLAGS = -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT) -X $(VERSION_PKG).Date=$(BUILD_DATE)
+
 .PHONY: build
-build: ## Build the herald command (CLI and `herald serve`, the local adapter) into bin/
-	CGO_ENABLED=0 $(GO) build -o bin/herald ./cmd/herald
+build: ## Build the herald command (CLI and `herald serve`, the local adapter) into bin/, version-stamped
+	CGO_ENABLED=0 $(GO) build -ldflags "$(VERSION_LDFLAGS)" -o bin/herald ./cmd/herald
 
 # Deployment artifacts (README "Deploy"). One bootstrap serves every Herald
 # function; HERALD_FUNCTION picks the routes. Each cloud's build links only
@@ -48,9 +57,9 @@ build: ## Build the herald command (CLI and `herald serve`, the local adapter) i
 # builds with LAMBDA_TAGS.
 LAMBDA_ARCHES  ?= arm64 amd64
 LAMBDA_TAGS    := lambda.norpc,herald_aws
-LAMBDA_FLAGS   := -tags $(LAMBDA_TAGS) -trimpath -ldflags "-s -w"
+LAMBDA_FLAGS   := -tags $(LAMBDA_TAGS) -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)"
 CLOUDRUN_TAGS  := herald_gcp
-CLOUDRUN_FLAGS := -tags $(CLOUDRUN_TAGS) -trimpath -ldflags "-s -w"
+CLOUDRUN_FLAGS := -tags $(CLOUDRUN_TAGS) -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)"
 SAM_FUNCTIONS := PublishFunction PullFunction AcknowledgeFunction DestinationsFunction JobsFunction WebSocketFunction
 
 .PHONY: lambda

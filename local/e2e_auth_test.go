@@ -12,6 +12,7 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/internal/version"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx/mem"
 )
@@ -82,7 +83,11 @@ func TestAuthE2E(t *testing.T) {
 		r, err := c.raw("GET", "/health", "", nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, r.Status)
-		require.JSONEq(t, `{"status":"ok"}`, string(r.Body))
+		require.JSONEq(t, `{"status":"ok","version":"`+version.Get().Version+`"}`, string(r.Body))
+		r, err = c.raw("GET", "/health/ready", "", nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, r.Status)
+		require.JSONEq(t, `{"status":"ok","checks":{"broker":"ok","store":"ok"}}`, string(r.Body))
 	})
 
 	t.Run("the right token is accepted with a case-insensitive scheme", func(t *testing.T) {

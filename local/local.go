@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -86,8 +87,12 @@ type Config struct {
 	// frame from the client before the server PINGs it
 	// (HERALD_HTTP2_PING_INTERVAL, default 30s); negative for none.
 	HTTP2PingInterval time.Duration
+	// LogLevel is the least severe level logged (HERALD_LOG_LEVEL; the
+	// zero value is info: one access-log line per request).
+	LogLevel slog.Level
 	// Now, if set, replaces the clock of the lease store and publisher.
-	Now    func() time.Time
+	Now func() time.Time
+	// Logger defaults to text lines on standard error at LogLevel.
 	Logger *slog.Logger
 
 	envErr error // what ConfigFromEnv could not parse; New reports it
@@ -107,6 +112,7 @@ func ConfigFromEnv() Config {
 		QueueMessageTTL: c.QueueMessageTTL, QueueMaxLength: c.QueueMaxLength,
 		WSPingInterval:    c.WSPingInterval,
 		HTTP2PingInterval: c.HTTP2PingInterval,
+		LogLevel:          c.LogLevel,
 		envErr:            err,
 	}
 }
@@ -128,7 +134,7 @@ func (c *Config) setDefaults() {
 		c.Source = config.DefaultSource
 	}
 	if c.Logger == nil {
-		c.Logger = slog.Default()
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel}))
 	}
 	if c.ReapInterval == 0 {
 		c.ReapInterval = config.DefaultReapInterval
@@ -159,10 +165,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		QueueMessageTTL: cfg.QueueMessageTTL, QueueMaxLength: cfg.QueueMaxLength,
 		WSPingInterval:    cfg.WSPingInterval,
 		HTTP2PingInterval: cfg.HTTP2PingInterval,
+		LogLevel:          cfg.LogLevel,
 	}, app.Options{Now: cfg.Now, Logger: cfg.Logger, SessionTTL: cfg.SessionTTL})
 	if err != nil {
 		return nil, err
 	}
+	cfg.Logger = a.Logger() // HERALD_LOG_LEVEL applied
 	// An in-process broker starts empty; a durable store (PostgreSQL) does not.
 	if strings.HasPrefix(cfg.TopicURL, "mem:") {
 		if n, err := a.Service().RestoreSubscriptions(ctx); err != nil {

@@ -18,7 +18,9 @@ import (
 	"gocloud.dev/docstore"
 
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/functions/health"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/router"
@@ -45,6 +47,26 @@ type App struct {
 	handler http.Handler
 	broker  pubsubx.Broker       // nil when the function does not use one
 	coll    *docstore.Collection // nil when the function does not use one
+	logger  *slog.Logger
+}
+
+// minLevel drops records below min (HERALD_LOG_LEVEL) before the wrapped
+// handler sees them, whatever level that handler was made with.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
 }
 
 // Open opens what cfg.Function needs (the broker for publish, pull and
@@ -55,7 +77,8 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	a := &App{cfg: cfg}
+	opts.Logger = slog.New(minLevel{opts.Logger.Handler(), cfg.LogLevel})
+	a := &App{cfg: cfg, logger: opts.Logger}
 	var err error
 	if cfg.Profile.Cloud() {
 		for _, u := range []struct{ name, value string }{{config.EnvTopicURL, cfg.TopicURL}, {config.EnvStoreURL, cfg.StoreURL}} {
@@ -92,14 +115,33 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		},
 		Now: opts.Now, Logger: opts.Logger,
 	})
-	a.handler = router.ForFunction(a.svc, cfg.Authenticator(), cfg.Function)
+	a.handler = accesslog.Middleware(opts.Logger,
+		router.ForFunction(a.svc, cfg.Authenticator(), cfg.Function, router.Options{Ready: a.readiness(opts.Logger)}))
 	return a, nil
+}
+
+// readiness returns the Checker of GET /health/ready and gRPC health: the
+// broker and the store, where the function uses them.
+func (a *App) readiness(logger *slog.Logger) *health.Checker {
+	var deps []health.Dependency
+	if a.broker != nil {
+		deps = append(deps, health.Broker(a.broker))
+	}
+	if a.store != nil {
+		deps = append(deps, health.Store(a.store))
+	}
+	return health.NewChecker(deps, health.Options{Logger: logger})
 }
 
 // Config returns the configuration the App was opened with.
 func (a *App) Config() config.Config { return a.cfg }
 
-// Handler returns the handler of the configured function's routes.
+// Logger returns the process's logger: Options.Logger, holding back what
+// is below HERALD_LOG_LEVEL. The entrypoints log through it.
+func (a *App) Logger() *slog.Logger { return a.logger }
+
+// Handler returns the handler of the configured function's routes, each
+// request logged by package functions/accesslog.
 func (a *App) Handler() http.Handler { return a.handler }
 
 // Service returns the core service.

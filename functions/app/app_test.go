@@ -68,3 +68,27 @@ func TestCloudWarningsAndJobs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "lease-expiry", res.Job)
 }
+
+// TestAccessLogAndLevel: the handler logs one access line per request at
+// info, and HERALD_LOG_LEVEL=warn holds them back.
+func TestAccessLogAndLevel(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		level slog.Level
+		lines int
+	}{{slog.LevelInfo, 1}, {slog.LevelWarn, 0}} {
+		var logs bytes.Buffer
+		name := "app-test-log-" + tc.level.String()
+		c := cfg(router.Publish, "mem://"+name, "mem://"+name+"/key")
+		c.LogLevel = tc.level
+		a, err := app.Open(t.Context(), c, app.Options{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, a.Close()) })
+		logs.Reset()
+		rec := httptest.NewRecorder()
+		a.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/health/ready", nil))
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.Equal(t, tc.lines, bytes.Count(logs.Bytes(), []byte(`"msg":"request"`)), "level %s", tc.level)
+		require.NotEmpty(t, rec.Header().Get("X-Request-Id"))
+	}
+}

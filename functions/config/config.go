@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strconv"
@@ -96,6 +97,8 @@ const (
 	EnvWSPingInterval  = "HERALD_WS_PING_INTERVAL"
 	// EnvHTTP2PingInterval is read by the servers (local, Cloud Run).
 	EnvHTTP2PingInterval = "HERALD_HTTP2_PING_INTERVAL"
+	// EnvLogLevel is read by every entrypoint.
+	EnvLogLevel = "HERALD_LOG_LEVEL"
 )
 
 // Defaults.
@@ -172,6 +175,9 @@ const (
 	// HERALD_HTTP2_PING_INTERVAL ("0s" turns the PINGs off).
 	MinHTTP2PingInterval = time.Second
 	MaxHTTP2PingInterval = 10 * time.Minute
+	// DefaultLogLevel logs one access line per request and every warning;
+	// warn keeps only warnings and errors (no access lines).
+	DefaultLogLevel = "info"
 )
 
 // Var describes one environment variable.
@@ -285,6 +291,9 @@ var vars = []Var{
 	{Name: EnvWSPingInterval, LocalDefault: "30s", CloudDefault: "30s", Unit: "Go duration",
 		Meaning:  "how often GET /api/v1beta/events/websocket sends a WebSocket ping; a client that sends nothing (no pong, no frame) for two intervals is disconnected (local adapter and Cloud Run) (1s–5m)",
 		profiles: wsProfiles, uses: usesStream},
+	{Name: EnvLogLevel, LocalDefault: DefaultLogLevel, CloudDefault: DefaultLogLevel, Unit: "level",
+		Meaning:  "least severe log level written: debug, info (one access-log line per request, the default), warn or error; logs are JSON lines in the clouds and text locally",
+		profiles: allProfiles},
 	{Name: EnvReapInterval, LocalDefault: "5s", Unit: "Go duration",
 		Meaning:  "local only: how often the idle-queue reaper runs (the clouds run the reap-idle-queues job on a schedule) (100ms–1h)",
 		profiles: []Profile{Local}},
@@ -355,6 +364,9 @@ type Config struct {
 	// default (DefaultHTTP2PingInterval), negative no PINGs ("0s"). Read it
 	// through PingInterval.
 	HTTP2PingInterval time.Duration
+	// LogLevel is HERALD_LOG_LEVEL: the least severe level logged (the
+	// zero value is slog.LevelInfo, the default).
+	LogLevel slog.Level
 }
 
 // PingInterval returns how long an HTTP/2 connection may go without a
@@ -523,6 +535,14 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 			c.HTTP2PingInterval = -1 // "0s": no PINGs
 		default:
 			c.HTTP2PingInterval = d
+		}
+	}
+	if s := val(EnvLogLevel); s != "" {
+		switch strings.ToLower(s) {
+		case "debug", "info", "warn", "error":
+			_ = c.LogLevel.UnmarshalText([]byte(s))
+		default:
+			fail(EnvLogLevel, "%q is not a log level: debug, info, warn or error", s)
 		}
 	}
 	if s := val(EnvQueueMessageTTL); s != "" {

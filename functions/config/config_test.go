@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -283,4 +284,16 @@ func TestConsumerPermissions(t *testing.T) {
 		require.ErrorContains(t, err, "unknown permission", bad)
 		require.NotContains(t, err.Error(), longToken)
 	}
+}
+
+func TestLogLevel(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(config.Local, env(nil))
+	require.NoError(t, err)
+	require.Equal(t, slog.LevelInfo, c.LogLevel)
+	c, err = config.Load(config.Local, env(map[string]string{config.EnvLogLevel: "WARN"}))
+	require.NoError(t, err)
+	require.Equal(t, slog.LevelWarn, c.LogLevel)
+	_, err = config.Load(config.Local, env(map[string]string{config.EnvLogLevel: "info+2"}))
+	require.ErrorContains(t, err, config.EnvLogLevel+`: "info+2" is not a log level: debug, info, warn or error`)
 }

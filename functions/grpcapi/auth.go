@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/herr"
 )
@@ -37,6 +38,7 @@ func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
 			reject(w, r, err)
 			return
 		}
+		accesslog.SetPrincipal(r.Context(), p.ID)
 		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 	})
 }

@@ -62,6 +62,7 @@ import (
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/health"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta/consumerv1betaconnect"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
 	"github.com/heraldevents/herald/herr"
@@ -81,6 +82,10 @@ type Services struct {
 	Publisher bool
 	// Consumer serves EventConsumerService.
 	Consumer bool
+	// Ready makes health checking answer NOT_SERVING, for the server and
+	// every served service, while it reports a dependency down (the checks
+	// of GET /health/ready); nil: SERVING always.
+	Ready *health.Checker
 }
 
 // Mounts returns the handlers of the selected services, each behind
@@ -102,8 +107,9 @@ func Mounts(svc *delivery.Service, a auth.Authenticator, s Services) []Mount {
 		names = append(names, consumerv1betaconnect.EventConsumerServiceName)
 	}
 	// The checker answers SERVING for "" (the whole server) and for each
-	// served service; NOT_FOUND for any other name.
-	path, h := grpchealth.NewHandler(grpchealth.NewStaticChecker(names...))
+	// served service, NOT_SERVING for them while a dependency is down, and
+	// NOT_FOUND for any other name.
+	path, h := grpchealth.NewHandler(readyChecker{grpchealth.NewStaticChecker(names...), s.Ready})
 	mounts = append(mounts, Mount{path, h})
 	reflector := grpcreflect.NewStaticReflector(append(names, grpchealth.HealthV1ServiceName)...)
 	path, h = grpcreflect.NewHandlerV1(reflector)
@@ -164,4 +170,28 @@ func Error(ctx context.Context, procedure string, err error) *connect.Error {
 		slog.ErrorContext(ctx, "rpc failed", "procedure", procedure, "code", code.String(), "err", err)
 	}
 	return connect.NewError(code, errors.New(herr.MessageOf(err)))
+}
+
+// readyChecker answers gRPC health checks: the static checker's answer
+// (NOT_FOUND for a service not served), turned NOT_SERVING while ready
+// reports a dependency down. It implements only Check: Watch answers
+// UNIMPLEMENTED, which clients treat as "poll Check".
+type readyChecker struct {
+	static *grpchealth.StaticChecker
+	ready  *health.Checker
+}
+
+func (c readyChecker) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
+	res, err := c.static.Check(ctx, req)
+	if err != nil || res.Status != grpchealth.StatusServing {
+		return res, err
+	}
+	rep, err := c.ready.Check(ctx)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeCanceled, err)
+	}
+	if !rep.Ready() {
+		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
+	}
+	return res, nil
 }

@@ -35,6 +35,7 @@ import (
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/cloudevent"
+	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/leasestore"
 )
@@ -293,6 +294,7 @@ func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
 			WriteError(w, r, err)
 			return
 		}
+		accesslog.SetPrincipal(r.Context(), p.ID)
 		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/lambdafn"
 	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/internal/version"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx/mem"
 )
@@ -106,7 +107,7 @@ func TestHTTPEvents(t *testing.T) {
 
 	res = invoke(t, h, event("GET", "/health", "", "", "", false))
 	require.Equal(t, http.StatusOK, res.StatusCode)
-	require.JSONEq(t, `{"status":"ok"}`, res.Body)
+	require.JSONEq(t, `{"status":"ok","version":"`+version.Get().Version+`"}`, res.Body)
 }
 
 func TestHandlerThatWritesNothingAnswers200(t *testing.T) {

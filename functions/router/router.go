@@ -4,7 +4,8 @@
 //
 // Routes are grouped by Function, the unit one deployment serves: a Lambda
 // function or Cloud Run service started with HERALD_FUNCTION=pull serves
-// only the pull routes (and GET /health); All serves every route.
+// only the pull routes (and GET /health, GET /health/ready); All serves
+// every route.
 //
 // The gRPC services of package functions/grpcapi are mounted on the same
 // handler: EventPublishingService with the publish routes,
@@ -177,12 +178,22 @@ var table = []route{
 	{Route{"POST", "/v1/jobs/{job}", Jobs, false, false}, func(s *delivery.Service) http.Handler {
 		return &jobs.Handler{Service: s}
 	}},
-	{Route{"GET", "/health", All, true, false}, func(*delivery.Service) http.Handler {
+	{Route{"GET", health.LivePath, All, true, false}, func(*delivery.Service) http.Handler {
 		return health.Handler{}
 	}},
 	{Route{"GET", "/api/v1beta/health", All, true, false}, func(*delivery.Service) http.Handler {
 		return health.Handler{}
 	}},
+	// GET /health/ready's handler needs the Checker of Options; ForFunction
+	// mounts it.
+	{Route{"GET", health.ReadyPath, All, true, false}, nil},
+}
+
+// Options are what ForFunction needs beyond the core service.
+type Options struct {
+	// Ready checks the process's dependencies for GET /health/ready and
+	// gRPC health; nil means always ready (no dependency checked).
+	Ready *health.Checker
 }
 
 // Routes returns every route, in the order they are documented.
@@ -200,19 +211,29 @@ func (f Function) Serves(r Route) bool {
 }
 
 // New returns the handler for every endpoint. Everything but GET /health
-// requires a bearer token that a resolves.
+// and GET /health/ready requires a bearer token that a resolves.
 func New(svc *delivery.Service, a auth.Authenticator) http.Handler {
 	return ForFunction(svc, a, All)
 }
 
 // ForFunction returns the handler for f's routes; any other path is 404.
-func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function) http.Handler {
+// At most one Options is used.
+func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function, opts ...Options) http.Handler {
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	mux := http.NewServeMux()
 	for _, r := range table {
 		if !f.Serves(r.Route) {
 			continue
 		}
-		h := r.handler(svc)
+		var h http.Handler
+		if r.handler == nil { // GET /health/ready
+			h = health.ReadyHandler{Checker: o.Ready}
+		} else {
+			h = r.handler(svc)
+		}
 		if !r.Public {
 			h = httpx.Authenticate(a, h)
 		}
@@ -226,6 +247,7 @@ func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function) http.H
 		// EventConsumerService holds both consuming (Pull) and queue
 		// management (Destinations) RPCs.
 		Consumer: f.Serves(Route{Function: Pull}) || f.Serves(Route{Function: Destinations}),
+		Ready:    o.Ready,
 	}) {
 		mux.Handle(m.Path, m.Handler)
 	}

@@ -53,6 +53,7 @@ func run(ctx context.Context, logger *slog.Logger, lookup func(string) (string, 
 		return err
 	}
 	defer a.Close()
+	logger = a.Logger() // HERALD_LOG_LEVEL applied
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("%s: %w", config.EnvPort, err)

@@ -50,6 +50,7 @@ func setup(ctx context.Context, logger *slog.Logger, lookup func(string) (string
 	if err != nil {
 		return nil, err
 	}
+	logger = a.Logger() // HERALD_LOG_LEVEL applied
 	h := lambdafn.New(a.Handler(), func(ctx context.Context, name string) (any, error) {
 		return a.RunJob(ctx, name)
 	})

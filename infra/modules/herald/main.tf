@@ -156,10 +156,25 @@ resource "google_cloud_run_v2_service" "herald" {
           }
         }
       }
+      # Startup waits for readiness (the broker and the store answer), so a
+      # revision that cannot reach them never takes traffic; liveness is the
+      # cheap /health, so a broker outage does not restart every instance
+      # (a restart would not bring the broker back).
       startup_probe {
+        http_get {
+          path = "/health/ready"
+        }
+        timeout_seconds   = 3
+        period_seconds    = 5
+        failure_threshold = 24
+      }
+      liveness_probe {
         http_get {
           path = "/health"
         }
+        timeout_seconds   = 3
+        period_seconds    = 30
+        failure_threshold = 3
       }
     }
   }
