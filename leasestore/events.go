@@ -253,13 +253,11 @@ func (s *Store) PullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 			if payloadID == "" {
 				payloadID = uuid.NewString()
 			}
-			pd := &payloadDoc{
-				Key: payloadKey(d.ID, payloadID), Kind: kindPayload, Consumer: d.ID,
-				Events: make([][]byte, n), Published: published[:n:n],
-			}
+			events := make([][]byte, n)
 			for i := range n {
-				pd.Events[i] = received[i].Body
+				events[i] = received[i].Body
 			}
+			pd := newPayloadDoc(d.ID, payloadID, events, published[:n:n])
 			if err := s.coll.Put(ctx, pd); err != nil {
 				return false, storeErr(err)
 			}

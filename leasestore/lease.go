@@ -248,10 +248,11 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 			if leaseID == "" {
 				leaseID = uuid.NewString()
 			}
-			pd := &payloadDoc{Key: payloadKey(d.ID, leaseID), Kind: kindPayload, Consumer: d.ID, Events: make([][]byte, n)}
+			events := make([][]byte, n)
 			for i := range n {
-				pd.Events[i] = received[i].Body
+				events[i] = received[i].Body
 			}
+			pd := newPayloadDoc(d.ID, leaseID, events, nil)
 			if err := s.coll.Put(ctx, pd); err != nil {
 				return false, storeErr(err)
 			}
@@ -357,15 +358,20 @@ func (s *Store) getPayload(ctx context.Context, consumer, id string) (*payloadDo
 		}
 		return nil, storeErr(err)
 	}
+	if len(pd.Batch.Events) == 0 && len(pd.OldEvents) > 0 {
+		pd.Batch = eventBatch{Events: pd.OldEvents, Published: pd.OldPublished}
+		pd.OldEvents, pd.OldPublished = nil, nil
+	}
 	return pd, nil
 }
 
 // events returns l's events from its payload record pd.
 func (pd *payloadDoc) events(l *leaseRec) ([][]byte, error) {
-	if l.Offset < 0 || l.Offset+l.Count > int64(len(pd.Events)) {
-		return nil, herr.New(herr.Internal, "lease %s refers to events %d–%d of a payload of %d", l.ID, l.Offset, l.Offset+l.Count-1, len(pd.Events))
+	ev := pd.Batch.Events
+	if l.Offset < 0 || l.Offset+l.Count > int64(len(ev)) {
+		return nil, herr.New(herr.Internal, "lease %s refers to events %d–%d of a payload of %d", l.ID, l.Offset, l.Offset+l.Count-1, len(ev))
 	}
-	return pd.Events[l.Offset : l.Offset+l.Count : l.Offset+l.Count], nil
+	return ev[l.Offset : l.Offset+l.Count : l.Offset+l.Count], nil
 }
 
 func (s *Store) load(ctx context.Context, consumer string, l *leaseRec) (*Lease, error) {
