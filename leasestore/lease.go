@@ -314,6 +314,7 @@ var errPayloadGone = herr.New(herr.Aborted, "the lease was settled meanwhile; re
 const (
 	hookPullRead      = "pull-read"      // right after each read of the consumer record
 	hookPullReclaimed = "pull-reclaimed" // right after a reclaim is written
+	hookSettleRead    = "settle-read"    // right after a coalesced settlement reads the consumer
 )
 
 // testHook, when set, runs at each hook point with the point and the
@@ -438,39 +439,29 @@ func (s *Store) Acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 		return nil, herr.New(herr.InvalidArgument, "status must be ok or failed")
 	}
 	var res *AckResult
-	var freed []string
-	err := s.retry(ctx, func() (bool, error) {
-		freed = nil
-		d, err := s.get(ctx, p.Consumer)
-		if err != nil {
-			return false, err
-		}
-		d.pruneSessions(s.nowMs())
+	err := s.settle(ctx, p.Consumer, func(d *consumerDoc, freed *[]string) bool {
 		i := d.lease(p.LeaseID)
 		if i < 0 || d.Leases[i].Generation != p.Generation || d.Leases[i].Dying != "" {
 			res = &AckResult{Outcome: OutcomeStale, Committed: d.Committed}
-			return true, nil
+			return false
 		}
 		l := &d.Leases[i]
 		switch p.Status {
 		case StatusOK:
-			pid := l.payloadID()
+			*freed = append(*freed, l.payloadID())
 			d.commit(i)
-			freed = d.unreferenced([]string{pid})
 			res = &AckResult{Outcome: OutcomeCommitted, Committed: d.Committed}
 		case StatusFailed:
 			res = &AckResult{Outcome: OutcomeRequeued, Committed: d.Committed}
 			if l.Requeued {
-				return true, nil
+				return false
 			}
 			l.Requeued, l.Worker = true, ""
 		}
-		return s.write(ctx, s.coll.Replace, d)
+		return true
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Best effort: an orphaned payload is unreachable and harmless.
-	s.deletePayloads(ctx, p.Consumer, freed)
 	return res, nil
 }
