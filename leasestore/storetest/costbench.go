@@ -43,8 +43,12 @@ type CostOptions struct {
 //     one a retry);
 //   - fs-ops/event: Firestore document writes and deletes, fs-reads/event
 //     its document reads;
+//   - fs-deletes/event: of fs-ops, the deletes (Firestore prices them
+//     apart);
 //   - stored-B/published-B: bytes of items written per byte of event body
-//     published.
+//     published;
+//   - $ddb/Mevents, $fs/Mevents: US dollars per million events at the list
+//     prices below (storage and network not included).
 //
 // Scenarios, on varied JSON events of about 1 KiB (RealisticEvents):
 // Pull100/workers=1 and =16 (seed 000 pulls of 100 acknowledged whole, 16
@@ -78,6 +82,32 @@ func RunCostBenchmarks(b *testing.B, newHarness HarnessMaker, o CostOptions) {
 	run("Queue/streams=8", func(b *testing.B, cb *costBed) { cb.queue(b, 8) })
 	run("InFlight=10", func(b *testing.B, cb *costBed) { cb.inFlight(b, 10) })
 	run("InFlight=1000", func(b *testing.B, cb *costBed) { cb.inFlight(b, 1000) })
+}
+
+// List prices the dollar figures use (US dollars, published by the
+// vendors in 2025): DynamoDB on-demand in us-east-1 since the price cut of
+// 1 November 2024; Firestore Native mode in a multi-region location (nam5,
+// eur3; a single region such as us-central1 is half that).
+const (
+	DynamoDBPerMillionWriteUnits = 0.625
+	DynamoDBPerMillionReadUnits  = 0.125
+	FirestorePer100kDocWrites    = 0.18
+	FirestorePer100kDocDeletes   = 0.02
+	FirestorePer100kDocReads     = 0.06
+)
+
+// DynamoDBDollars is what r's traffic costs on DynamoDB on-demand.
+func DynamoDBDollars(r Report) float64 {
+	return float64(r.WriteUnits)/1e6*DynamoDBPerMillionWriteUnits + float64(r.ReadUnits)/1e6*DynamoDBPerMillionReadUnits
+}
+
+// FirestoreDollars is what r's traffic costs on Firestore: every write and
+// delete request counts as a document operation (a failed conditional
+// write too, which is a conservative reading), every document read as a
+// read.
+func FirestoreDollars(r Report) float64 {
+	return float64(r.Writes-r.Deletes)/1e5*FirestorePer100kDocWrites + float64(r.Deletes)/1e5*FirestorePer100kDocDeletes +
+		float64(r.Reads)/1e5*FirestorePer100kDocReads
 }
 
 // meteredHarness wraps every collection its harness makes with a Meter.
@@ -295,7 +325,10 @@ func (cb *costBed) report(b *testing.B) {
 	b.ReportMetric(per(r.FailedWrites), "failed/event")
 	b.ReportMetric(per(r.Writes), "fs-ops/event")
 	b.ReportMetric(per(r.Reads), "fs-reads/event")
+	b.ReportMetric(per(r.Deletes), "fs-deletes/event")
 	b.ReportMetric(float64(r.BytesWritten)/float64(max(cb.published.Load(), 1)), "stored-B/published-B")
+	b.ReportMetric(DynamoDBDollars(r)*1e6/n, "$ddb/Mevents")
+	b.ReportMetric(FirestoreDollars(r)*1e6/n, "$fs/Mevents")
 	b.ReportMetric(n/cb.elapsed.Seconds(), "events/s")
 	var top []string
 	for _, k := range cb.meter.TopKeys(3) {
