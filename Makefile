@@ -29,6 +29,10 @@ test-short: ## Run the in-memory tests only (no real servers), with the race det
 bench: ## Run the end-to-end HTTP benchmark and the backend benchmarks; prints events/s and latencies
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./bench/...
 
+.PHONY: bench-cost
+bench-cost: ## Print the lease store's DynamoDB/Firestore cost per delivered event (write/read units, hottest key, failed writes); docs/cost-model.md
+	$(GO) test -run '^$$' -bench MemCost -benchtime 1x ./leasestore/
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

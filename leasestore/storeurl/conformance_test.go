@@ -43,3 +43,10 @@ func BenchmarkDynamoDB(b *testing.B) {
 func BenchmarkFirestore(b *testing.B) {
 	storetest.RunBenchmarks(b, storeurltest.NewFirestoreHarness)
 }
+
+// BenchmarkDynamoDBCost is storetest.RunCostBenchmarks on DynamoDB (moto):
+// the same billing model as BenchmarkMemCost in package leasestore, over
+// real round trips, to confirm that the counts agree in shape.
+func BenchmarkDynamoDBCost(b *testing.B) {
+	storetest.RunCostBenchmarks(b, storeurltest.NewDynamoDBHarness, storetest.CostOptions{Events: 1000})
+}
