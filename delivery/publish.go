@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	"github.com/heraldevents/herald/cloudevent"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/lograte"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
 )
@@ -37,6 +39,8 @@ const (
 	MaxResourceIDBytes = filter.MaxResourceIDLength
 	// publishConcurrency bounds parallel sends of one batch.
 	publishConcurrency = 16
+	// DefaultPublishTimeout is Config.PublishTimeout's default.
+	DefaultPublishTimeout = 5 * time.Second
 )
 
 // Config wires a Service.
@@ -57,6 +61,14 @@ type Config struct {
 	// 336h). Keep it at least the broker's message retention, or a
 	// reference still waiting in a queue may find its claim gone.
 	ClaimRetention time.Duration
+	// PublishTimeout bounds the broker's part of a publish, or of a whole
+	// batch (HERALD_PUBLISH_TIMEOUT; default DefaultPublishTimeout, 5s):
+	// an event the broker has not accepted by then fails with
+	// herr.Unavailable, which the transports answer as success:false, so
+	// an unreachable or black-holed broker never holds a publisher longer.
+	// The event may still reach the broker afterwards (at least once; the
+	// publisher retries).
+	PublishTimeout time.Duration
 	// Now defaults to time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -69,6 +81,9 @@ type Service struct {
 	// missingClaims counts claim-check references dropped because their
 	// claim was gone (MissingClaims).
 	missingClaims atomic.Int64
+	// warnings rate-limits repeated failure warnings (a broker outage
+	// fails every publish the same way).
+	warnings *lograte.Limiter
 }
 
 // New returns a Service.
@@ -85,8 +100,11 @@ func New(cfg Config) *Service {
 	if cfg.ClaimRetention <= 0 {
 		cfg.ClaimRetention = DefaultClaimRetention
 	}
+	if cfg.PublishTimeout <= 0 {
+		cfg.PublishTimeout = DefaultPublishTimeout
+	}
 	cfg.Streams.setDefaults()
-	return &Service{cfg: cfg}
+	return &Service{cfg: cfg, warnings: lograte.New(lograte.DefaultInterval)}
 }
 
 // Event is a publish request's event (seed 002, "PublishEvent").
@@ -139,8 +157,17 @@ type Published struct {
 // (pubsubx.SizeLimited) is stored as a claim first and sent as a reference
 // (the claim-check, claims.go). Errors are herr-coded: InvalidArgument,
 // PermissionDenied, or Unavailable when the broker did not accept the
-// event or its claim could not be stored (it was not published).
+// event within Config.PublishTimeout or its claim could not be stored (it
+// was not published); Canceled or DeadlineExceeded when ctx ended first.
 func (s *Service) Publish(ctx context.Context, p *auth.Principal, e Event) (*Published, error) {
+	sendCtx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+	defer cancel()
+	return s.publish(ctx, sendCtx, p, e)
+}
+
+// publish is Publish with sendCtx, ctx bounded by the publish timeout,
+// for the broker's part.
+func (s *Service) publish(ctx, sendCtx context.Context, p *auth.Principal, e Event) (*Published, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
@@ -171,21 +198,43 @@ func (s *Service) Publish(ctx context.Context, p *auth.Principal, e Event) (*Pub
 	}
 	if s.needsClaim(body) {
 		if err := s.putClaim(ctx, id, body); err != nil {
-			s.cfg.Logger.WarnContext(ctx, "publish failed: the claim-check store write failed", "event_type", e.EventType, "event_id", id, "err", err)
+			s.warn(ctx, "publish failed: the claim-check store write failed", err, "event_type", e.EventType, "event_id", id)
 			return nil, err
 		}
 		msg.Body = claimBody(id)
 		msg.Metadata[pubsubx.AttrClaim] = id
 	}
-	if err := s.cfg.Broker.Send(ctx, msg); err != nil {
-		s.cfg.Logger.WarnContext(ctx, "publish failed", "event_type", e.EventType, "err", err)
-		code := herr.CodeOf(err)
-		if code != herr.Canceled && code != herr.DeadlineExceeded {
-			code = herr.Unavailable
+	if err := s.cfg.Broker.Send(sendCtx, msg); err != nil {
+		// The caller's own end is theirs (Canceled, DeadlineExceeded);
+		// everything else, the publish timeout included, is the broker's.
+		code := herr.Unavailable
+		switch {
+		case errors.Is(ctx.Err(), context.Canceled):
+			code = herr.Canceled
+		case ctx.Err() != nil:
+			code = herr.DeadlineExceeded
+		case sendCtx.Err() != nil:
+			err = herr.Wrap(herr.Unavailable, err, "the message broker did not accept the event within "+s.cfg.PublishTimeout.String())
 		}
+		s.warn(ctx, "publish failed", err, "event_type", e.EventType)
 		return nil, herr.Wrap(code, err, "Unable to publish to the message broker")
 	}
 	return &Published{ID: id, PublishedAt: now}, nil
+}
+
+// warn logs a failure warning, rate-limited by message and error text: an
+// outage fails every publish alike, and one line per interval with a count
+// says as much as thousands (internal/lograte).
+func (s *Service) warn(ctx context.Context, msg string, err error, args ...any) {
+	text := errText(err)
+	s.warnings.Log(ctx, s.cfg.Logger, slog.LevelWarn, msg+"\x00"+text, msg, append(args, slog.String("err", text))...)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // compact removes insignificant whitespace so the stored event is small;
@@ -209,8 +258,11 @@ type BatchResult struct {
 }
 
 // PublishBatch publishes events in parallel; each gets its own result, in
-// order. Invalid events fail alone; the valid ones are published.
+// order. Invalid events fail alone; the valid ones are published. One
+// Config.PublishTimeout bounds the broker's part of the whole batch.
 func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []Event) []BatchResult {
+	sendCtx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+	defer cancel()
 	out := make([]BatchResult, len(events))
 	sem := make(chan struct{}, publishConcurrency)
 	var wg sync.WaitGroup
@@ -219,7 +271,7 @@ func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			out[i].Published, out[i].Err = s.Publish(ctx, p, events[i])
+			out[i].Published, out[i].Err = s.publish(ctx, sendCtx, p, events[i])
 		}()
 	}
 	wg.Wait()

@@ -14,6 +14,7 @@ import (
 
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
+	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx"
 )
 
@@ -263,4 +264,28 @@ func TestBatchPublishEventsSize(t *testing.T) {
 		require.True(t, r.GetSuccess(), "event %d: %s", i, r.GetFailureReason())
 	}
 	require.Len(t, b.received(t, 1000), 1000)
+}
+
+// hangingSend is a broker that never answers a Send: it returns only when
+// the context ends, as a driver does against a black-holed server.
+type hangingSend struct{ pubsubx.Broker }
+
+func (hangingSend) Send(ctx context.Context, _ *pubsubx.Message) error {
+	<-ctx.Done()
+	return herr.Wrap(herr.DeadlineExceeded, ctx.Err(), "no answer from broker-7.internal")
+}
+
+// TestPublishEventBrokerHangs: a broker that never answers costs a gRPC
+// publish the publish timeout, then an OK answer with success false (the
+// client's call has no deadline of its own, and a hung broker used to hold
+// it for as long as the driver's dials took).
+func TestPublishEventBrokerHangs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(real pubsubx.Broker) pubsubx.Broker { return hangingSend{real} })
+	res, err := b.client().PublishEvent(context.Background(), request(&pb.PublishEventRequest{
+		Event: &pb.Event{EventType: "a"},
+	}, allToken))
+	require.NoError(t, err)
+	require.False(t, res.Msg.GetResult().GetSuccess())
+	require.Equal(t, "Unable to publish to the message broker", res.Msg.GetResult().GetFailureReason())
 }
