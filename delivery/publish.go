@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/internal/lograte"
+	"github.com/heraldevents/herald/internal/strictjson"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
 )
@@ -37,6 +39,14 @@ const (
 	MaxBatchEvents = 1000
 	// MaxResourceIDBytes caps resource.resource_id.
 	MaxResourceIDBytes = filter.MaxResourceIDLength
+	// MaxMessageDepth caps how deep objects and arrays nest in an event's
+	// message, the message object itself being depth 1. Every protobuf
+	// runtime must be able to decode what a gRPC stream delivers: C++,
+	// Java and Python stop at a recursion limit of 100 (Go at 10,000), and
+	// a JSON object costs three levels as a google.protobuf.Struct
+	// (Struct, map entry, Value), an array two; with the response and the
+	// Event around it, 32 levels cost at most 2 + 3×32 = 98.
+	MaxMessageDepth = 32
 	// publishConcurrency bounds parallel sends of one batch.
 	publishConcurrency = 16
 	// DefaultPublishTimeout is Config.PublishTimeout's default.
@@ -128,10 +138,20 @@ func (e *Event) Validate() error {
 		return herr.InField(herr.New(herr.InvalidArgument, "message is %d bytes; the limit is %d bytes (256 KiB)", len(e.Message), MaxMessageBytes), "message")
 	}
 	if len(e.Message) > 0 {
-		trimmed := bytes.TrimLeft(e.Message, " \t\r\n")
-		if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(e.Message) {
+		switch strictjson.CheckObject(e.Message, MaxMessageDepth) {
+		case 0:
+		case strictjson.InvalidUTF8:
+			return herr.InField(herr.New(herr.InvalidArgument, "message must be valid UTF-8 (RFC 8259 §8.1): a string holds bytes that are not UTF-8, or a \\u escape of half a surrogate pair"), "message")
+		case strictjson.DuplicateName:
+			return herr.InField(herr.New(herr.InvalidArgument, "message must not repeat a member name within one object (RFC 7493, I-JSON)"), "message")
+		case strictjson.TooDeep:
+			return herr.InField(herr.New(herr.InvalidArgument, "message nests objects and arrays more than %d levels deep (the message object is level 1)", MaxMessageDepth), "message")
+		default:
 			return herr.InField(herr.New(herr.InvalidArgument, "message must be a JSON object"), "message")
 		}
+	}
+	if !utf8.ValidString(e.ResourceID) {
+		return herr.InField(herr.New(herr.InvalidArgument, "resource.resource_id must be valid UTF-8"), "resource", "resource_id")
 	}
 	if len(e.ResourceID) > MaxResourceIDBytes {
 		return herr.InField(herr.New(herr.InvalidArgument, "resource.resource_id is longer than %d bytes", MaxResourceIDBytes), "resource", "resource_id")

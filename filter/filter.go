@@ -40,6 +40,7 @@ import (
 	"strings"
 
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/strictjson"
 )
 
 // Type is a resource filter type. Its JSON form is the seed's lower-case name
@@ -189,8 +190,8 @@ func Parse(field, s string) (Groups, error) {
 		return nil, nil
 	}
 	var gs Groups
-	if err := json.Unmarshal([]byte(s), &gs); err != nil {
-		return nil, herr.Wrap(herr.Malformed, err, field+" must be a JSON array of filter groups")
+	if err := strictjson.Unmarshal([]byte(s), &gs); err != nil {
+		return nil, herr.Wrap(herr.Malformed, err, field+" must be a JSON array of filter groups: "+herr.MessageOf(err))
 	}
 	if err := gs.Validate(field); err != nil {
 		return nil, err

@@ -60,6 +60,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case req.LeaseID == "":
 		err = herr.New(herr.Malformed, "leaseId is required")
+	case delivery.CheckText("leaseId", req.LeaseID) != nil:
+		err = delivery.CheckText("leaseId", req.LeaseID)
+	case delivery.CheckText("the event destination id", r.PathValue("id")) != nil:
+		err = delivery.CheckText("the event destination id", r.PathValue("id"))
 	case req.Generation == nil || *req.Generation < 0:
 		err = herr.New(herr.Malformed, "generation is required and must not be negative")
 	case req.Status != leasestore.StatusOK && req.Status != leasestore.StatusFailed:

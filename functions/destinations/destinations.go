@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/cloudevent"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
@@ -108,7 +109,7 @@ func (h *Handler) List(w http.ResponseWriter, r *http.Request) {
 
 // Get serves GET /v1/event-destinations/{id}.
 func (h *Handler) Get(w http.ResponseWriter, r *http.Request) {
-	p, err := httpx.Principal(r)
+	p, err := principalAndID(r)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -123,7 +124,7 @@ func (h *Handler) Get(w http.ResponseWriter, r *http.Request) {
 
 // Delete serves DELETE /v1/event-destinations/{id}.
 func (h *Handler) Delete(w http.ResponseWriter, r *http.Request) {
-	p, err := httpx.Principal(r)
+	p, err := principalAndID(r)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -142,7 +143,7 @@ func (h *Handler) Pause(w http.ResponseWriter, r *http.Request) { h.setPaused(w,
 func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) { h.setPaused(w, r, false) }
 
 func (h *Handler) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
-	p, err := httpx.Principal(r)
+	p, err := principalAndID(r)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -153,4 +154,15 @@ func (h *Handler) setPaused(w http.ResponseWriter, r *http.Request, paused bool)
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, FromConsumer(c))
+}
+
+// principalAndID returns r's principal after checking the {id} of its
+// path (delivery.CheckText: a %00 or %1B in a path is a client's mistake,
+// not a destination to look up).
+func principalAndID(r *http.Request) (*auth.Principal, error) {
+	p, err := httpx.Principal(r)
+	if err != nil {
+		return nil, err
+	}
+	return p, delivery.CheckText("the event destination id", r.PathValue("id"))
 }

@@ -29,7 +29,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 
@@ -37,6 +36,7 @@ import (
 	"github.com/heraldevents/herald/cloudevent"
 	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/strictjson"
 	"github.com/heraldevents/herald/leasestore"
 )
 
@@ -215,71 +215,33 @@ func ReadBody(r *http.Request, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// DecodeJSON reads and decodes a JSON body into v. Bad JSON (or JSON of the
-// wrong shape) is herr.Malformed.
-func DecodeJSON(r *http.Request, limit int64, v any) error {
+// DecodeJSON reads and decodes a JSON body into v by the strict rules of
+// package internal/strictjson: member names match exactly, an unknown or
+// repeated member is herr.Malformed (HTTP 400) naming it (`unknown field
+// "delay"`), bad JSON or JSON of the wrong shape is herr.Malformed, and
+// invalid UTF-8 is herr.InvalidArgument (422). opts relax a rule (see
+// strictjson.LenientUTF8).
+func DecodeJSON(r *http.Request, limit int64, v any, opts ...strictjson.Option) error {
 	b, err := ReadBody(r, limit)
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(b, v); err != nil {
-		// A field type's own decoder (filter.Type, say) may reject a value
-		// with a coded, caller-safe error: pass it on as it is.
-		var coded *herr.Error
-		if errors.As(err, &coded) {
-			return coded
-		}
-		return herr.Wrap(herr.Malformed, err, "request body is not valid JSON of the expected shape: "+jsonProblem(err))
-	}
-	return nil
-}
-
-// jsonProblem describes a decoding error without quoting the input.
-func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return "syntax error at byte " + strconv.FormatInt(se.Offset, 10)
-	case errors.As(err, &te):
-		field := te.Field
-		if field == "" {
-			field = "(root)"
-		}
-		return field + " must be " + jsonKind(te.Type.Kind())
-	default:
-		return "invalid JSON"
-	}
-}
-
-// jsonKind names the JSON value a Go kind decodes from, so messages speak
-// JSON rather than Go type names.
-func jsonKind(k reflect.Kind) string {
-	switch k {
-	case reflect.Struct, reflect.Map:
-		return "a JSON object"
-	case reflect.Slice, reflect.Array:
-		return "a JSON array"
-	case reflect.String:
-		return "a JSON string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a JSON integer"
-	case reflect.Float32, reflect.Float64:
-		return "a JSON number"
-	default:
-		return "a different JSON value"
-	}
+	return strictjson.Unmarshal(b, v, opts...)
 }
 
 // Authenticate wraps next so that it runs only for requests with a valid
-// bearer token, with the principal in the request context. Others get 401.
+// bearer token, with the principal in the request context. Others get 401;
+// a request with two Authorization headers, or a token with a control
+// character, gets 400 (see BearerToken).
 func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := bearer(r.Header.Get("Authorization"))
-		if !ok {
+		token, err := BearerToken(r.Header.Values("Authorization"))
+		if err != nil {
+			if herr.CodeOf(err) == herr.Malformed {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_request"`)
+				WriteError(w, r, err)
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
 			msg := "an Authorization: Bearer <token> header is required"
 			if queryTokenAllowed(r.Context()) {
@@ -299,13 +261,34 @@ func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
 	})
 }
 
-func bearer(h string) (string, bool) {
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
+// BearerToken returns the token of the one `Authorization: Bearer <token>`
+// header among values (all the request's Authorization headers; the
+// scheme is case-insensitive, RFC 9110 §11.1). Errors, never quoting the
+// header: herr.Unauthenticated when there is none or it is not a bearer
+// token; herr.Malformed (HTTP 400, RFC 6750 §3.1 invalid_request) for
+// more than one header — which one a proxy or a client library honours is
+// not defined — and for a token that is not visible ASCII (RFC 6750's
+// b64token is a subset of it: a control character, a space or a byte past
+// 0x7E is no token).
+func BearerToken(values []string) (string, error) {
+	switch len(values) {
+	case 0:
+		return "", herr.New(herr.Unauthenticated, "an Authorization: Bearer <token> header is required")
+	case 1:
+	default:
+		return "", herr.New(herr.Malformed, "send one Authorization header, not %d", len(values))
 	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
+	scheme, token, ok := strings.Cut(values[0], " ")
+	token = strings.Trim(token, " \t")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", herr.New(herr.Unauthenticated, "an Authorization: Bearer <token> header is required")
+	}
+	for i := 0; i < len(token); i++ {
+		if token[i] < 0x21 || token[i] > 0x7e {
+			return "", herr.New(herr.Malformed, "the bearer token must be visible ASCII characters (0x21-0x7E)")
+		}
+	}
+	return token, nil
 }
 
 // Principal returns the authenticated principal of r. Handlers behind

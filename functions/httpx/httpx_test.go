@@ -304,3 +304,66 @@ func TestWriteJSON(t *testing.T) {
 	require.Equal(t, "application/json", rec.Header().Get("Content-Type"), "and still the JSON error shape")
 	require.Equal(t, "internal", decodeError(t, rec).Code)
 }
+
+func TestBearerToken(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		values []string
+		token  string
+		code   herr.Code
+	}{
+		{[]string{"Bearer abc"}, "abc", herr.Unknown},
+		{[]string{"bearer  abc "}, "abc", herr.Unknown},
+		{nil, "", herr.Unauthenticated},
+		{[]string{"Basic abc"}, "", herr.Unauthenticated},
+		{[]string{"Bearer "}, "", herr.Unauthenticated},
+		{[]string{"Bearer abc", "Bearer abc"}, "", herr.Malformed},
+		{[]string{"Bearer a\x00b"}, "", herr.Malformed},
+		{[]string{"Bearer a b"}, "", herr.Malformed},
+		{[]string{"Bearer a\u00e9"}, "", herr.Malformed},
+	} {
+		token, err := httpx.BearerToken(c.values)
+		if c.code == herr.Unknown {
+			require.NoError(t, err, "%q", c.values)
+			require.Equal(t, c.token, token)
+			continue
+		}
+		require.Equal(t, c.code, herr.CodeOf(err), "%q", c.values)
+		require.NotContains(t, herr.MessageOf(err), "a\x00b")
+	}
+}
+
+// TestAuthenticateTwoHeaders: two Authorization headers are a 400, not a
+// guess at which one counts.
+func TestAuthenticateTwoHeaders(t *testing.T) {
+	t.Parallel()
+	h := httpx.Authenticate(auth.StaticTokens{"tok-0123456789": {ID: "a"}}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Add("Authorization", "Bearer tok-0123456789")
+	r.Header.Add("Authorization", "Bearer other")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	require.Equal(t, http.StatusBadRequest, w.Code)
+	require.Contains(t, w.Body.String(), "one Authorization header")
+}
+
+// FuzzBearerToken: any header value yields a visible-ASCII token or a
+// coded error that does not quote it.
+func FuzzBearerToken(f *testing.F) {
+	for _, s := range []string{"Bearer abc", "bearer\tabc", "Bearer \x00", "Basic x", "Bearer  a b ", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		token, err := httpx.BearerToken([]string{v})
+		if err != nil {
+			require.Contains(t, []herr.Code{herr.Unauthenticated, herr.Malformed}, herr.CodeOf(err))
+			return
+		}
+		require.NotEmpty(t, token)
+		for i := 0; i < len(token); i++ {
+			require.True(t, token[i] > 0x20 && token[i] < 0x7f, "%q", token)
+		}
+	})
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/strictjson"
 )
 
 // Body size caps. An event's message may be 256 KiB (delivery.MaxMessageBytes);
@@ -143,7 +144,8 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Events []json.RawMessage `json:"events"`
 	}
-	if err := httpx.DecodeJSON(r, MaxBatchBody, &req); err != nil {
+	// Invalid UTF-8 in one event fails that event alone (below).
+	if err := httpx.DecodeJSON(r, MaxBatchBody, &req, strictjson.LenientUTF8); err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
@@ -160,8 +162,8 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 	index := make([]int, 0, len(req.Events)) // events[k] is request event index[k]
 	for i, raw := range req.Events {
 		var we WireEvent
-		if err := json.Unmarshal(raw, &we); err != nil {
-			results[i] = Result{Event: &we, FailureReason: "event is not a JSON object of the documented shape"}
+		if err := strictjson.Unmarshal(raw, &we); err != nil {
+			results[i] = Result{Event: &WireEvent{}, FailureReason: "event is not a JSON object of the documented shape: " + herr.MessageOf(err)}
 			continue
 		}
 		e, err := we.toEvent()

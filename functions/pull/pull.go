@@ -10,9 +10,10 @@
 // and unacknowledged, 400 for a destination that is not a durable consumer,
 // 404 for an unknown id.
 //
-// Events whose type the caller may not read (it lacks a matching
-// receive:PATTERN) are left out of the lease it is shown; acknowledging the
-// lease settles them as skipped.
+// A lease holding an event whose type the caller may not read (it lacks a
+// matching receive:PATTERN) is handed back to the destination and the pull
+// is 403 naming the type: the events wait for a worker that may read them
+// (delivery.Service.Pull).
 //
 // The 200 body is built by appending bytes: the events are already encoded
 // CloudEvents, and only their `sequence` is spliced in.
@@ -86,8 +87,7 @@ func parse(r *http.Request) (delivery.PullRequest, error) {
 
 // AppendLease appends the seed 000 "200 response" JSON of l to dst:
 // {"leaseId","generation","attempt","expiresAt","events":[CloudEvent…]}.
-// A nil entry of l.Events is an event withheld from the caller (see
-// delivery.Service.Pull): it is left out, and the others keep their
+// A nil entry of l.Events is left out, and the others keep their
 // sequences.
 func AppendLease(dst []byte, l *leasestore.Lease) []byte {
 	size := 128
@@ -109,7 +109,7 @@ func AppendLease(dst []byte, l *leasestore.Lease) []byte {
 	first := true
 	for i, e := range l.Events {
 		if e == nil {
-			continue // withheld: the caller may not read its type
+			continue
 		}
 		if !first {
 			dst = append(dst, ',')
