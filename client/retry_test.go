@@ -211,3 +211,29 @@ func TestConsumeOutlastsPausedAndFullWindow(t *testing.T) {
 	assert.Equal(t, []string{"L"}, handled)
 	assert.Equal(t, []string{"pull", "pull", "pull", "pull", "acknowledge", "pull"}, calls)
 }
+
+// TestConsumeWorkersHaveTheirOwnIDs: every worker pulls with its own
+// workerId, prefix-index.
+func TestConsumeWorkersHaveTheirOwnIDs(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	ids := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ids[r.URL.Query().Get("workerId")] = true
+		n := len(ids)
+		mu.Unlock()
+		if n < 3 {
+			w.WriteHeader(204)
+			return
+		}
+		status(404)(w) // every worker has pulled: stop
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL, client.WithRetry(fastRetry))
+	require.NoError(t, err)
+	err = c.Consume(testContext(t), "d1", func(context.Context, *client.Lease) error { return nil },
+		client.ConsumeOptions{Workers: 3, WorkerPrefix: "billing", IdleBackoff: time.Millisecond, MaxIdleBackoff: time.Millisecond})
+	assert.True(t, client.IsNotFound(err), "%v", err)
+	assert.Equal(t, map[string]bool{"billing-0": true, "billing-1": true, "billing-2": true}, ids)
+}
