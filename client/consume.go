@@ -215,8 +215,13 @@ func (w *worker) classify(op string, err error) (wait time.Duration, fatal bool)
 // only when the acknowledgement shows Consume must stop.
 func (w *worker) handle(ctx context.Context, l *Lease) error {
 	// The batch in hand is finished even when ctx is cancelled, within
-	// its visibility timeout.
-	hctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), l.ExpiresAt)
+	// its visibility timeout. ExpiresAt is on Herald's clock: a skewed
+	// local clock falls back to the visibility asked for.
+	remaining := time.Until(l.ExpiresAt)
+	if remaining <= 0 || remaining > w.opts.Visibility {
+		remaining = w.opts.Visibility
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), remaining)
 	herr := w.h(hctx, l)
 	cancel()
 	status := AckOK
