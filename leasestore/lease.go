@@ -450,7 +450,7 @@ func (s *Store) Acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 			return false, err
 		}
 		if p.Type != "" && d.Type != p.Type {
-			return false, herr.New(herr.Malformed, "the event destination is of type %s; pull and acknowledge are only supported for %s destinations", d.Type, p.Type)
+			return false, herr.New(herr.Malformed, "the event destination is of type %s; pull and acknowledge are only supported for durable consumer destinations (type %s)", d.Type, p.Type)
 		}
 		d.pruneSessions(s.nowMs())
 		i := d.lease(p.LeaseID)
