@@ -452,7 +452,7 @@ func (s *Store) Acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 	var wrongType error
 	err := s.settle(ctx, p.Consumer, func(d *consumerDoc, freed *[]string) bool {
 		if p.Type != "" && d.Type != p.Type {
-			wrongType = herr.New(herr.Malformed, "the event destination is of type %s; pull and acknowledge are only supported for %s destinations", d.Type, p.Type)
+			wrongType = herr.New(herr.Malformed, "the event destination is of type %s; pull and acknowledge are only supported for durable consumer destinations (type %s)", d.Type, p.Type)
 			return false
 		}
 		i := d.lease(p.LeaseID)

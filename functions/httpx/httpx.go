@@ -12,7 +12,7 @@
 // requires it, and the Occtoo .NET SDK reads RFC 9457 problem details. A
 // 422 on the notifications API (paths under /api/) instead carries detail
 // as that API's HTTPValidationError list, one {loc, msg, type} naming the
-// offending field (herr.Error.Field; ["body"] when no field is named):
+// offending field (herr.Error.Field, after "body" or "query"):
 //
 //	{"code": "invalid_argument", "message": "event_type is required",
 //	 "detail": [{"loc": ["body", "event", "event_type"],
@@ -131,11 +131,18 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// fieldProblems is the 422 detail list of err.
-func fieldProblems(err error, msg string) []FieldProblem {
+// fieldProblems is the 422 detail list of err. A field path that does not
+// say where it is gets "query" in front for GET and DELETE (whose
+// parameters are in the query string) and "body" otherwise, as FastAPI
+// writes locations.
+func fieldProblems(r *http.Request, err error, msg string) []FieldProblem {
 	loc := herr.FieldOf(err)
-	if len(loc) == 0 {
-		loc = []any{"body"}
+	if len(loc) == 0 || (loc[0] != "body" && loc[0] != "query" && loc[0] != "header") {
+		where := "body"
+		if r.Method == http.MethodGet || r.Method == http.MethodDelete {
+			where = "query"
+		}
+		loc = append([]any{where}, loc...)
 	}
 	kind := "value_error"
 	if strings.HasSuffix(msg, " is required") {
@@ -151,7 +158,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	status := Status(code)
 	body := ErrorBody{Code: code.String(), Message: herr.MessageOf(err)}
 	if status == http.StatusUnprocessableEntity && strings.HasPrefix(r.URL.Path, notificationsPrefix) {
-		body.Detail = fieldProblems(err, body.Message)
+		body.Detail = fieldProblems(r, err, body.Message)
 	}
 	var full *leasestore.WindowFullError
 	if errors.As(err, &full) {

@@ -4,8 +4,8 @@
 //
 // Routes are grouped by Function, the unit one deployment serves: a Lambda
 // function or Cloud Run service started with HERALD_FUNCTION=pull serves
-// only the pull routes (and GET /health, GET /health/ready); All serves
-// every route.
+// only the pull routes (and the health routes, GET /health,
+// GET /api/v1beta/health and GET /health/ready); All serves every route.
 //
 // The gRPC services of package functions/grpcapi are mounted on the same
 // handler: EventPublishingService with the publish routes,
