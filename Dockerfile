@@ -2,8 +2,8 @@
 # binary on distroless, running as a non-root user. HERALD_FUNCTION
 # (default all) picks the routes; see README "Configuration". Built with
 # -tags herald_gcp (HERALD_TAGS, the Makefile's CLOUDRUN_TAGS), it opens
-# mem, gcppubsub, rabbit and nats topic URLs and mem and firestore store
-# URLs; for every driver, build with --build-arg HERALD_TAGS= (README
+# mem, gcppubsub, rabbit and nats topic URLs and mem, firestore and
+# postgres (Cloud SQL) store URLs; for every driver, build with --build-arg HERALD_TAGS= (README
 # "Deploy").
 #
 #   docker build -t herald .
