@@ -661,22 +661,7 @@ func entryProblem(err error) string {
 	}
 }
 
-func knownPermission(p string) bool {
-	switch p {
-	case auth.PermAll, auth.PermReadEvents, auth.PermManageDestinations, auth.PermRunJobs:
-		return true
-	}
-	switch strings.TrimPrefix(p, auth.ServicePrefix) {
-	case auth.PermConsumeDurableQueues, auth.PermCreateDurableQueues, auth.PermDeleteDurableQueues, auth.PermInspectDeadLetters:
-		return true
-	}
-	for _, prefix := range []string{auth.PermPublishPrefix, auth.PermReceivePrefix} {
-		if pattern, ok := strings.CutPrefix(p, prefix); ok && pattern != "" {
-			return true
-		}
-	}
-	return false
-}
+func knownPermission(p string) bool { return auth.Known(p) }
 
 // Redact drops the user info and query of a URL, for logs and errors.
 func Redact(u string) string {
