@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/auth/jwtauth"
 	"github.com/heraldevents/herald/functions/app"
 	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/jobs"
@@ -47,6 +48,12 @@ type Config struct {
 	Source   string // HERALD_SOURCE: CloudEvents source of published events
 	// Tokens are more bearer tokens (HERALD_TOKENS, HERALD_TOKENS_FILE).
 	Tokens auth.StaticTokens
+	// JWT accepts an identity provider's JWTs beside the tokens when its
+	// Issuer or JWKSURL is set (the HERALD_JWT_* variables; docs/auth.md).
+	JWT jwtauth.Config
+	// CORSOrigins are the browser origins allowed to call Herald and open
+	// its WebSocket (HERALD_CORS_ORIGINS; default none).
+	CORSOrigins []string
 	// ReceiveWait is how long a pull waits at the broker
 	// (HERALD_RECEIVE_WAIT; default 0).
 	ReceiveWait time.Duration
@@ -107,7 +114,8 @@ func ConfigFromEnv() Config {
 		QueueMessageTTL: c.QueueMessageTTL, QueueMaxLength: c.QueueMaxLength,
 		WSPingInterval:    c.WSPingInterval,
 		HTTP2PingInterval: c.HTTP2PingInterval,
-		envErr:            err,
+		JWT:               c.JWT, CORSOrigins: c.CORSOrigins,
+		envErr: err,
 	}
 }
 
@@ -159,6 +167,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		QueueMessageTTL: cfg.QueueMessageTTL, QueueMaxLength: cfg.QueueMaxLength,
 		WSPingInterval:    cfg.WSPingInterval,
 		HTTP2PingInterval: cfg.HTTP2PingInterval,
+		JWT:               cfg.JWT, CORSOrigins: cfg.CORSOrigins,
 	}, app.Options{Now: cfg.Now, Logger: cfg.Logger, SessionTTL: cfg.SessionTTL})
 	if err != nil {
 		return nil, err

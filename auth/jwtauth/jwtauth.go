@@ -100,12 +100,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Validate checks c without fetching anything. Its errors name the
-// field's variable.
+// Validate checks c without fetching anything. Each of its joined errors
+// starts with the field's variable and ": ".
 func (c Config) Validate() error {
 	var errs []error
 	if c.Issuer == "" && c.JWKSURL == "" {
-		errs = append(errs, errors.New("HERALD_JWT_ISSUER or HERALD_JWT_JWKS_URL is required"))
+		errs = append(errs, errors.New("HERALD_JWT_ISSUER: required (or HERALD_JWT_JWKS_URL)"))
 	}
 	if c.Issuer != "" {
 		if err := CheckFetchURL(c.Issuer); err != nil {
@@ -118,7 +118,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if len(c.Audiences) == 0 || slices.Contains(c.Audiences, "") {
-		errs = append(errs, errors.New("HERALD_JWT_AUDIENCE is required with HERALD_JWT_ISSUER or HERALD_JWT_JWKS_URL: the audience Herald's tokens are minted for"))
+		errs = append(errs, errors.New("HERALD_JWT_AUDIENCE: required with HERALD_JWT_ISSUER or HERALD_JWT_JWKS_URL: the audience Herald's tokens are minted for"))
 	}
 	if _, err := parseAlgorithms(c.Algorithms); err != nil {
 		errs = append(errs, fmt.Errorf("HERALD_JWT_ALGORITHMS: %w", err))

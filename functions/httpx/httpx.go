@@ -19,7 +19,6 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
-	"strings"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/herr"
@@ -76,6 +75,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		body.InFlight = &n
 		secs := int((full.RetryAfter + 999_999_999) / 1_000_000_000)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+	}
+	if code == herr.PermissionDenied {
+		insufficientScope(w, r, err)
 	}
 	if status >= 500 {
 		slog.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
@@ -191,12 +193,17 @@ func jsonKind(k reflect.Kind) string {
 }
 
 // Authenticate wraps next so that it runs only for requests with a valid
-// bearer token, with the principal in the request context. Others get 401.
+// bearer token, with the principal in the request context. Answers follow
+// RFC 6750, section 3: no token is 401 with a bare Bearer challenge; a
+// token a refuses is 401 with error="invalid_token" and the refusal's
+// description ("token expired", "wrong audience"); a verifier that cannot
+// fetch the issuer's keys is 503 with Retry-After. A 403 from the handler
+// gets error="insufficient_scope" (WriteError).
 func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := bearer(r.Header.Get("Authorization"))
 		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+			w.Header().Set("WWW-Authenticate", challenge("", ""))
 			msg := "an Authorization: Bearer <token> header is required"
 			if queryTokenAllowed(r.Context()) {
 				msg += " (clients that cannot set headers, such as browsers, may pass the token in the access_token query parameter)"
@@ -206,7 +213,12 @@ func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
 		}
 		p, err := a.Authenticate(r.Context(), token)
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
+			switch herr.CodeOf(err) {
+			case herr.Unauthenticated:
+				w.Header().Set("WWW-Authenticate", challenge("invalid_token", herr.MessageOf(err)))
+			case herr.Unavailable:
+				w.Header().Set("Retry-After", retryAfterKeys)
+			}
 			WriteError(w, r, err)
 			return
 		}
@@ -214,14 +226,7 @@ func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
 	})
 }
 
-func bearer(h string) (string, bool) {
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
-}
+func bearer(h string) (string, bool) { return auth.ParseBearer(h) }
 
 // Principal returns the authenticated principal of r. Handlers behind
 // Authenticate always have one.

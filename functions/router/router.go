@@ -204,12 +204,31 @@ func New(svc *delivery.Service, a auth.Authenticator) http.Handler {
 
 // ForFunction returns the handler for f's routes; any other path is 404.
 func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function) http.Handler {
+	return Build(svc, a, f, Options{})
+}
+
+// Options adjust the handler beyond its routes.
+type Options struct {
+	// CORSOrigins are the browser origins (HERALD_CORS_ORIGINS) whose
+	// pages may call every endpoint (CORS preflights are answered) and
+	// open the WebSocket; nil allows none, "*" any. The WebSocket always
+	// admits clients that send no Origin (not browsers) and pages of the
+	// server's own origin.
+	CORSOrigins []string
+}
+
+// Build returns the handler for f's routes, adjusted by o.
+func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) http.Handler {
+	policy := corsPolicy(o.CORSOrigins)
 	mux := http.NewServeMux()
 	for _, r := range table {
 		if !f.Serves(r.Route) {
 			continue
 		}
 		h := r.handler(svc)
+		if ws, ok := h.(*wsbridge.Handler); ok {
+			ws.CheckOrigin = originCheck(policy)
+		}
 		if !r.Public {
 			h = httpx.Authenticate(a, h)
 		}
@@ -229,5 +248,8 @@ func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function) http.H
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, herr.New(herr.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return mux
+	if policy == nil {
+		return mux
+	}
+	return policy.Handler(mux)
 }
