@@ -29,8 +29,8 @@ func TestSetupReadsTheIdentityProvider(t *testing.T) {
 	invoke := func(token string) (int, map[string]string) {
 		ev := map[string]any{
 			"version": "2.0", "routeKey": "POST /api/v1beta/events", "rawPath": "/api/v1beta/events",
-			"headers": map[string]string{"authorization": "Bearer " + token, "content-type": "application/json", "origin": "https://app.example.com"},
-			"body":    `{"event":{"event_type":"orders.created"}}`,
+			"headers":        map[string]string{"authorization": "Bearer " + token, "content-type": "application/json", "origin": "https://app.example.com"},
+			"body":           `{"event":{"event_type":"orders.created"}}`,
 			"requestContext": map[string]any{"http": map[string]any{"method": "POST", "path": "/api/v1beta/events", "sourceIp": "127.0.0.1"}},
 		}
 		payload, err := json.Marshal(ev)
