@@ -23,6 +23,12 @@
 // "event-consumer-service:" (as in
 // "event-consumer-service:inspect-and-replay-all-dlq"); both spellings are
 // accepted.
+//
+// Tokens are static (StaticTokens: HERALD_TOKENS and the development
+// token) or JWTs from an identity provider, whose scopes are these same
+// permissions (package auth/jwtauth); Chain asks the static table first,
+// then the JWT verifier. ParseBearer reads the Authorization header for
+// both the REST and the gRPC middleware.
 package auth
 
 import (

@@ -10,8 +10,8 @@
 // github.com/lestrrat-go/httprc/v3). jwx was chosen over
 // github.com/coreos/go-oidc/v3 because Herald needs three things go-oidc
 // does not give: the key set's Cache-Control / Expires headers decide when
-// it is fetched again (go-oidc refetches only when a token fails to
-// verify, with no floor); validation failures are typed errors
+// it is fetched again (go-oidc's RemoteKeySet refetches when a token's
+// key is missing from its cache and does not read those headers); validation failures are typed errors
 // (jwt.TokenExpiredError, jwt.InvalidIssuerError, …), so a 401 can say
 // "token expired" or "wrong issuer" without matching error strings; and
 // the clock skew is a parameter (go-oidc fixes its own). go-oidc is also
