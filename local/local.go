@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/auth/jwtauth"
 	"github.com/heraldevents/herald/functions/app"
 	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/jobs"
@@ -48,6 +49,12 @@ type Config struct {
 	Source   string // HERALD_SOURCE: CloudEvents source of published events
 	// Tokens are more bearer tokens (HERALD_TOKENS, HERALD_TOKENS_FILE).
 	Tokens auth.StaticTokens
+	// JWT accepts an identity provider's JWTs beside the tokens when its
+	// Issuer or JWKSURL is set (the HERALD_JWT_* variables; docs/auth.md).
+	JWT jwtauth.Config
+	// CORSOrigins are the browser origins allowed to call Herald and open
+	// its WebSocket (HERALD_CORS_ORIGINS; default none).
+	CORSOrigins []string
 	// ReceiveWait is how long a pull waits at the broker
 	// (HERALD_RECEIVE_WAIT; default 0).
 	ReceiveWait time.Duration
@@ -116,7 +123,8 @@ func ConfigFromEnv() Config {
 		WSPingInterval:    c.WSPingInterval,
 		HTTP2PingInterval: c.HTTP2PingInterval,
 		LogLevel:          c.LogLevel,
-		envErr:            err,
+		JWT:               c.JWT, CORSOrigins: c.CORSOrigins,
+		envErr: err,
 	}
 }
 
@@ -169,6 +177,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		WSPingInterval:    cfg.WSPingInterval,
 		HTTP2PingInterval: cfg.HTTP2PingInterval,
 		LogLevel:          cfg.LogLevel,
+		JWT:               cfg.JWT, CORSOrigins: cfg.CORSOrigins,
 	}, app.Options{Now: cfg.Now, Logger: cfg.Logger, SessionTTL: cfg.SessionTTL})
 	if err != nil {
 		return nil, err

@@ -17,6 +17,8 @@ import (
 
 	"gocloud.dev/docstore"
 
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/auth/jwtauth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/functions/config"
@@ -48,6 +50,8 @@ type App struct {
 	broker  pubsubx.Broker       // nil when the function does not use one
 	coll    *docstore.Collection // nil when the function does not use one
 	logger  *slog.Logger
+	authn   auth.Authenticator
+	jwt     *jwtauth.Verifier // nil without an identity provider
 }
 
 // minLevel drops records below min (HERALD_LOG_LEVEL) before the wrapped
@@ -115,10 +119,28 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		},
 		Now: opts.Now, Logger: opts.Logger,
 	})
+	chain := auth.Chain{Static: cfg.Authenticator()}
+	if cfg.JWTEnabled() {
+		jc := cfg.JWT
+		jc.Logger = opts.Logger
+		if a.jwt, err = jwtauth.New(jc); err != nil {
+			_ = a.Close()
+			return nil, err
+		}
+		chain.JWT = a.jwt
+		if jc.Issuer == "" {
+			opts.Logger.Warn(config.EnvJWTJWKSURL + " is set without " + config.EnvJWTIssuer + ": tokens of any issuer signed by those keys are accepted")
+		}
+	}
+	a.authn = chain
 	a.handler = accesslog.Middleware(opts.Logger,
-		router.ForFunction(a.svc, cfg.Authenticator(), cfg.Function, router.Options{Ready: a.readiness(opts.Logger)}))
+		router.Build(a.svc, chain, cfg.Function, router.Options{Ready: a.readiness(opts.Logger), CORSOrigins: cfg.CORSOrigins}))
 	return a, nil
 }
+
+// Authenticator returns what resolves bearer tokens: the static tokens,
+// then the identity provider's JWTs when one is configured.
+func (a *App) Authenticator() auth.Authenticator { return a.authn }
 
 // readiness returns the Checker of GET /health/ready and gRPC health: the
 // broker and the store, where the function uses them.
@@ -165,6 +187,9 @@ func (a *App) RunJob(ctx context.Context, name string) (*jobs.Result, error) {
 // Close releases the broker and the store (saving a file-backed store).
 func (a *App) Close() error {
 	var errs []error
+	if a.jwt != nil {
+		errs = append(errs, a.jwt.Close())
+	}
 	if a.broker != nil {
 		errs = append(errs, a.broker.Close())
 	}

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/auth/jwtauth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/leasestore"
@@ -100,6 +101,18 @@ const (
 	EnvHTTP2PingInterval = "HERALD_HTTP2_PING_INTERVAL"
 	// EnvLogLevel is read by every entrypoint.
 	EnvLogLevel = "HERALD_LOG_LEVEL"
+	// The identity-provider variables (package auth/jwtauth, docs/auth.md).
+	EnvJWTIssuer           = "HERALD_JWT_ISSUER"
+	EnvJWTJWKSURL          = "HERALD_JWT_JWKS_URL"
+	EnvJWTAudience         = "HERALD_JWT_AUDIENCE"
+	EnvJWTPermissionsClaim = "HERALD_JWT_PERMISSIONS_CLAIM"
+	EnvJWTPrincipalClaim   = "HERALD_JWT_PRINCIPAL_CLAIM"
+	EnvJWTAlgorithms       = "HERALD_JWT_ALGORITHMS"
+	EnvJWTScopePrefix      = "HERALD_JWT_SCOPE_PREFIX"
+	EnvJWTGrants           = "HERALD_JWT_GRANTS"
+	// EnvCORSOrigins lists the browser origins allowed to call Herald
+	// (CORS) and to open its WebSocket.
+	EnvCORSOrigins = "HERALD_CORS_ORIGINS"
 )
 
 // Defaults.
@@ -231,6 +244,9 @@ var (
 	usesWS     = func(f router.Function) bool { return f == router.Websocket || f == router.All }
 	// usesLeases: functions that write leases (pulls and WebSocket streams).
 	usesLeases = func(f router.Function) bool { return f == router.Pull || f == router.Websocket || f == router.All }
+	// usesCORS: functions that answer browsers over HTTP (the API Gateway
+	// WebSocket function answers API Gateway events only).
+	usesCORS = func(f router.Function) bool { return f != router.Websocket }
 	// The WebSocket bridge runs where connections can be hijacked: the
 	// local adapter and Cloud Run (API Gateway pings on its own).
 	wsProfiles = []Profile{Local, CloudRun}
@@ -255,6 +271,33 @@ var vars = []Var{
 	{Name: EnvTokensFile, Unit: "path",
 		Meaning:  "a file holding more tokens in the HERALD_TOKENS format",
 		profiles: allProfiles},
+	{Name: EnvJWTIssuer, Unit: "URL", Deploy: true,
+		Meaning:  "the identity provider's issuer (iss); its /.well-known/openid-configuration names the signing keys; JWT bearer tokens are accepted beside the static ones when this or HERALD_JWT_JWKS_URL is set (docs/auth.md); https, or http to loopback",
+		profiles: allProfiles},
+	{Name: EnvJWTJWKSURL, Unit: "URL", Deploy: true,
+		Meaning:  "the signing keys' JWKS URL, instead of discovery (iss is then checked only if HERALD_JWT_ISSUER is set too)",
+		profiles: allProfiles},
+	{Name: EnvJWTAudience, Unit: "list", Deploy: true,
+		Meaning:  "required with either of the two above: comma-separated audiences; a token's aud (or, without aud, its client_id) must be one",
+		profiles: allProfiles},
+	{Name: EnvJWTPermissionsClaim, LocalDefault: jwtauth.DefaultPermissionsClaim, CloudDefault: jwtauth.DefaultPermissionsClaim, Unit: "claim", Deploy: true,
+		Meaning:  "the claim holding permissions: a space-separated string or an array (with `scope`, `scp` is read too)",
+		profiles: allProfiles},
+	{Name: EnvJWTPrincipalClaim, LocalDefault: jwtauth.DefaultPrincipalClaim, CloudDefault: jwtauth.DefaultPrincipalClaim, Unit: "claim", Deploy: true,
+		Meaning:  "the string claim that names the principal (principal_identity of published events)",
+		profiles: allProfiles},
+	{Name: EnvJWTAlgorithms, Unit: "list", Deploy: true,
+		Meaning:  "accepted signing algorithms, comma-separated (default every asymmetric one: RS256–512, PS256–512, ES256–512, EdDSA, as the keys allow); none and HMAC are never accepted",
+		profiles: allProfiles},
+	{Name: EnvJWTScopePrefix, Unit: "string", Deploy: true,
+		Meaning:  "cut from the front of each permission value before it is read, e.g. `herald/` for Amazon Cognito's RESOURCE-SERVER/SCOPE custom scopes; values without it grant nothing",
+		profiles: allProfiles},
+	{Name: EnvJWTGrants, Unit: "JSON", Deploy: true,
+		Meaning:  `more permissions by principal, for issuers that mint no scopes (Google ID tokens): {"<principal>": ["publish:app.*", …]}`,
+		profiles: allProfiles},
+	{Name: EnvCORSOrigins, Unit: "list", Deploy: true,
+		Meaning:  "browser origins (`https://app.example.com`, comma-separated; `*` for any) allowed to call the REST, stream and gRPC-Web endpoints (CORS) and to open the WebSocket; default none",
+		profiles: allProfiles, uses: usesCORS},
 	{Name: EnvTopicURL, LocalDefault: DefaultTopicURL, Unit: "URL", Deploy: true,
 		Meaning:  "broker URL (`mem://NAME?ackdeadline=60s`, or a cloud driver's URL); required in the cloud",
 		profiles: allProfiles, uses: usesBroker},
@@ -341,7 +384,13 @@ type Config struct {
 	// DevToken is HERALD_DEV_TOKEN ("" for none).
 	DevToken string
 	// Tokens are the tokens of HERALD_TOKENS and HERALD_TOKENS_FILE.
-	Tokens        auth.StaticTokens
+	Tokens auth.StaticTokens
+	// JWT configures the JWT verifier (the HERALD_JWT_* variables); none
+	// runs unless JWT.Issuer or JWT.JWKSURL is set (JWTEnabled).
+	JWT jwtauth.Config
+	// CORSOrigins is HERALD_CORS_ORIGINS: the browser origins allowed
+	// (nil for none; "*" for any).
+	CORSOrigins   []string
 	TopicURL      string
 	StoreURL      string
 	Source        string
@@ -408,6 +457,9 @@ func (c Config) Authenticator() auth.StaticTokens {
 	}
 	return out
 }
+
+// JWTEnabled reports whether JWT bearer tokens are accepted.
+func (c Config) JWTEnabled() bool { return c.JWT.Issuer != "" || c.JWT.JWKSURL != "" }
 
 // UsesDefaultDevToken reports whether the development token is the
 // well-known default.
@@ -626,9 +678,16 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 			addTokens(EnvTokensFile, b)
 		}
 	}
+	c.loadJWT(get, val, fail)
+	c.CORSOrigins = list(get(EnvCORSOrigins))
+	for _, o := range c.CORSOrigins {
+		if err := checkOrigin(o); err != nil {
+			fail(EnvCORSOrigins, "%v", err)
+		}
+	}
 	if p.Cloud() {
-		if len(owner) == 0 {
-			fail(EnvTokens, "no bearer token is configured: set %s (or %s, or %s)", EnvTokens, EnvTokensFile, EnvDevToken)
+		if len(owner) == 0 && !c.JWTEnabled() {
+			fail(EnvTokens, "no bearer token is configured: set %s (or %s, or %s), or an identity provider (%s)", EnvTokens, EnvTokensFile, EnvDevToken, EnvJWTIssuer)
 		}
 		if c.DevToken != "" && len(c.DevToken) < MinCloudTokenLength {
 			fail(EnvDevToken, "the token is shorter than %d characters", MinCloudTokenLength)
@@ -640,6 +699,60 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 		}
 	}
 	return c, errors.Join(errs...)
+}
+
+// loadJWT reads the HERALD_JWT_* variables into c.JWT.
+func (c *Config) loadJWT(get, val func(string) string, fail func(name, format string, args ...any)) {
+	c.JWT = jwtauth.Config{
+		Issuer: get(EnvJWTIssuer), JWKSURL: get(EnvJWTJWKSURL), Audiences: list(get(EnvJWTAudience)),
+		PermissionsClaim: val(EnvJWTPermissionsClaim), PrincipalClaim: val(EnvJWTPrincipalClaim),
+		Algorithms: list(get(EnvJWTAlgorithms)), ScopePrefix: get(EnvJWTScopePrefix),
+	}
+	if s := get(EnvJWTGrants); s != "" {
+		if err := json.Unmarshal([]byte(s), &c.JWT.Grants); err != nil {
+			fail(EnvJWTGrants, `must be a JSON object from principal to a list of permissions: {"<principal>": ["publish:app.*"]}`)
+		}
+		for id, perms := range c.JWT.Grants {
+			for _, perm := range perms {
+				if !knownPermission(perm) {
+					fail(EnvJWTGrants, "principal %q: unknown permission %q", id, perm)
+				}
+			}
+		}
+	}
+	if !c.JWTEnabled() {
+		for _, name := range []string{EnvJWTAudience, EnvJWTAlgorithms, EnvJWTScopePrefix, EnvJWTGrants} {
+			if get(name) != "" {
+				fail(name, "is set, but neither %s nor %s is", EnvJWTIssuer, EnvJWTJWKSURL)
+			}
+		}
+		return
+	}
+	if err := c.JWT.Validate(); err != nil {
+		// Each of Validate's errors starts with its variable.
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			name, msg, _ := strings.Cut(e.Error(), ": ")
+			fail(name, "%s", msg)
+		}
+	}
+}
+
+// list splits a comma- or space-separated value; "" is nil.
+func list(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
+}
+
+// checkOrigin accepts "*" or a serialized origin: scheme://host[:port],
+// without path, query or trailing slash (what a browser sends in Origin).
+func checkOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+		return fmt.Errorf("%q is not an origin such as https://app.example.com (scheme and host, no path)", o)
+	}
+	return nil
 }
 
 // tokenEntry is one principal in HERALD_TOKENS.
@@ -705,22 +818,7 @@ func entryProblem(err error) string {
 	}
 }
 
-func knownPermission(p string) bool {
-	switch p {
-	case auth.PermAll, auth.PermReadEvents, auth.PermManageDestinations, auth.PermRunJobs:
-		return true
-	}
-	switch strings.TrimPrefix(p, auth.ServicePrefix) {
-	case auth.PermConsumeDurableQueues, auth.PermCreateDurableQueues, auth.PermDeleteDurableQueues, auth.PermInspectDeadLetters:
-		return true
-	}
-	for _, prefix := range []string{auth.PermPublishPrefix, auth.PermReceivePrefix} {
-		if pattern, ok := strings.CutPrefix(p, prefix); ok && pattern != "" {
-			return true
-		}
-	}
-	return false
-}
+func knownPermission(p string) bool { return auth.Known(p) }
 
 // Redact drops the user info and query of a URL, for logs and errors.
 func Redact(u string) string {

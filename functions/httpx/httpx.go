@@ -168,6 +168,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		secs := int((full.RetryAfter + 999_999_999) / 1_000_000_000)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 	}
+	if code == herr.PermissionDenied {
+		insufficientScope(w, r, err)
+	}
 	if status >= 500 {
 		slog.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
@@ -237,19 +240,24 @@ func DecodeJSON(r *http.Request, limit int64, v any, opts ...strictjson.Option) 
 }
 
 // Authenticate wraps next so that it runs only for requests with a valid
-// bearer token, with the principal in the request context. Others get 401;
-// a request with two Authorization headers, or a token with a control
-// character, gets 400 (see BearerToken).
+// bearer token, with the principal in the request context. Answers follow
+// RFC 6750, section 3: no token is 401 with a bare Bearer challenge; two
+// Authorization headers, or a token with a control character, is 400 with
+// error="invalid_request" (see BearerToken); a token a refuses is 401 with
+// error="invalid_token" and the refusal's description ("token expired",
+// "wrong audience"); a verifier that cannot fetch the issuer's keys is 503
+// with Retry-After. A 403 from the handler gets error="insufficient_scope"
+// (WriteError).
 func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, err := BearerToken(r.Header.Values("Authorization"))
 		if err != nil {
 			if herr.CodeOf(err) == herr.Malformed {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_request"`)
+				w.Header().Set("WWW-Authenticate", challenge("invalid_request", ""))
 				WriteError(w, r, err)
 				return
 			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+			w.Header().Set("WWW-Authenticate", challenge("", ""))
 			msg := "an Authorization: Bearer <token> header is required"
 			if queryTokenAllowed(r.Context()) {
 				msg += " (clients that cannot set headers, such as browsers, may pass the token in the access_token query parameter)"
@@ -259,7 +267,12 @@ func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
 		}
 		p, err := a.Authenticate(r.Context(), token)
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
+			switch herr.CodeOf(err) {
+			case herr.Unauthenticated:
+				w.Header().Set("WWW-Authenticate", challenge("invalid_token", herr.MessageOf(err)))
+			case herr.Unavailable:
+				w.Header().Set("Retry-After", retryAfterKeys)
+			}
 			WriteError(w, r, err)
 			return
 		}
@@ -285,9 +298,8 @@ func BearerToken(values []string) (string, error) {
 	default:
 		return "", herr.New(herr.Malformed, "send one Authorization header, not %d", len(values))
 	}
-	scheme, token, ok := strings.Cut(values[0], " ")
-	token = strings.Trim(token, " \t")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+	token, ok := auth.ParseBearer(values[0])
+	if !ok {
 		return "", herr.New(herr.Unauthenticated, "an Authorization: Bearer <token> header is required")
 	}
 	for i := 0; i < len(token); i++ {

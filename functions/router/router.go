@@ -189,11 +189,17 @@ var table = []route{
 	{Route{"GET", health.ReadyPath, All, true, false}, nil},
 }
 
-// Options are what ForFunction needs beyond the core service.
+// Options are what ForFunction and Build need beyond the core service.
 type Options struct {
 	// Ready checks the process's dependencies for GET /health/ready and
 	// gRPC health; nil means always ready (no dependency checked).
 	Ready *health.Checker
+	// CORSOrigins are the browser origins (HERALD_CORS_ORIGINS) whose
+	// pages may call every endpoint (CORS preflights are answered) and
+	// open the WebSocket; nil allows none, "*" any. The WebSocket always
+	// admits clients that send no Origin (not browsers) and pages of the
+	// server's own origin.
+	CORSOrigins []string
 }
 
 // Routes returns every route, in the order they are documented.
@@ -223,6 +229,12 @@ func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function, opts .
 	if len(opts) > 0 {
 		o = opts[0]
 	}
+	return Build(svc, a, f, o)
+}
+
+// Build returns the handler for f's routes, adjusted by o.
+func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) http.Handler {
+	policy := corsPolicy(o.CORSOrigins)
 	mux := http.NewServeMux()
 	for _, r := range table {
 		if !f.Serves(r.Route) {
@@ -233,6 +245,9 @@ func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function, opts .
 			h = health.ReadyHandler{Checker: o.Ready}
 		} else {
 			h = r.handler(svc)
+		}
+		if ws, ok := h.(*wsbridge.Handler); ok {
+			ws.CheckOrigin = originCheck(policy)
 		}
 		if !r.Public {
 			h = httpx.Authenticate(a, h)
@@ -254,5 +269,8 @@ func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function, opts .
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, herr.New(herr.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return mux
+	if policy == nil {
+		return mux
+	}
+	return policy.Handler(mux)
 }
