@@ -195,7 +195,8 @@ func invalid(desc string) error { return herr.New(herr.Unauthenticated, "%s", de
 // cannot be fetched and no cached key fits.
 func (v *Verifier) Authenticate(ctx context.Context, token string) (*auth.Principal, error) {
 	if !LooksLikeJWT(token) {
-		return nil, invalid("malformed token")
+		// Most likely a mistyped static token (auth.Chain asks those first).
+		return nil, invalid("unknown token (neither a configured token nor a JWT)")
 	}
 	msg, err := jws.ParseString(token)
 	if err != nil || len(msg.Signatures()) != 1 {

@@ -88,7 +88,7 @@ func TestRefusedTokens(t *testing.T) {
 		"HS256 public key":     {iss.HS256WithPublicKey(t, iss.Claims("alice", "read:events")), "token signing algorithm not accepted"},
 		"no sub":               {iss.Sign(t, with("sub", nil)), "token has no sub claim"},
 		"sub not a string":     {iss.Sign(t, with("sub", 42)), "malformed token claims"},
-		"not a JWT":            {"opaque-token", "malformed token"},
+		"not a JWT":            {"opaque-token", "unknown token (neither a configured token nor a JWT)"},
 		"bad base64":           {"a.b.c", "malformed token"},
 	}
 	good := iss.Token(t, "alice", "read:events")
