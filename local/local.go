@@ -63,6 +63,12 @@ type Config struct {
 	// ClaimRetention is how long the idle-queue reaper keeps a
 	// claim-check claim (HERALD_CLAIM_RETENTION; default 336h).
 	ClaimRetention time.Duration
+	// MaxInflightBytes and MaxConcurrentPublishes are the admission
+	// bounds (HERALD_MAX_INFLIGHT_BYTES, default 64 MiB;
+	// HERALD_MAX_CONCURRENT_PUBLISHES, default 256); 0 means the default,
+	// negative no bound.
+	MaxInflightBytes       int64
+	MaxConcurrentPublishes int64
 	// QueueMessageTTL and QueueMaxLength configure queues created from
 	// now on (HERALD_QUEUE_MESSAGE_TTL, HERALD_QUEUE_MAX_LENGTH; 0 = none).
 	QueueMessageTTL time.Duration
@@ -107,7 +113,8 @@ func ConfigFromEnv() Config {
 		QueueMessageTTL: c.QueueMessageTTL, QueueMaxLength: c.QueueMaxLength,
 		WSPingInterval:    c.WSPingInterval,
 		HTTP2PingInterval: c.HTTP2PingInterval,
-		envErr:            err,
+		MaxInflightBytes:  c.MaxInflightBytes, MaxConcurrentPublishes: c.MaxConcurrentPublishes,
+		envErr: err,
 	}
 }
 
@@ -159,6 +166,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		QueueMessageTTL: cfg.QueueMessageTTL, QueueMaxLength: cfg.QueueMaxLength,
 		WSPingInterval:    cfg.WSPingInterval,
 		HTTP2PingInterval: cfg.HTTP2PingInterval,
+		MaxInflightBytes:  cfg.MaxInflightBytes, MaxConcurrentPublishes: cfg.MaxConcurrentPublishes,
 	}, app.Options{Now: cfg.Now, Logger: cfg.Logger, SessionTTL: cfg.SessionTTL})
 	if err != nil {
 		return nil, err

@@ -45,7 +45,13 @@ type App struct {
 	handler http.Handler
 	broker  pubsubx.Broker       // nil when the function does not use one
 	coll    *docstore.Collection // nil when the function does not use one
+	// admission sheds load past the configured bounds; nil when off.
+	admission *httpx.Admission
 }
+
+// Admission returns the App's load-shedding bounds and counters, or nil
+// when they are off (config.Config.Admission).
+func (a *App) Admission() *httpx.Admission { return a.admission }
 
 // Open opens what cfg.Function needs (the broker for publish, pull and
 // destinations; the store for pull, acknowledge, destinations and jobs)
@@ -92,7 +98,8 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		},
 		Now: opts.Now, Logger: opts.Logger,
 	})
-	a.handler = router.ForFunction(a.svc, cfg.Authenticator(), cfg.Function)
+	a.admission = cfg.Admission()
+	a.handler = router.ForFunction(a.svc, cfg.Authenticator(), cfg.Function, a.admission)
 	return a, nil
 }
 
@@ -162,6 +169,13 @@ const PingAckTimeout = 15 * time.Second
 // says, so that idle gRPC streams are not cut by idle timeouts between
 // the client and Herald.
 //
+// Timeouts: httpx.ReadHeaderTimeout for the headers, httpx.ReadTimeout
+// for the whole request (streams are exempt: their routes lift it,
+// httpx.Unbounded), httpx.IdleTimeout for a keep-alive connection without
+// a request. There is no write timeout: streams write for hours, and a
+// client that stops reading is bounded by the streams' own write
+// deadlines and keep-alives.
+//
 // Long-lived requests — WebSockets, gRPC streams, SSE — are tracked with
 // an httpx.LongLived in the server's base context: on shutdown they are
 // told to go away (a WebSocket closes with 1001, a gRPC stream ends
@@ -171,7 +185,8 @@ const PingAckTimeout = 15 * time.Second
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions) error {
 	longLived := httpx.NewLongLived()
 	srv := &http.Server{
-		Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		Handler: h, ReadHeaderTimeout: httpx.ReadHeaderTimeout,
+		ReadTimeout: httpx.ReadTimeout, IdleTimeout: httpx.IdleTimeout,
 		BaseContext: func(net.Listener) context.Context { return httpx.WithLongLived(context.Background(), longLived) },
 	}
 	logger := o.Logger

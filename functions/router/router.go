@@ -31,6 +31,7 @@ import (
 	"github.com/heraldevents/herald/functions/queues"
 	"github.com/heraldevents/herald/functions/stream"
 	"github.com/heraldevents/herald/functions/wsbridge"
+	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
 	"github.com/heraldevents/herald/herr"
 )
 
@@ -203,7 +204,15 @@ func New(svc *delivery.Service, a auth.Authenticator) http.Handler {
 }
 
 // ForFunction returns the handler for f's routes; any other path is 404.
-func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function) http.Handler {
+// adm, when not nil, sheds load (httpx.Admission) on every route that
+// takes a request body and on the gRPC publisher; the publish routes,
+// REST and gRPC, also take its publish slots. Streams are not bounded by
+// it: they hold their request open for hours.
+func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function, adm ...*httpx.Admission) http.Handler {
+	var admission *httpx.Admission
+	if len(adm) > 0 {
+		admission = adm[0]
+	}
 	mux := http.NewServeMux()
 	for _, r := range table {
 		if !f.Serves(r.Route) {
@@ -213,8 +222,11 @@ func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function) http.H
 		if !r.Public {
 			h = httpx.Authenticate(a, h)
 		}
+		if r.Method != "GET" {
+			h = admission.Wrap(h, r.Function == Publish)
+		}
 		if r.QueryToken {
-			h = stream.AccessTokenFromQuery(h)
+			h = httpx.Unbounded(stream.AccessTokenFromQuery(h))
 		}
 		mux.Handle(r.Method+" "+r.Path, h)
 	}
@@ -224,7 +236,13 @@ func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function) http.H
 		// management (Destinations) RPCs.
 		Consumer: f.Serves(Route{Function: Pull}) || f.Serves(Route{Function: Destinations}),
 	}) {
-		mux.Handle(m.Path, m.Handler)
+		h := m.Handler
+		if m.Path == "/"+publisherv1betaconnect.EventPublishingServiceName+"/" {
+			h = admission.Wrap(h, true)
+		} else {
+			h = httpx.Unbounded(h) // the consumer's streams, health's Watch
+		}
+		mux.Handle(m.Path, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, herr.New(herr.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
