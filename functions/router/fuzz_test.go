@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/router"
 )
 
@@ -80,4 +83,56 @@ func TestUnknownMembersAreRefused(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPoisonPayloadsAreRefused (issue: an event with invalid UTF-8 in its
+// message, or nested 6,000 deep, published fine and then stalled every
+// consumer): publish answers 422 naming the rule, single and per event of
+// a batch.
+func TestPoisonPayloadsAreRefused(t *testing.T) {
+	t.Parallel()
+	h := router.ForFunction(newService(t), auth.DevToken("tok"), router.All)
+	deep := strings.Repeat(`{"a":`, delivery.MaxMessageDepth+1) + "1" + strings.Repeat("}", delivery.MaxMessageDepth+1)
+	ok := strings.Repeat(`{"a":`, delivery.MaxMessageDepth) + "1" + strings.Repeat("}", delivery.MaxMessageDepth)
+	post := func(path, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tok")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for body, want := range map[string]string{
+		"{\"event\":{\"event_type\":\"a\",\"message\":{\"s\":\"\xff\"}}}":            "UTF-8",
+		`{"event":{"event_type":"a","message":{"s":"\ud800"}}}`:                      "UTF-8",
+		`{"event":{"event_type":"a","message":` + deep + `}}`:                        "32 levels",
+		`{"event":{"event_type":"a","message":{"k":1,"k":2}}}`:                       "duplicate",
+		"{\"event\":{\"event_type\":\"a\",\"resource\":{\"resource_id\":\"\xfe\"}}}": "UTF-8",
+	} {
+		rec := post("/api/v1beta/events", body)
+		if want == "duplicate" {
+			require.Equal(t, http.StatusBadRequest, rec.Code, rec.Body.String())
+		} else {
+			require.Equal(t, http.StatusUnprocessableEntity, rec.Code, rec.Body.String())
+		}
+		require.Contains(t, rec.Body.String(), want)
+	}
+	rec := post("/api/v1beta/events", `{"event":{"event_type":"a","message":`+ok+`}}`)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+
+	// In a batch the poison event fails alone.
+	rec = post("/api/v1beta/events/batch", "{\"events\":[{\"event_type\":\"a\"},{\"event_type\":\"a\",\"message\":{\"s\":\"\xff\"}},{\"event_type\":\"a\",\"message\":"+deep+"}]}")
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	var res struct {
+		Results []struct {
+			Success       bool   `json:"success"`
+			FailureReason string `json:"failure_reason"`
+		} `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &res))
+	require.Len(t, res.Results, 3)
+	require.True(t, res.Results[0].Success, res.Results[0].FailureReason)
+	require.False(t, res.Results[1].Success)
+	require.Contains(t, res.Results[1].FailureReason, "UTF-8")
+	require.False(t, res.Results[2].Success)
+	require.Contains(t, res.Results[2].FailureReason, "32 levels")
 }
