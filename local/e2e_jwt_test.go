@@ -171,15 +171,18 @@ func TestJWTScopesOnEveryRoute(t *testing.T) {
 		}
 		return strings.Join(out, " ")
 	}
+	// The pull comes before the publish: an event of orders.created would
+	// be withheld from a token without receive:orders.* (403, see
+	// TestStreamPermissionsE2E), which is not what this test is about.
 	routes := []struct {
 		perm, method, path, body string
 		ok                       int
 	}{
-		{"publish:orders.*", "POST", "/api/v1beta/events", `{"event":{"event_type":"orders.created"}}`, http.StatusOK},
 		{"manage:destinations", "GET", "/v1/event-destinations", "", http.StatusOK},
 		{"manage:destinations", "GET", "/v1/event-destinations/" + dest, "", http.StatusOK},
 		{"read:events", "POST", pullPath(dest, nil), "", http.StatusNoContent},
 		{"read:events", "POST", "/v1/event-destinations/" + dest + "/acknowledge", `{"leaseId":"nope","generation":0,"status":"ok"}`, http.StatusOK},
+		{"publish:orders.*", "POST", "/api/v1beta/events", `{"event":{"event_type":"orders.created"}}`, http.StatusOK},
 		{"event-consumer-service:create-durable-queues", "POST", "/api/v1beta/queues/durable", `{"queue_id":"jwt-scopes-q"}`, http.StatusCreated},
 		{"delete-durable-queues", "DELETE", "/api/v1beta/queues/durable?queue_id=jwt-scopes-q", "", http.StatusOK},
 		{"event-consumer-service:inspect-and-replay-all-dlq", "GET", "/api/v1beta/dead-letters", "", http.StatusOK},

@@ -74,6 +74,12 @@ type Config struct {
 	// ClaimRetention is how long the idle-queue reaper keeps a
 	// claim-check claim (HERALD_CLAIM_RETENTION; default 336h).
 	ClaimRetention time.Duration
+	// MaxInflightBytes and MaxConcurrentPublishes are the admission
+	// bounds (HERALD_MAX_INFLIGHT_BYTES, default 64 MiB;
+	// HERALD_MAX_CONCURRENT_PUBLISHES, default 256); 0 means the default,
+	// negative no bound.
+	MaxInflightBytes       int64
+	MaxConcurrentPublishes int64
 	// QueueMessageTTL and QueueMaxLength configure queues created from
 	// now on (HERALD_QUEUE_MESSAGE_TTL, HERALD_QUEUE_MAX_LENGTH; 0 = none).
 	QueueMessageTTL time.Duration
@@ -124,6 +130,7 @@ func ConfigFromEnv() Config {
 		HTTP2PingInterval: c.HTTP2PingInterval,
 		LogLevel:          c.LogLevel,
 		JWT:               c.JWT, CORSOrigins: c.CORSOrigins,
+		MaxInflightBytes: c.MaxInflightBytes, MaxConcurrentPublishes: c.MaxConcurrentPublishes,
 		envErr: err,
 	}
 }
@@ -178,6 +185,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		HTTP2PingInterval: cfg.HTTP2PingInterval,
 		LogLevel:          cfg.LogLevel,
 		JWT:               cfg.JWT, CORSOrigins: cfg.CORSOrigins,
+		MaxInflightBytes: cfg.MaxInflightBytes, MaxConcurrentPublishes: cfg.MaxConcurrentPublishes,
 	}, app.Options{Now: cfg.Now, Logger: cfg.Logger, SessionTTL: cfg.SessionTTL})
 	if err != nil {
 		return nil, err

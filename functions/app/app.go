@@ -52,6 +52,8 @@ type App struct {
 	logger  *slog.Logger
 	authn   auth.Authenticator
 	jwt     *jwtauth.Verifier // nil without an identity provider
+	// admission sheds load past the configured bounds; nil when off.
+	admission *httpx.Admission
 }
 
 // minLevel drops records below min (HERALD_LOG_LEVEL) before the wrapped
@@ -72,6 +74,10 @@ func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
 func (h minLevel) WithGroup(name string) slog.Handler {
 	return minLevel{h.Handler.WithGroup(name), h.min}
 }
+
+// Admission returns the App's load-shedding bounds and counters, or nil
+// when they are off (config.Config.Admission).
+func (a *App) Admission() *httpx.Admission { return a.admission }
 
 // Open opens what cfg.Function needs (the broker for publish, pull and
 // destinations; the store for pull, acknowledge, destinations and jobs)
@@ -133,8 +139,9 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		}
 	}
 	a.authn = chain
+	a.admission = cfg.Admission()
 	a.handler = accesslog.Middleware(opts.Logger,
-		router.Build(a.svc, chain, cfg.Function, router.Options{Ready: a.readiness(opts.Logger), CORSOrigins: cfg.CORSOrigins}))
+		router.Build(a.svc, chain, cfg.Function, router.Options{Ready: a.readiness(opts.Logger), CORSOrigins: cfg.CORSOrigins, Admission: a.admission}))
 	return a, nil
 }
 
@@ -229,6 +236,13 @@ const PingAckTimeout = 15 * time.Second
 // says, so that idle gRPC streams are not cut by idle timeouts between
 // the client and Herald.
 //
+// Timeouts: httpx.ReadHeaderTimeout for the headers, httpx.ReadTimeout
+// for the whole request (streams are exempt: their routes lift it,
+// httpx.Unbounded), httpx.IdleTimeout for a keep-alive connection without
+// a request. There is no write timeout: streams write for hours, and a
+// client that stops reading is bounded by the streams' own write
+// deadlines and keep-alives.
+//
 // Long-lived requests — WebSockets, gRPC streams, SSE — are tracked with
 // an httpx.LongLived in the server's base context: on shutdown they are
 // told to go away (a WebSocket closes with 1001, a gRPC stream ends
@@ -238,7 +252,8 @@ const PingAckTimeout = 15 * time.Second
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions) error {
 	longLived := httpx.NewLongLived()
 	srv := &http.Server{
-		Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		Handler: h, ReadHeaderTimeout: httpx.ReadHeaderTimeout,
+		ReadTimeout: httpx.ReadTimeout, IdleTimeout: httpx.IdleTimeout,
 		BaseContext: func(net.Listener) context.Context { return httpx.WithLongLived(context.Background(), longLived) },
 	}
 	logger := o.Logger

@@ -41,6 +41,7 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/auth/jwtauth"
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/leasestore"
 )
@@ -113,6 +114,10 @@ const (
 	// EnvCORSOrigins lists the browser origins allowed to call Herald
 	// (CORS) and to open its WebSocket.
 	EnvCORSOrigins = "HERALD_CORS_ORIGINS"
+	// EnvMaxInflightBytes and EnvMaxConcurrentPublishes are the admission
+	// bounds of the servers (local, Cloud Run; functions/httpx.Admission).
+	EnvMaxInflightBytes       = "HERALD_MAX_INFLIGHT_BYTES"
+	EnvMaxConcurrentPublishes = "HERALD_MAX_CONCURRENT_PUBLISHES"
 )
 
 // Defaults.
@@ -200,6 +205,21 @@ const (
 	// DefaultLogLevel logs one access line per request and every warning;
 	// warn keeps only warnings and errors (no access lines).
 	DefaultLogLevel = "info"
+	// DefaultMaxInflightBytes bounds the request body bytes one server
+	// process holds at once (64 MiB: two of the largest publish batches);
+	// past it requests get 503 with Retry-After (gRPC RESOURCE_EXHAUSTED).
+	// MinMaxInflightBytes and MaxMaxInflightBytes bound a non-zero
+	// HERALD_MAX_INFLIGHT_BYTES ("0" removes the bound).
+	DefaultMaxInflightBytes = 64 << 20
+	MinMaxInflightBytes     = 1 << 20
+	MaxMaxInflightBytes     = 64 << 30
+	// DefaultMaxConcurrentPublishes bounds the publish requests (REST and
+	// gRPC, single or batch) one server process handles at once; past it
+	// they get 503 with Retry-After (gRPC RESOURCE_EXHAUSTED).
+	// MaxMaxConcurrentPublishes bounds HERALD_MAX_CONCURRENT_PUBLISHES
+	// ("0" removes the bound).
+	DefaultMaxConcurrentPublishes = 256
+	MaxMaxConcurrentPublishes     = 100_000
 )
 
 // Var describes one environment variable.
@@ -343,6 +363,12 @@ var vars = []Var{
 	{Name: EnvHTTP2PingInterval, LocalDefault: "30s", CloudDefault: "30s", Unit: "Go duration",
 		Meaning:  "servers (local, Cloud Run): an HTTP/2 connection (gRPC) that has sent no frame for this long gets a PING from the server, so idle streams survive load balancers' idle timeouts; 0s = none (0s, or 1s–10m)",
 		profiles: []Profile{Local, CloudRun}},
+	{Name: EnvMaxInflightBytes, LocalDefault: strconv.Itoa(DefaultMaxInflightBytes), CloudDefault: strconv.Itoa(DefaultMaxInflightBytes), Unit: "bytes",
+		Meaning:  "servers (local, Cloud Run): most request body bytes being processed at once; past it requests get 503 with Retry-After (gRPC RESOURCE_EXHAUSTED) unread, which bounds memory (docs/limits.md); 0 = no bound (0, or 1048576–68719476736)",
+		profiles: []Profile{Local, CloudRun}},
+	{Name: EnvMaxConcurrentPublishes, LocalDefault: strconv.Itoa(DefaultMaxConcurrentPublishes), CloudDefault: strconv.Itoa(DefaultMaxConcurrentPublishes), Unit: "requests",
+		Meaning:  "servers (local, Cloud Run): most publish requests (REST and gRPC, single or batch) being processed at once; past it they get 503 with Retry-After (gRPC RESOURCE_EXHAUSTED); 0 = no bound (0–100000)",
+		profiles: []Profile{Local, CloudRun}, uses: usesPub},
 	{Name: EnvWSPingInterval, LocalDefault: "30s", CloudDefault: "30s", Unit: "Go duration",
 		Meaning:  "how often GET /api/v1beta/events/websocket sends a WebSocket ping; a client that sends nothing (no pong, no frame) for two intervals is disconnected (local adapter and Cloud Run) (1s–5m)",
 		profiles: wsProfiles, uses: usesStream},
@@ -432,6 +458,38 @@ type Config struct {
 	// LogLevel is HERALD_LOG_LEVEL: the least severe level logged (the
 	// zero value is slog.LevelInfo, the default).
 	LogLevel slog.Level
+	// MaxInflightBytes and MaxConcurrentPublishes are
+	// HERALD_MAX_INFLIGHT_BYTES and HERALD_MAX_CONCURRENT_PUBLISHES: 0
+	// means the default, negative no bound ("0"). Read them through
+	// Admission.
+	MaxInflightBytes       int64
+	MaxConcurrentPublishes int64
+}
+
+// Admission returns the server's load-shedding bounds (see
+// functions/httpx.Admission), or nil when both are off. A Lambda function
+// gets nil: Lambda runs one request per instance and sheds load itself.
+func (c Config) Admission() *httpx.Admission {
+	if c.Profile == Lambda {
+		return nil
+	}
+	pick := func(v, def int64) int64 {
+		switch {
+		case v < 0:
+			return 0
+		case v == 0:
+			return def
+		}
+		return v
+	}
+	a := &httpx.Admission{
+		MaxBytes:     pick(c.MaxInflightBytes, DefaultMaxInflightBytes),
+		MaxPublishes: pick(c.MaxConcurrentPublishes, DefaultMaxConcurrentPublishes),
+	}
+	if a.MaxBytes == 0 && a.MaxPublishes == 0 {
+		return nil
+	}
+	return a
 }
 
 // PingInterval returns how long an HTTP/2 connection may go without a
@@ -602,6 +660,23 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 		duration(EnvWSPollWait, 0, MaxWSPollWait, &c.WSPollWait)
 		duration(EnvWSSessionTTL, MinWSSessionTTL, MaxWSSessionTTL, &c.WSSessionTTL)
 	}
+	count := func(name string, lo, hi int64, dst *int64) {
+		s := val(name)
+		if s == "" || p == Lambda {
+			return
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		switch {
+		case err != nil || (n != 0 && (n < lo || n > hi)):
+			fail(name, "%q is not 0 or a whole number between %d and %d", s, lo, hi)
+		case n == 0:
+			*dst = -1 // "0": no bound
+		default:
+			*dst = n
+		}
+	}
+	count(EnvMaxInflightBytes, MinMaxInflightBytes, MaxMaxInflightBytes, &c.MaxInflightBytes)
+	count(EnvMaxConcurrentPublishes, 1, MaxMaxConcurrentPublishes, &c.MaxConcurrentPublishes)
 	if s := val(EnvHTTP2PingInterval); s != "" && p != Lambda {
 		d, err := time.ParseDuration(s)
 		switch {

@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/cloudevent"
@@ -160,6 +161,10 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnprocessableEntity && strings.HasPrefix(r.URL.Path, notificationsPrefix) {
 		body.Detail = fieldProblems(r, err, body.Message)
 	}
+	var over *OverloadedError
+	if errors.As(err, &over) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
+	}
 	var full *leasestore.WindowFullError
 	if errors.As(err, &full) {
 		n := full.InFlight
@@ -211,18 +216,28 @@ func ReadBody(r *http.Request, limit int64) ([]byte, error) {
 		// twice the body.
 		b := make([]byte, n)
 		if _, err := io.ReadFull(r.Body, b); err != nil {
-			return nil, herr.Wrap(herr.Malformed, err, "could not read the request body")
+			return nil, readErr(err)
 		}
 		return b, nil
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
-		return nil, herr.Wrap(herr.Malformed, err, "could not read the request body")
+		return nil, readErr(err)
 	}
 	if int64(len(b)) > limit {
 		return nil, herr.New(herr.InvalidArgument, "request body is larger than %d bytes", limit)
 	}
 	return b, nil
+}
+
+// readErr is the error of a body that could not be read: the client's
+// fault (herr.Malformed), unless Admission refused the bytes.
+func readErr(err error) error {
+	var over *OverloadedError
+	if errors.As(err, &over) {
+		return over
+	}
+	return herr.Wrap(herr.Malformed, err, "could not read the request body")
 }
 
 // DecodeJSON reads and decodes a JSON body into v by the strict rules of

@@ -32,6 +32,7 @@ import (
 	"github.com/heraldevents/herald/functions/queues"
 	"github.com/heraldevents/herald/functions/stream"
 	"github.com/heraldevents/herald/functions/wsbridge"
+	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
 	"github.com/heraldevents/herald/herr"
 )
 
@@ -200,6 +201,11 @@ type Options struct {
 	// admits clients that send no Origin (not browsers) and pages of the
 	// server's own origin.
 	CORSOrigins []string
+	// Admission, when not nil, sheds load (httpx.Admission) on every route
+	// that takes a request body and on the gRPC publisher; the publish
+	// routes, REST and gRPC, also take its publish slots. Streams are not
+	// bounded by it: they hold their request open for hours.
+	Admission *httpx.Admission
 }
 
 // Routes returns every route, in the order they are documented.
@@ -235,6 +241,7 @@ func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function, opts .
 // Build returns the handler for f's routes, adjusted by o.
 func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) http.Handler {
 	policy := corsPolicy(o.CORSOrigins)
+	admission := o.Admission
 	mux := http.NewServeMux()
 	for _, r := range table {
 		if !f.Serves(r.Route) {
@@ -252,8 +259,11 @@ func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) h
 		if !r.Public {
 			h = httpx.Authenticate(a, h)
 		}
+		if r.Method != "GET" {
+			h = admission.Wrap(h, r.Function == Publish)
+		}
 		if r.QueryToken {
-			h = stream.AccessTokenFromQuery(h)
+			h = httpx.Unbounded(stream.AccessTokenFromQuery(h))
 		}
 		mux.Handle(r.Method+" "+r.Path, h)
 	}
@@ -264,7 +274,13 @@ func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) h
 		Consumer: f.Serves(Route{Function: Pull}) || f.Serves(Route{Function: Destinations}),
 		Ready:    o.Ready,
 	}) {
-		mux.Handle(m.Path, m.Handler)
+		h := m.Handler
+		if m.Path == "/"+publisherv1betaconnect.EventPublishingServiceName+"/" {
+			h = admission.Wrap(h, true)
+		} else {
+			h = httpx.Unbounded(h) // the consumer's streams, health's Watch
+		}
+		mux.Handle(m.Path, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, herr.New(herr.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
