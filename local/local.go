@@ -224,7 +224,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // Serve serves on ln until ctx is done.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.cfg.DevToken == DefaultDevToken {
-		s.cfg.Logger.Warn("HERALD_DEV_TOKEN is not set: the built-in default token grants every permission; use it only on this machine")
+		s.cfg.Logger.Warn("HERALD_DEV_TOKEN is not set: the built-in default token grants every permission; use it only for local development, never on a shared or public address")
 	}
 	s.cfg.Logger.Info("herald listening", "addr", "http://"+ln.Addr().String(), "topic", config.Redact(s.cfg.TopicURL), "store", config.Redact(s.cfg.StoreURL))
 	reapCtx, stopReaper := context.WithCancel(ctx)
