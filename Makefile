@@ -29,6 +29,13 @@ test-short: ## Run the in-memory tests only (no real servers), with the race det
 bench: ## Run the end-to-end HTTP benchmark and the backend benchmarks; prints events/s and latencies
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./bench/...
 
+.PHONY: bench-peer
+PEER_BIN ?= $(CURDIR)/.peer-bin
+bench-peer: ## Run Herald and NATS JetStream side by side (separate processes, same workload, alternating runs); prints events/s, server CPU per event, latencies and ratios; docs/benchmarks.md
+	$(GO) build -o $(PEER_BIN)/nats-server github.com/nats-io/nats-server/v2
+	$(GO) build -o $(PEER_BIN)/herald ./cmd/herald
+	$(GO) run ./bench/peer -herald $(PEER_BIN)/herald -nats-server $(PEER_BIN)/nats-server $(PEER_ARGS)
+
 .PHONY: bench-cost
 bench-cost: ## Print the lease store's DynamoDB/Firestore cost per delivered event (write/read units, hottest key, failed writes); docs/cost-model.md
 	$(GO) test -run '^$$' -bench MemCost -benchtime 1x ./leasestore/

@@ -94,6 +94,17 @@ func (p *Principal) CanReceive(eventType string) bool {
 	return p.matches(PermReceivePrefix, eventType)
 }
 
+// CanReceiveAll reports whether p may receive every event type: it holds
+// "*" or "receive:*". A pull then need not look at each event's type.
+func (p *Principal) CanReceiveAll() bool {
+	for _, have := range p.Permissions {
+		if have == PermAll || have == PermReceivePrefix+"*" {
+			return true
+		}
+	}
+	return false
+}
+
 // CanReceiveAny reports whether p holds any receive right at all.
 func (p *Principal) CanReceiveAny() bool {
 	for _, have := range p.Permissions {

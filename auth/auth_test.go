@@ -150,6 +150,22 @@ func TestCanReceive(t *testing.T) {
 	}
 }
 
+func TestCanReceiveAll(t *testing.T) {
+	t.Parallel()
+	for perms, want := range map[string]bool{
+		"*": true, "receive:*": true, "receive:a.*": false, "receive:": false, "publish:*": false, "RECEIVE:*": false,
+	} {
+		p := &auth.Principal{ID: "p", Permissions: []string{auth.PermReadEvents, perms}}
+		require.Equal(t, want, p.CanReceiveAll(), "%q", perms)
+		if want {
+			// All means all: every type CanReceive is asked about.
+			for _, typ := range []string{"a", "x.y.z", "orders.placed"} {
+				require.True(t, p.CanReceive(typ), "%q should receive %q", perms, typ)
+			}
+		}
+	}
+}
+
 // TestServicePrefix checks that seed 002's "event-consumer-service:"
 // spelling grants the same permission, and nothing else.
 func TestServicePrefix(t *testing.T) {

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -47,8 +46,6 @@ const (
 	// (Struct, map entry, Value), an array two; with the response and the
 	// Event around it, 32 levels cost at most 2 + 3×32 = 98.
 	MaxMessageDepth = 32
-	// publishConcurrency bounds parallel sends of one batch.
-	publishConcurrency = 16
 	// DefaultPublishTimeout is Config.PublishTimeout's default.
 	DefaultPublishTimeout = 5 * time.Second
 )
@@ -188,11 +185,25 @@ func (s *Service) Publish(ctx context.Context, p *auth.Principal, e Event) (*Pub
 // publish is Publish with sendCtx, ctx bounded by the publish timeout,
 // for the broker's part.
 func (s *Service) publish(ctx, sendCtx context.Context, p *auth.Principal, e Event) (*Published, error) {
-	if err := e.Validate(); err != nil {
+	msg, pub, err := s.prepare(ctx, p, e)
+	if err != nil {
 		return nil, err
 	}
+	if err := s.cfg.Broker.Send(sendCtx, msg); err != nil {
+		return nil, s.sendFailed(ctx, sendCtx, err, e.EventType)
+	}
+	return pub, nil
+}
+
+// prepare validates, authorizes and encodes e into the message to send
+// (storing its claim first when it needs one), with the result the
+// publisher gets once the broker accepts it.
+func (s *Service) prepare(ctx context.Context, p *auth.Principal, e Event) (*pubsubx.Message, *Published, error) {
+	if err := e.Validate(); err != nil {
+		return nil, nil, err
+	}
 	if !p.CanPublish(e.EventType) {
-		return nil, herr.New(herr.PermissionDenied, "not authorized to publish events of type %q", e.EventType)
+		return nil, nil, herr.New(herr.PermissionDenied, "not authorized to publish events of type %q", e.EventType)
 	}
 	now := s.cfg.Now().UTC()
 	if e.OccurredAt.IsZero() {
@@ -208,7 +219,7 @@ func (s *Service) publish(ctx, sendCtx context.Context, p *auth.Principal, e Eve
 		Time: e.OccurredAt, PublishedAt: now, PrincipalIdentity: p.ID, Data: compact(data),
 	})
 	if err != nil {
-		return nil, herr.Wrap(herr.InvalidArgument, err, "event is not a valid CloudEvent")
+		return nil, nil, herr.Wrap(herr.InvalidArgument, err, "event is not a valid CloudEvent")
 	}
 	msg := &pubsubx.Message{Body: body, Metadata: map[string]string{
 		pubsubx.AttrEventType: e.EventType, pubsubx.AttrEventID: id,
@@ -219,27 +230,29 @@ func (s *Service) publish(ctx, sendCtx context.Context, p *auth.Principal, e Eve
 	if s.needsClaim(body) {
 		if err := s.putClaim(ctx, id, body); err != nil {
 			s.warn(ctx, "publish failed: the claim-check store write failed", err, "event_type", e.EventType, "event_id", id)
-			return nil, err
+			return nil, nil, err
 		}
 		msg.Body = claimBody(id)
 		msg.Metadata[pubsubx.AttrClaim] = id
 	}
-	if err := s.cfg.Broker.Send(sendCtx, msg); err != nil {
-		// The caller's own end is theirs (Canceled, DeadlineExceeded);
-		// everything else, the publish timeout included, is the broker's.
-		code := herr.Unavailable
-		switch {
-		case errors.Is(ctx.Err(), context.Canceled):
-			code = herr.Canceled
-		case ctx.Err() != nil:
-			code = herr.DeadlineExceeded
-		case sendCtx.Err() != nil:
-			err = herr.Wrap(herr.Unavailable, err, "the message broker did not accept the event within "+s.cfg.PublishTimeout.String())
-		}
-		s.warn(ctx, "publish failed", err, "event_type", e.EventType)
-		return nil, herr.Wrap(code, err, "Unable to publish to the message broker")
+	return msg, &Published{ID: id, PublishedAt: now}, nil
+}
+
+// sendFailed is the publisher's error for a send that failed with err.
+func (s *Service) sendFailed(ctx, sendCtx context.Context, err error, eventType string) error {
+	// The caller's own end is theirs (Canceled, DeadlineExceeded);
+	// everything else, the publish timeout included, is the broker's.
+	code := herr.Unavailable
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		code = herr.Canceled
+	case ctx.Err() != nil:
+		code = herr.DeadlineExceeded
+	case sendCtx.Err() != nil:
+		err = herr.Wrap(herr.Unavailable, err, "the message broker did not accept the event within "+s.cfg.PublishTimeout.String())
 	}
-	return &Published{ID: id, PublishedAt: now}, nil
+	s.warn(ctx, "publish failed", err, "event_type", eventType)
+	return herr.Wrap(code, err, "Unable to publish to the message broker")
 }
 
 // warn logs a failure warning, rate-limited by message and error text: an
@@ -277,23 +290,34 @@ type BatchResult struct {
 	Err       error
 }
 
-// PublishBatch publishes events in parallel; each gets its own result, in
-// order. Invalid events fail alone; the valid ones are published. One
-// Config.PublishTimeout bounds the broker's part of the whole batch.
+// PublishBatch publishes events; each gets its own result, in order.
+// Invalid events fail alone; the valid ones are sent to the broker as one
+// batch, in batch order (pubsubx.SendBatch), so on a broker that keeps
+// publish order a single receiver sees them in that order; the broker's
+// round trips overlap (the notifications API's "in parallel"). One event
+// the broker refuses fails alone. One Config.PublishTimeout bounds the
+// broker's part of the whole batch.
 func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []Event) []BatchResult {
 	sendCtx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
 	defer cancel()
 	out := make([]BatchResult, len(events))
-	sem := make(chan struct{}, publishConcurrency)
-	var wg sync.WaitGroup
+	msgs := make([]*pubsubx.Message, 0, len(events))
+	index := make([]int, 0, len(events)) // index[k] is the event of msgs[k]
 	for i := range events {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			out[i].Published, out[i].Err = s.publish(ctx, sendCtx, p, events[i])
-		}()
+		msg, pub, err := s.prepare(ctx, p, events[i])
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i].Published = pub
+		msgs = append(msgs, msg)
+		index = append(index, i)
 	}
-	wg.Wait()
+	for k, err := range pubsubx.SendBatch(sendCtx, s.cfg.Broker, msgs) {
+		if err != nil {
+			i := index[k]
+			out[i] = BatchResult{Err: s.sendFailed(ctx, sendCtx, err, events[i].EventType)}
+		}
+	}
 	return out
 }

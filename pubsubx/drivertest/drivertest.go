@@ -14,7 +14,8 @@
 // push-down that never filters too much, bounded receive that never strands
 // a message, ack/nack/redelivery, attribute and payload round trips up to
 // Herald's largest event, concurrent receivers, publish order where the
-// backend promises it, and herr codes for unknown names, closed brokers and
+// backend promises it (one message at a time and in batches, with a
+// result per message of a batch), and herr codes for unknown names, closed brokers and
 // unreachable servers, calls that return by their context against a
 // black-holed server (BlackHoled), and the readiness check (every driver
 // implements pubsubx.Pinger). Counts are asserted everywhere: a message sent is
@@ -112,6 +113,8 @@ var conformanceTests = []conformanceTest{
 	{"LargestEvent", testLargestEvent},
 	{"ConcurrentReceivers", testConcurrentReceivers},
 	{"PublishOrder", testPublishOrder},
+	{"BatchSendOrder", testBatchSendOrder},
+	{"BatchSendResults", testBatchSendResults},
 	{"Redelivery", testRedelivery},
 	{"ClosedBroker", testClosedBroker},
 	{"Ping", testPing},

@@ -205,6 +205,11 @@ func (b *broker) Close() error {
 	return nil
 }
 
+// KeepsPublishOrder implements pubsubx.Ordering: Herald publishes without
+// ordering keys, and Pub/Sub delivers such messages in any order, so a
+// batch (pubsubx.SendBatch) is sent with overlapping Publish calls.
+func (b *broker) KeepsPublishOrder() bool { return false }
+
 // Send publishes m. Body and Metadata are copied into the request before
 // Send returns, so the caller may reuse them.
 func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {

@@ -23,7 +23,7 @@
 // # Delivery semantics
 //
 // Publish order: a subscription delivers messages in the order they were
-// sent, and a nacked or expired message goes back to its place in that
+// sent (a batch, pubsubx.BatchSender, in batch order, stored at once), and a nacked or expired message goes back to its place in that
 // order. Filters are applied in full at send time. Sent and received
 // messages are copies: neither the sender nor a receiver can change what
 // another receiver sees.
@@ -192,6 +192,36 @@ func (c *client) Send(ctx context.Context, m *pubsubx.Message) error {
 		s.signal()
 	}
 	return nil
+}
+
+// SendBatch implements pubsubx.BatchSender: the whole batch is stored
+// under one lock, in order, so no other Send interleaves with it. Every
+// message gets the same result: nil, or the error of a done ctx or a
+// closed client.
+func (c *client) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
+	errs := make([]error, len(msgs))
+	if err := c.lock(ctx); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	defer c.t.mu.Unlock()
+	woken := map[*subscription]bool{}
+	for _, m := range msgs {
+		c.t.nextID++
+		sent := &pubsubx.Message{Body: bytes.Clone(m.Body), Metadata: maps.Clone(m.Metadata)}
+		for _, s := range c.t.subs {
+			if s.groups.Match(sent.EventType(), sent.ResourceID()) {
+				s.ready = append(s.ready, &entry{id: c.t.nextID, msg: sent})
+				woken[s] = true
+			}
+		}
+	}
+	for s := range woken {
+		s.signal()
+	}
+	return errs
 }
 
 func (s *subscription) signal() {

@@ -357,6 +357,73 @@ func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {
 	return nil
 }
 
+// SendBatch implements pubsubx.BatchSender with JetStream's async
+// publish: every message is written to the connection in batch order (one
+// connection keeps it, so the stream stores them in that order), then the
+// publish acks are awaited together, so a batch costs about one round
+// trip. Each message gets its own result: one the server refuses (or one
+// over max_payload, refused before it is sent) fails alone. A message
+// whose ack has not come when ctx ends fails with Unavailable (or ctx's
+// error): it may still have been stored.
+func (b *broker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
+	errs := make([]error, len(msgs))
+	fail := func(err error) []error {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return errs
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	nc, js, err := b.client(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	for i, m := range msgs {
+		h, err := headersOf(m.Metadata)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		msg := &natsgo.Msg{
+			Subject: b.subjects.message(m.Metadata[pubsubx.AttrEventType], m.Metadata[pubsubx.AttrResourceID]),
+			Header:  h,
+			Data:    m.Body,
+		}
+		if size := msgSize(msg); int64(size) > nc.MaxPayload() {
+			errs[i] = herr.New(herr.InvalidArgument, "message is %d bytes with its headers; the NATS server takes at most %d", size, nc.MaxPayload())
+			continue
+		}
+		f, err := js.PublishMsgAsync(msg, jetstream.WithExpectStream(b.opts.Stream))
+		if err != nil {
+			errs[i] = wrap(err, "NATS did not take the message")
+			continue
+		}
+		futures[i] = f
+	}
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			errs[i] = wrap(err, "NATS did not store the message")
+		case <-ctx.Done():
+			errs[i] = wrap(ctx.Err(), "NATS did not acknowledge the message in time")
+		case <-b.ctx.Done():
+			errs[i] = errClosed
+		}
+	}
+	return errs
+}
+
 // msgSize is the payload size NATS checks against max_payload: the body
 // plus the encoded headers (with a margin for the headers JetStream adds).
 func msgSize(m *natsgo.Msg) int {

@@ -277,6 +277,74 @@ func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {
 	return nil
 }
 
+// SendBatch implements pubsubx.BatchSender with pipelined publisher
+// confirms: every message is published on the one publishing channel in
+// batch order (a channel keeps it, so each queue holds them in that
+// order), and only then are the confirms awaited, so a batch costs about
+// one round trip. Each message gets its own result: one that is refused
+// (a bad header, a nack) fails alone. A message whose confirm has not
+// come when ctx ends fails; it may or may not have been stored.
+func (b *broker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
+	errs := make([]error, len(msgs))
+	fail := func(err error) []error {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return errs
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	if b.isClosed() {
+		return fail(errClosed)
+	}
+	ch, err := b.pub.publisher(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	confirms := make([]*amqp.DeferredConfirmation, len(msgs))
+publish:
+	for i, m := range msgs {
+		headers := make(amqp.Table, len(m.Metadata))
+		for k, v := range m.Metadata {
+			if k == "" || len(k) > 255 {
+				errs[i] = herr.New(herr.InvalidArgument, "metadata keys must be 1-255 bytes")
+				continue publish
+			}
+			headers[k] = v
+		}
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, b.exchange, routingKey(m.Metadata[pubsubx.AttrEventType]), false, false, amqp.Publishing{
+			Headers:      headers,
+			Body:         m.Body,
+			DeliveryMode: amqp.Persistent,
+			MessageId:    m.Metadata[pubsubx.AttrEventID],
+		})
+		switch {
+		case err != nil:
+			errs[i] = wrap(err, "RabbitMQ did not accept the message")
+		case dc == nil:
+			errs[i] = herr.New(herr.Internal, "publishing channel is not in confirm mode")
+		default:
+			confirms[i] = dc
+		}
+	}
+	for i, dc := range confirms {
+		if dc == nil {
+			continue
+		}
+		acked, err := dc.WaitContext(ctx)
+		switch {
+		case err != nil:
+			errs[i] = wrap(err, "RabbitMQ did not confirm the message in time; it may or may not have been stored")
+		case !acked:
+			errs[i] = herr.New(herr.Unavailable, "RabbitMQ did not confirm the message; it may not have been stored")
+		}
+	}
+	return errs
+}
+
 // maxRoutingKey is the AMQP short-string limit of a routing key, in bytes.
 const maxRoutingKey = 255
 
