@@ -91,3 +91,25 @@ generate: $(BUF) ## Lint and format-check proto/ with buf, then regenerate gen/ 
 	$(BUF) lint
 	$(BUF) format --diff --exit-code
 	$(BUF) generate
+
+# Releases are built by GoReleaser (.goreleaser.yaml), pinned like buf and
+# built into bin/tools/; cyclonedx-gomod makes the SBOMs offline. On a
+# commit tagged vX.Y.Z, `make release` builds that version; elsewhere, or
+# with SNAPSHOT=1, a snapshot version (what CI builds). Nothing is
+# published: the artifacts are in dist/release/.
+GORELEASER_VERSION ?= v2.15.1
+GORELEASER         := bin/tools/goreleaser-$(GORELEASER_VERSION)/goreleaser
+CYCLONEDX_VERSION  ?= v1.10.0
+CYCLONEDX_DIR      := bin/tools/cyclonedx-gomod-$(CYCLONEDX_VERSION)
+SNAPSHOT           ?= $(if $(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null),,1)
+
+$(GORELEASER):
+	GOBIN=$(CURDIR)/$(dir $(GORELEASER)) $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
+
+$(CYCLONEDX_DIR)/cyclonedx-gomod:
+	GOBIN=$(CURDIR)/$(CYCLONEDX_DIR) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_VERSION)
+
+.PHONY: release
+release: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod ## Build versioned archives (local adapter, Lambda bootstrap, Cloud Run server; linux/darwin, amd64/arm64), checksums and SBOMs into dist/release/
+	$(GORELEASER) check
+	PATH="$(CURDIR)/$(CYCLONEDX_DIR):$$PATH" $(GORELEASER) release --clean $(if $(SNAPSHOT),--snapshot) --parallelism 2
