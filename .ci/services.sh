@@ -15,8 +15,12 @@ if ! up 4222; then
   start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
     -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log || true
 fi
+if ! up 5432; then
+  echo "== starting PostgreSQL"
+  pg_ctlcluster "$(ls /etc/postgresql | sort -V | tail -1)" main start || service postgresql start || true
+fi
 failed=0
-for port in 5672 4222; do
+for port in 5672 4222 5432; do
   for _ in $(seq 1 60); do up "$port" && break; sleep 1; done
   if up "$port"; then
     echo "== port $port is up"

@@ -121,59 +121,44 @@ func (r *PullRequest) Validate() error {
 	if len([]rune(r.Worker)) > MaxWorkerIDLength {
 		return herr.New(herr.OutOfRange, "workerId must be at most %d characters", MaxWorkerIDLength)
 	}
-	return nil
+	if err := CheckText("workerId", r.Worker); err != nil {
+		return err
+	}
+	return CheckText("the event destination id", r.Destination)
 }
-
-// maxWithheldLeases bounds how many leases one pull acknowledges because
-// none of their events may be shown to the caller.
-const maxWithheldLeases = 100
 
 // Pull leases the next batch (see leasestore.Store.Pull). It returns
 // (nil, nil) when the consumer is caught up.
 //
 // Every event is checked against the caller's right to read its type
-// (auth.Principal.CanReceive). One it may not read is withheld: its entry
-// in the returned lease's Events is nil, its position stays taken, and
-// acknowledging the lease settles it as skipped. A lease all of whose
-// events are withheld is acknowledged at once and the next one pulled.
+// (auth.Principal.CanReceive). A lease holding an event the caller may not
+// read is not shown to it: the lease is handed back at once (as a failed
+// acknowledgement: requeued, ahead of new work, for the next pull) and the
+// pull is herr.PermissionDenied naming the type. A destination has one
+// cursor, so its events cannot be skipped for one worker and kept for
+// another: the events wait for a worker that may read them, and a caller
+// without the right can neither see nor settle them. Each hand-back counts
+// as a delivery, so events nobody who may read them pulls are
+// dead-lettered by the delivery limit, as any others (docs/limits.md,
+// "Events a principal may not read").
 func (s *Service) Pull(ctx context.Context, p *auth.Principal, r PullRequest) (*leasestore.Lease, error) {
-	for range maxWithheldLeases {
-		l, err := s.pull(ctx, p, r)
-		if err != nil || l == nil {
-			return l, err
-		}
-		shown := withhold(p, l)
-		if shown > 0 {
-			return l, nil
+	l, err := s.pull(ctx, p, r)
+	if err != nil || l == nil {
+		return l, err
+	}
+	for _, e := range l.Events {
+		typ := eventType(e)
+		if p.CanReceive(typ) {
+			continue
 		}
 		if _, err := s.cfg.Store.Acknowledge(ctx, leasestore.AckParams{
-			Consumer: r.Destination, LeaseID: l.ID, Generation: l.Generation, Status: leasestore.StatusOK,
+			Consumer: r.Destination, LeaseID: l.ID, Generation: l.Generation, Status: leasestore.StatusFailed,
 		}); err != nil {
 			return nil, err
 		}
+		return nil, herr.New(herr.PermissionDenied, "the next events of this destination include one of type %q, which the caller may not receive (%s%s): pull with a principal that may; the events wait for it", typ, auth.PermReceivePrefix, typ)
 	}
-	return nil, nil
-}
-
-// withhold replaces the events p may not read by nil, in a copy of
-// l.Events, and returns how many are left.
-func withhold(p *auth.Principal, l *leasestore.Lease) int {
-	shown := 0
-	var events [][]byte
-	for i, e := range l.Events {
-		if p.CanReceive(eventType(e)) {
-			shown++
-			continue
-		}
-		if events == nil {
-			events = append([][]byte(nil), l.Events...)
-		}
-		events[i] = nil
-	}
-	if events != nil {
-		l.Events = events
-	}
-	return shown
+	return l, nil
 }
 
 func (s *Service) pull(ctx context.Context, p *auth.Principal, r PullRequest) (*leasestore.Lease, error) {
@@ -188,7 +173,7 @@ func (s *Service) pull(ctx context.Context, p *auth.Principal, r PullRequest) (*
 		return nil, err
 	}
 	if c.Type != leasestore.TypeDurableConsumer {
-		return nil, herr.New(herr.Malformed, "event destination %q is not of type %s", c.ID, leasestore.TypeDurableConsumer)
+		return nil, herr.New(herr.Malformed, "the event destination is of type %s; pull and acknowledge are only supported for %s destinations", c.Type, leasestore.TypeDurableConsumer)
 	}
 	src := &brokerSource{svc: s, broker: s.cfg.Broker, sub: c.Subscription, groups: c.Filters, wait: s.cfg.ReceiveWait}
 	return s.cfg.Store.Pull(ctx, leasestore.PullParams{

@@ -2,7 +2,10 @@ package delivery
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/heraldevents/herald/herr"
 )
@@ -81,4 +84,27 @@ func parseTime(s string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	return t.UTC(), err
+}
+
+// CheckText refuses, as herr.Malformed (HTTP 400) naming field, a value
+// that is not valid UTF-8 or holds a control character (C0, DEL or C1:
+// U+0000–U+001F, U+007F–U+009F). It guards the ids, worker ids and lease
+// ids a client sends: none has a use for such characters, and in a log
+// line or a store key they only hide or forge text. The value is never
+// quoted back.
+func CheckText(field, s string) error {
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, unicode.IsControl) {
+		return herr.New(herr.Malformed, "%s must be valid UTF-8 without control characters (U+0000–U+001F, U+007F–U+009F)", field)
+	}
+	return nil
+}
+
+// deliverable checks a decoded event's message against the publish rules
+// every transport relies on (Event.Validate): a stored event that breaks
+// them (written before they were enforced) is poison.
+func (e *ConsumerEvent) deliverable() error {
+	if len(e.Message) == 0 || string(e.Message) == "null" {
+		return nil
+	}
+	return (&Event{EventType: e.EventType, Message: e.Message}).Validate()
 }

@@ -10,11 +10,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -22,6 +24,8 @@ import (
 	"github.com/heraldevents/herald/cloudevent"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/lograte"
+	"github.com/heraldevents/herald/internal/strictjson"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
 )
@@ -30,12 +34,23 @@ import (
 const (
 	// MaxMessageBytes caps an event's message (its JSON encoding): 256 KiB.
 	MaxMessageBytes = 256 << 10
-	// MaxBatchEvents caps one batch publish.
-	MaxBatchEvents = 100
+	// MaxBatchEvents caps one batch publish: the notifications API's
+	// published BatchPublishEventsRequest allows 1,000 events.
+	MaxBatchEvents = 1000
 	// MaxResourceIDBytes caps resource.resource_id.
 	MaxResourceIDBytes = filter.MaxResourceIDLength
+	// MaxMessageDepth caps how deep objects and arrays nest in an event's
+	// message, the message object itself being depth 1. Every protobuf
+	// runtime must be able to decode what a gRPC stream delivers: C++,
+	// Java and Python stop at a recursion limit of 100 (Go at 10,000), and
+	// a JSON object costs three levels as a google.protobuf.Struct
+	// (Struct, map entry, Value), an array two; with the response and the
+	// Event around it, 32 levels cost at most 2 + 3×32 = 98.
+	MaxMessageDepth = 32
 	// publishConcurrency bounds parallel sends of one batch.
 	publishConcurrency = 16
+	// DefaultPublishTimeout is Config.PublishTimeout's default.
+	DefaultPublishTimeout = 5 * time.Second
 )
 
 // Config wires a Service.
@@ -56,6 +71,14 @@ type Config struct {
 	// 336h). Keep it at least the broker's message retention, or a
 	// reference still waiting in a queue may find its claim gone.
 	ClaimRetention time.Duration
+	// PublishTimeout bounds the broker's part of a publish, or of a whole
+	// batch (HERALD_PUBLISH_TIMEOUT; default DefaultPublishTimeout, 5s):
+	// an event the broker has not accepted by then fails with
+	// herr.Unavailable, which the transports answer as success:false, so
+	// an unreachable or black-holed broker never holds a publisher longer.
+	// The event may still reach the broker afterwards (at least once; the
+	// publisher retries).
+	PublishTimeout time.Duration
 	// Now defaults to time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -68,6 +91,9 @@ type Service struct {
 	// missingClaims counts claim-check references dropped because their
 	// claim was gone (MissingClaims).
 	missingClaims atomic.Int64
+	// warnings rate-limits repeated failure warnings (a broker outage
+	// fails every publish the same way).
+	warnings *lograte.Limiter
 }
 
 // New returns a Service.
@@ -84,8 +110,11 @@ func New(cfg Config) *Service {
 	if cfg.ClaimRetention <= 0 {
 		cfg.ClaimRetention = DefaultClaimRetention
 	}
+	if cfg.PublishTimeout <= 0 {
+		cfg.PublishTimeout = DefaultPublishTimeout
+	}
 	cfg.Streams.setDefaults()
-	return &Service{cfg: cfg}
+	return &Service{cfg: cfg, warnings: lograte.New(lograte.DefaultInterval)}
 }
 
 // Event is a publish request's event (seed 002, "PublishEvent").
@@ -100,28 +129,38 @@ type Event struct {
 // herr.InvalidArgument naming the field.
 func (e *Event) Validate() error {
 	if e.EventType == "" {
-		return herr.New(herr.InvalidArgument, "event_type is required")
+		return herr.InField(herr.New(herr.InvalidArgument, "event_type is required"), "event_type")
 	}
 	if !filter.EventTypePattern.MatchString(e.EventType) {
-		return herr.New(herr.InvalidArgument, "event_type must be 1-255 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
+		return herr.InField(herr.New(herr.InvalidArgument, "event_type must be %s", filter.EventTypeRule), "event_type")
 	}
 	if len(e.Message) > MaxMessageBytes {
-		return herr.New(herr.InvalidArgument, "message is %d bytes; the limit is %d bytes (256 KiB)", len(e.Message), MaxMessageBytes)
+		return herr.InField(herr.New(herr.InvalidArgument, "message is %d bytes; the limit is %d bytes (256 KiB)", len(e.Message), MaxMessageBytes), "message")
 	}
 	if len(e.Message) > 0 {
-		trimmed := bytes.TrimLeft(e.Message, " \t\r\n")
-		if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(e.Message) {
-			return herr.New(herr.InvalidArgument, "message must be a JSON object")
+		switch strictjson.CheckObject(e.Message, MaxMessageDepth) {
+		case 0:
+		case strictjson.InvalidUTF8:
+			return herr.InField(herr.New(herr.InvalidArgument, "message must be valid UTF-8 (RFC 8259 §8.1): a string holds bytes that are not UTF-8, or a \\u escape of half a surrogate pair"), "message")
+		case strictjson.DuplicateName:
+			return herr.InField(herr.New(herr.InvalidArgument, "message must not repeat a member name within one object (RFC 7493, I-JSON)"), "message")
+		case strictjson.TooDeep:
+			return herr.InField(herr.New(herr.InvalidArgument, "message nests objects and arrays more than %d levels deep (the message object is level 1)", MaxMessageDepth), "message")
+		default:
+			return herr.InField(herr.New(herr.InvalidArgument, "message must be a JSON object"), "message")
 		}
 	}
+	if !utf8.ValidString(e.ResourceID) {
+		return herr.InField(herr.New(herr.InvalidArgument, "resource.resource_id must be valid UTF-8"), "resource", "resource_id")
+	}
 	if len(e.ResourceID) > MaxResourceIDBytes {
-		return herr.New(herr.InvalidArgument, "resource.resource_id is longer than %d bytes", MaxResourceIDBytes)
+		return herr.InField(herr.New(herr.InvalidArgument, "resource.resource_id is longer than %d bytes", MaxResourceIDBytes), "resource", "resource_id")
 	}
 	for _, r := range e.ResourceID {
 		// C0, DEL and C1 (U+0080–U+009F): none belongs in a path-like id,
 		// and C1 characters render as nothing in most logs.
 		if unicode.IsControl(r) {
-			return herr.New(herr.InvalidArgument, "resource.resource_id must not contain control characters (U+0000–U+001F, U+007F–U+009F)")
+			return herr.InField(herr.New(herr.InvalidArgument, "resource.resource_id must not contain control characters (U+0000–U+001F, U+007F–U+009F)"), "resource", "resource_id")
 		}
 	}
 	return nil
@@ -138,8 +177,17 @@ type Published struct {
 // (pubsubx.SizeLimited) is stored as a claim first and sent as a reference
 // (the claim-check, claims.go). Errors are herr-coded: InvalidArgument,
 // PermissionDenied, or Unavailable when the broker did not accept the
-// event or its claim could not be stored (it was not published).
+// event within Config.PublishTimeout or its claim could not be stored (it
+// was not published); Canceled or DeadlineExceeded when ctx ended first.
 func (s *Service) Publish(ctx context.Context, p *auth.Principal, e Event) (*Published, error) {
+	sendCtx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+	defer cancel()
+	return s.publish(ctx, sendCtx, p, e)
+}
+
+// publish is Publish with sendCtx, ctx bounded by the publish timeout,
+// for the broker's part.
+func (s *Service) publish(ctx, sendCtx context.Context, p *auth.Principal, e Event) (*Published, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
@@ -170,21 +218,43 @@ func (s *Service) Publish(ctx context.Context, p *auth.Principal, e Event) (*Pub
 	}
 	if s.needsClaim(body) {
 		if err := s.putClaim(ctx, id, body); err != nil {
-			s.cfg.Logger.WarnContext(ctx, "publish failed: the claim-check store write failed", "event_type", e.EventType, "event_id", id, "err", err)
+			s.warn(ctx, "publish failed: the claim-check store write failed", err, "event_type", e.EventType, "event_id", id)
 			return nil, err
 		}
 		msg.Body = claimBody(id)
 		msg.Metadata[pubsubx.AttrClaim] = id
 	}
-	if err := s.cfg.Broker.Send(ctx, msg); err != nil {
-		s.cfg.Logger.WarnContext(ctx, "publish failed", "event_type", e.EventType, "err", err)
-		code := herr.CodeOf(err)
-		if code != herr.Canceled && code != herr.DeadlineExceeded {
-			code = herr.Unavailable
+	if err := s.cfg.Broker.Send(sendCtx, msg); err != nil {
+		// The caller's own end is theirs (Canceled, DeadlineExceeded);
+		// everything else, the publish timeout included, is the broker's.
+		code := herr.Unavailable
+		switch {
+		case errors.Is(ctx.Err(), context.Canceled):
+			code = herr.Canceled
+		case ctx.Err() != nil:
+			code = herr.DeadlineExceeded
+		case sendCtx.Err() != nil:
+			err = herr.Wrap(herr.Unavailable, err, "the message broker did not accept the event within "+s.cfg.PublishTimeout.String())
 		}
+		s.warn(ctx, "publish failed", err, "event_type", e.EventType)
 		return nil, herr.Wrap(code, err, "Unable to publish to the message broker")
 	}
 	return &Published{ID: id, PublishedAt: now}, nil
+}
+
+// warn logs a failure warning, rate-limited by message and error text: an
+// outage fails every publish alike, and one line per interval with a count
+// says as much as thousands (internal/lograte).
+func (s *Service) warn(ctx context.Context, msg string, err error, args ...any) {
+	text := errText(err)
+	s.warnings.Log(ctx, s.cfg.Logger, slog.LevelWarn, msg+"\x00"+text, msg, append(args, slog.String("err", text))...)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // compact removes insignificant whitespace so the stored event is small;
@@ -208,8 +278,11 @@ type BatchResult struct {
 }
 
 // PublishBatch publishes events in parallel; each gets its own result, in
-// order. Invalid events fail alone; the valid ones are published.
+// order. Invalid events fail alone; the valid ones are published. One
+// Config.PublishTimeout bounds the broker's part of the whole batch.
 func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []Event) []BatchResult {
+	sendCtx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+	defer cancel()
 	out := make([]BatchResult, len(events))
 	sem := make(chan struct{}, publishConcurrency)
 	var wg sync.WaitGroup
@@ -218,7 +291,7 @@ func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			out[i].Published, out[i].Err = s.Publish(ctx, p, events[i])
+			out[i].Published, out[i].Err = s.publish(ctx, sendCtx, p, events[i])
 		}()
 	}
 	wg.Wait()

@@ -121,8 +121,9 @@ func (s *Service) TouchSession(ctx context.Context, st *SessionState, ttl time.D
 // st: the caller assigns tags with st.Tag on the state it then persists
 // (re-read, if another invocation wrote it meanwhile) and only then sends
 // the events. Events the principal may not read (no receive right for
-// their type), and undecodable ones, are settled as skipped and not
-// returned, as Stream.Next does. No deliveries and a nil error mean
+// their type) are handed back to the queue for other sessions, and poison
+// events handed back until they are dead-lettered, as Stream.Next does;
+// neither is returned. No deliveries and a nil error mean
 // nothing to hand out now, or the queue's in-flight window
 // (leasestore.MaxInFlight) is full of other sessions' events.
 //
@@ -176,48 +177,56 @@ func (s *Service) PollSession(ctx context.Context, p *auth.Principal, st *Sessio
 			}
 			return nil, sessionErr(st.Kind, st.Queue, err)
 		}
-		out, skip := s.leaseDeliveries(p, st.Kind, st.Queue, leases)
-		if len(skip) > 0 {
-			if _, err := s.cfg.Store.Settle(ctx, st.Queue, skip, nil); err != nil {
+		out, withheld, poison := s.leaseDeliveries(p, st.Kind, st.Queue, leases)
+		if len(withheld)+len(poison) > 0 {
+			if _, err := s.cfg.Store.Settle(ctx, st.Queue, nil, append(withheld, poison...)); err != nil {
 				return nil, sessionErr(st.Kind, st.Queue, err)
 			}
 		}
-		if len(out) > 0 || len(leases) == 0 {
+		if len(out) > 0 || len(leases) == 0 || len(withheld) > 0 {
+			// Withheld events went back for other sessions: pulling again
+			// now would only take them back (see Stream).
 			return out, nil
 		}
-		// Everything pulled was skipped: pull again within what is left
-		// of wait.
+		// Everything pulled was poison: pull again within what is left of
+		// wait, until the delivery limit has dead-lettered it.
 		src.wait = max(time.Until(deadline), 0)
 	}
 }
 
 // leaseDeliveries turns single-event leases into deliveries (Tag 0) for
-// principal p and returns the refs of the events p may not read, or that
-// cannot be decoded, to be settled as skipped. It applies Stream's rule
-// (Stream.deliveries).
-func (s *Service) leaseDeliveries(p *auth.Principal, kind StreamKind, queue string, leases []*leasestore.Lease) (out []Delivery, skip []leasestore.EventRef) {
+// principal p, applying Stream's rules (see Stream): it returns the refs
+// of the events p may not read (withheld: to be handed back to the queue
+// for others) and of poison events, which no transport could deliver (not
+// a stored CloudEvent, or a message that breaks the publish rules of
+// Event.Validate: written before they were enforced, or by another
+// writer), to be handed back until the delivery limit dead-letters them.
+func (s *Service) leaseDeliveries(p *auth.Principal, kind StreamKind, queue string, leases []*leasestore.Lease) (out []Delivery, withheld, poison []leasestore.EventRef) {
 	for _, l := range leases {
 		ref := leasestore.EventRef{LeaseID: l.ID, Generation: l.Generation}
 		if len(l.Events) == 0 {
-			skip = append(skip, ref)
+			poison = append(poison, ref)
 			continue
 		}
 		body := l.Events[0]
 		// One decode serves both the rights check and the delivery: it is
 		// the largest cost of a stream's push loop (docs/benchmarks.md).
 		ev, err := DecodeConsumerEvent(body)
+		if err == nil {
+			err = ev.deliverable()
+		}
 		if err != nil {
-			s.cfg.Logger.Error("skipping an undecodable event", queueAttr(kind, queue), "err", err)
-			skip = append(skip, ref)
+			s.cfg.Logger.Error("poison event: handed back until the delivery limit dead-letters it", queueAttr(kind, queue), "lease", l.ID, "delivery_count", l.Attempt, "err", err)
+			poison = append(poison, ref)
 			continue
 		}
 		if !p.CanReceive(ev.EventType) {
-			skip = append(skip, ref)
+			withheld = append(withheld, ref)
 			continue
 		}
 		out = append(out, Delivery{DeliveryCount: l.Attempt, Event: ev, Body: body, Ref: ref})
 	}
-	return out, skip
+	return out, withheld, poison
 }
 
 // Tag assigns the next delivery tags (st.NextTag+1, +2, …) to ds, setting

@@ -100,10 +100,19 @@ type SettleReport struct {
 //
 // Every event is checked against the principal's right to read its type
 // (auth.Principal.CanReceive). An event the principal may not read is
-// never delivered to it: it is acknowledged at once, as skipped, so it
-// does not block or loop the queue. A queue is meant for one application's
-// principals; sharing one between principals of different rights leaves
-// each only what it may read.
+// never delivered to it, and never settled by it: it is handed back to the
+// queue at once (a nack) for a session that may read it, and the session
+// that withheld it waits WithheldBackoff before it pulls again, so that
+// the others get to it first. No principal's rights can thus destroy
+// another's events. A hand-back counts as a delivery: an event no session
+// that may read it takes is dead-lettered by the delivery limit, as any
+// other (docs/limits.md, "Events a principal may not read").
+//
+// A poison event — one no transport can deliver: not a stored CloudEvent,
+// or a message breaking the publish rules (invalid UTF-8, nesting past
+// MaxMessageDepth) — is logged and handed back at once, and the session
+// takes it again until the delivery limit dead-letters it: within one
+// Next call, so it never reaches a client and never ends a stream.
 //
 // Errors from Next and Settle: herr.NotFound when the queue is gone
 // (deleted, or reaped under the stream); herr.Internal with
@@ -354,9 +363,9 @@ func (st *Stream) Next(ctx context.Context) ([]Delivery, error) {
 			return nil, st.sessionErr(err)
 		}
 		failures = 0
-		out, skip := st.deliveries(leases)
-		if len(skip) > 0 {
-			if _, err := st.svc.cfg.Store.Settle(ctx, st.queue, skip, nil); err != nil {
+		out, withheld, poison := st.deliveries(leases)
+		if len(withheld)+len(poison) > 0 {
+			if _, err := st.svc.cfg.Store.Settle(ctx, st.queue, nil, append(withheld, poison...)); err != nil {
 				if cerr := st.check(ctx); cerr != nil {
 					return nil, cerr
 				}
@@ -365,6 +374,10 @@ func (st *Stream) Next(ctx context.Context) ([]Delivery, error) {
 		}
 		if len(out) > 0 {
 			return out, nil
+		}
+		if len(withheld) > 0 {
+			// Give the sessions that may read them time to take them.
+			_ = sleep(ctx, WithheldBackoff(cfg))
 		}
 	}
 }
@@ -403,9 +416,9 @@ func (st *Stream) room(ctx context.Context) int {
 }
 
 // deliveries tags the events the principal may read and returns the refs
-// of the others, to be acknowledged as skipped.
-func (st *Stream) deliveries(leases []*leasestore.Lease) (out []Delivery, skip []leasestore.EventRef) {
-	out, skip = st.svc.leaseDeliveries(st.p, st.kind, st.queue, leases)
+// of the withheld and poison ones, to be handed back (see Stream).
+func (st *Stream) deliveries(leases []*leasestore.Lease) (out []Delivery, withheld, poison []leasestore.EventRef) {
+	out, withheld, poison = st.svc.leaseDeliveries(st.p, st.kind, st.queue, leases)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for i := range out {
@@ -413,8 +426,15 @@ func (st *Stream) deliveries(leases []*leasestore.Lease) (out []Delivery, skip [
 		st.tags[st.nextTag] = out[i].Ref
 		out[i].Tag = st.nextTag
 	}
-	return out, skip
+	return out, withheld, poison
 }
+
+// WithheldBackoff is how long a stream waits after a pull that found only
+// events its principal may not read, before it pulls again: twice the
+// poll wait (2 s by default), so that every other session of the queue —
+// each waits at most PollWait at the broker before it looks at the
+// queue's redeliveries — pulls first.
+func WithheldBackoff(cfg StreamConfig) time.Duration { return 2 * cfg.PollWait }
 
 // Ack acknowledges tags; see Settle.
 func (st *Stream) Ack(ctx context.Context, tags ...int64) (SettleReport, error) {

@@ -417,3 +417,65 @@ func TestStreamReapedUnderIt(t *testing.T) {
 	require.Equal(t, herr.NotFound, herr.CodeOf(err), "%v", err)
 	require.Empty(t, b.broker.subscriptions())
 }
+
+// TestWithheldEventsReachTheOwner (issue: a principal that may not read
+// an event made it vanish for one that may): a second principal attached
+// to a non-durable queue with its reconnect token, but without the
+// receive right for the queue's events, never settles them; the owner
+// receives all 20.
+func TestWithheldEventsReachTheOwner(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := t.Context()
+	owner := &auth.Principal{ID: "owner", Permissions: []string{"receive:shop.*"}}
+	other := &auth.Principal{ID: "other", Permissions: []string{"receive:billing.*"}}
+	ownerSt, err := b.svc.OpenStream(ctx, owner, delivery.StreamRequest{
+		Kind: delivery.NonDurable, FilterGroups: filter.Groups{{EventType: "shop.order"}},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ownerSt.Close(context.Background()) })
+	otherSt, err := b.svc.OpenStream(ctx, other, delivery.StreamRequest{Kind: delivery.NonDurable, ReconnectToken: ownerSt.QueueID()})
+	require.NoError(t, err)
+	otherCtx, stopOther := context.WithCancel(ctx)
+	otherDone := make(chan []delivery.Delivery, 1)
+	go func() {
+		var got []delivery.Delivery
+		for {
+			ds, err := otherSt.Next(otherCtx)
+			if err != nil {
+				otherDone <- got
+				return
+			}
+			got = append(got, ds...)
+		}
+	}()
+
+	b.publish(t, "shop.order", 0, 20)
+	// Let the other principal's stream pull first: the owner's has not
+	// asked for anything yet.
+	for {
+		c, err := b.store.GetConsumer(ctx, ownerSt.QueueID())
+		require.NoError(t, err)
+		if c.Committed+c.Requeued > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	seen := map[int]bool{}
+	for len(seen) < 20 {
+		for _, d := range next(t, ownerSt) {
+			seen[nOf(t, d)] = true
+			_, err := ownerSt.Ack(ctx, d.Tag)
+			require.NoError(t, err)
+		}
+	}
+	stopOther()
+	require.Empty(t, <-otherDone, "the other principal was delivered nothing")
+	require.NoError(t, otherSt.Close(ctx))
+	c, err := b.store.GetConsumer(ctx, ownerSt.QueueID())
+	require.NoError(t, err)
+	require.EqualValues(t, 20, c.Committed)
+	dls, _, err := b.store.ListDeadLetters(ctx, 100, "")
+	require.NoError(t, err)
+	require.Empty(t, dls, "nothing was dead-lettered")
+}

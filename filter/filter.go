@@ -9,18 +9,28 @@
 // type exactly and, if it has filters, any one filter matches the event's
 // resource id. A group with no filters matches every event of its type.
 //
-// Filter types, with p the filter's ResourceID and id the event's resource id:
+// A resource id is a path of words separated by "/" (the notifications
+// API's published definitions: "each word separated by a slash is something
+// that a consumer could filter by"), so both prefix types match whole words.
+// With p the filter's ResourceID and id the event's resource id, id starts
+// with p on a word boundary when it starts with p and p is "", p ends in
+// "/", id is p, or the next byte of id is "/". Then:
 //
 //   - Eq (and Unspecified, which defaults to Eq): id == p. p must not be empty.
-//   - StartsWithGreedy (deep prefix): id starts with p. "" matches every id.
-//   - StartsWithLazy (shallow prefix): id starts with p and what follows,
-//     after one leading "/" and one trailing "/" are trimmed, has no "/" left.
-//     "/users/" matches "/users/7" and "/users/7/" but not "/users/7/photos";
-//     "/users" matches "/users/7" as well. "" matches "" and one-segment ids
-//     ("a", "/a", "/a/").
+//   - StartsWithGreedy (deep prefix): id starts with p on a word boundary.
+//     "folder_1" matches "folder_1" and everything under "folder_1/", not
+//     "folder_10/file.txt"; "folder_1/" matches everything under it (not
+//     "folder_1" itself); "" matches every id.
+//   - StartsWithLazy (shallow prefix): id starts with p on a word boundary
+//     and what follows, after one leading "/" and one trailing "/" are
+//     trimmed, has no "/" left: one more word at most. "/users/" matches
+//     "/users/7" and "/users/7/" but not "/users/7/photos"; "/users" matches
+//     "/users" and "/users/7" but not "/usersx". "" matches "" and one-word
+//     ids ("a", "/a", "/a/").
 //
-// Brokers push down what they can (exact type, deep prefix); Match is always
-// re-run in the handler, so the result is exact on every backend.
+// Brokers push down what they can (exact type, a prefix of the id): every
+// push-down matches a superset of Match, and Match is always re-run in the
+// handler, so the result is exact on every backend.
 package filter
 
 import (
@@ -30,6 +40,7 @@ import (
 	"strings"
 
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/strictjson"
 )
 
 // Type is a resource filter type. Its JSON form is the seed's lower-case name
@@ -125,9 +136,13 @@ const (
 	MaxTotalBytes = 16 << 10
 )
 
-// EventTypePattern is the rule an event type follows: 1–255 characters,
-// letters, digits, '.', '_' and '-', starting with a letter or digit.
-var EventTypePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$`)
+// EventTypePattern is the rule an event type follows: 1–256 characters of
+// letters, digits, '.', '_' and '-', any of them first (the notifications
+// API's published Event schema: maxLength 256, ^[a-zA-Z0-9._-]+$).
+var EventTypePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,256}$`)
+
+// EventTypeRule says EventTypePattern in words, for error messages.
+const EventTypeRule = "1-256 characters of letters, digits, '.', '_' or '-'"
 
 // Validate checks groups against the rules above. Errors are
 // herr.InvalidArgument with a message naming the offending field.
@@ -147,7 +162,7 @@ func (gs Groups) Validate(field string) error {
 	}
 	for i, g := range gs {
 		if !EventTypePattern.MatchString(g.EventType) {
-			return herr.New(herr.InvalidArgument, "%s[%d].event_type must be 1-255 characters of letters, digits, '.', '_' or '-'", field, i)
+			return herr.InField(herr.New(herr.InvalidArgument, "%s[%d].event_type must be %s", field, i, EventTypeRule), field, i, "event_type")
 		}
 		if len(g.Filters) > MaxFiltersPerGroup {
 			return herr.New(herr.InvalidArgument, "%s[%d].filters: at most %d filters are allowed", field, i, MaxFiltersPerGroup)
@@ -175,8 +190,8 @@ func Parse(field, s string) (Groups, error) {
 		return nil, nil
 	}
 	var gs Groups
-	if err := json.Unmarshal([]byte(s), &gs); err != nil {
-		return nil, herr.Wrap(herr.Malformed, err, field+" must be a JSON array of filter groups")
+	if err := strictjson.Unmarshal([]byte(s), &gs); err != nil {
+		return nil, herr.Wrap(herr.Malformed, err, field+" must be a JSON array of filter groups: "+herr.MessageOf(err))
 	}
 	if err := gs.Validate(field); err != nil {
 		return nil, err
@@ -216,9 +231,9 @@ func (g *Group) match(eventType, resourceID string) bool {
 func (f ResourceFilter) Match(resourceID string) bool {
 	switch f.FilterType {
 	case StartsWithGreedy:
-		return strings.HasPrefix(resourceID, f.ResourceID)
+		return wordPrefix(resourceID, f.ResourceID)
 	case StartsWithLazy:
-		if !strings.HasPrefix(resourceID, f.ResourceID) {
+		if !wordPrefix(resourceID, f.ResourceID) {
 			return false
 		}
 		rest := resourceID[len(f.ResourceID):]
@@ -228,6 +243,15 @@ func (f ResourceFilter) Match(resourceID string) bool {
 	default: // Eq and Unspecified
 		return f.ResourceID != "" && resourceID == f.ResourceID
 	}
+}
+
+// wordPrefix reports whether id starts with p on a word boundary (see the
+// package doc).
+func wordPrefix(id, p string) bool {
+	if !strings.HasPrefix(id, p) {
+		return false
+	}
+	return p == "" || p[len(p)-1] == '/' || len(id) == len(p) || id[len(p)] == '/'
 }
 
 // Equal reports whether two lists hold the same groups in the same order,

@@ -31,11 +31,16 @@ func TestResourceFilterMatch(t *testing.T) {
 		{filter.Unspecified, "", nil, []string{"", "a"}},
 
 		{filter.StartsWithGreedy, "/users/", []string{"/users/", "/users/7", "/users/7/", "/users/7/photos/1"}, []string{"", "/users", "/usersx/", "/other/users/"}},
-		{filter.StartsWithGreedy, "/users", []string{"/users", "/users/", "/users/7/photos", "/usersx"}, []string{"", "/user", "users"}},
+		{filter.StartsWithGreedy, "/users", []string{"/users", "/users/", "/users/7/photos"}, []string{"", "/user", "users", "/usersx", "/usersx/1"}},
+		// The published definitions' examples: whole words.
+		{filter.StartsWithGreedy, "folder_1", []string{"folder_1", "folder_1/", "folder_1/file.txt", "folder_1/sub/file.txt", "folder_1/folder_2/folder_3/astronaut.usd"}, []string{"folder_10", "folder_10/file.txt", "folder_", "/folder_1/x"}},
+		{filter.StartsWithGreedy, "folder_1/", []string{"folder_1/", "folder_1/file.txt", "folder_1/sub/file.txt"}, []string{"folder_1", "folder_10/file.txt"}},
+		{filter.StartsWithGreedy, "/", []string{"/", "/a", "/a/b/"}, []string{"", "a", "a/"}},
 		{filter.StartsWithGreedy, "", []string{"", "a", "/a", "/a/b/c/", "//"}, nil},
 
 		{filter.StartsWithLazy, "/users/", []string{"/users/", "/users/7", "/users/7/"}, []string{"", "/users", "/users/7/photos", "/users/7/photos/", "/users/7//", "/other/7"}},
-		{filter.StartsWithLazy, "/users", []string{"/users", "/users/", "/users/7", "/users/7/", "/usersx"}, []string{"/users/7/photos", "/user", "/usersx/1"}},
+		{filter.StartsWithLazy, "/users", []string{"/users", "/users/", "/users/7", "/users/7/"}, []string{"/users/7/photos", "/user", "/usersx", "/usersx/1"}},
+		{filter.StartsWithLazy, "folder_1", []string{"folder_1", "folder_1/file.txt", "folder_1/astronaut.usd"}, []string{"folder_10", "folder_10/file.txt", "folder_1/folder_2/folder_3/astronaut.usd"}},
 		{filter.StartsWithLazy, "", []string{"", "a", "/a", "/a/", "a/", "/"}, []string{"a/b", "/a/b", "/a/b/", "//a/"}},
 	}
 	for _, r := range rows {
@@ -107,6 +112,7 @@ func TestValidate(t *testing.T) {
 		nil,
 		{},
 		{{EventType: "a"}},
+		{{EventType: ".a"}, {EventType: "-"}, {EventType: "_x"}, {EventType: string(long[:256])}},
 		{{EventType: "myapp.user-created_v2", Filters: []filter.ResourceFilter{
 			{FilterType: filter.StartsWithGreedy, ResourceID: ""},
 			{FilterType: filter.StartsWithLazy, ResourceID: ""},
@@ -131,8 +137,8 @@ func TestValidate(t *testing.T) {
 		{"unknown filter type", filter.Groups{{EventType: "a", Filters: []filter.ResourceFilter{{FilterType: 9, ResourceID: "/x"}}}}, "fg[0].filters[0].filter_type"},
 		{"empty event type", filter.Groups{{}}, "fg[0].event_type"},
 		{"event type with a space", filter.Groups{{EventType: "a b"}}, "fg[0].event_type"},
-		{"event type starting with a dot", filter.Groups{{EventType: ".a"}}, "fg[0].event_type"},
-		{"event type over 255", filter.Groups{{EventType: string(long[:256])}}, "fg[0].event_type"},
+		{"event type with a slash", filter.Groups{{EventType: "a/b"}}, "fg[0].event_type"},
+		{"event type over 256", filter.Groups{{EventType: string(long[:257])}}, "fg[0].event_type"},
 		{"resource id too long", filter.Groups{{EventType: "a", Filters: []filter.ResourceFilter{{FilterType: filter.StartsWithGreedy, ResourceID: string(long)}}}}, "fg[0].filters[0].resource_id"},
 		{"too many groups", manyGroups, "fg"},
 		{"too many filters", filter.Groups{{EventType: "a", Filters: manyFilters}}, "fg[0].filters"},

@@ -78,6 +78,12 @@ type Error struct {
 	Code    Code
 	Message string
 	Err     error
+	// Field, when set, names the offending request field as a path of
+	// member names (strings) and array indices (ints) from the request's
+	// root, e.g. ["body", "event", "event_type"]: the notifications API's
+	// 422 body reports it as a validation error's `loc`. Set it with
+	// InField.
+	Field []any
 }
 
 func (e *Error) Error() string {
@@ -97,6 +103,31 @@ func New(code Code, format string, args ...any) error {
 // Wrap returns an *Error that keeps cause for logs and shows only message.
 func Wrap(code Code, cause error, message string) error {
 	return &Error{Code: code, Message: message, Err: cause}
+}
+
+// InField returns err with path put in front of the field it names (see
+// Error.Field): a validator sets the field it checked ("event_type"), and
+// its caller adds where that value sits in the request ("body", "event").
+// An error that is not an *Error, or nil, is returned unchanged; err itself
+// is never modified.
+func InField(err error, path ...any) error {
+	var he *Error
+	if !errors.As(err, &he) {
+		return err
+	}
+	out := *he
+	out.Field = append(append(make([]any, 0, len(path)+len(he.Field)), path...), he.Field...)
+	return &out
+}
+
+// FieldOf returns the field path of the first *Error in err's chain, or
+// nil when it names none.
+func FieldOf(err error) []any {
+	var he *Error
+	if errors.As(err, &he) {
+		return he.Field
+	}
+	return nil
 }
 
 // CodeOf reports the Code of err: the code of the first *Error in its chain,

@@ -34,7 +34,12 @@
 //	                                  sessions, message TTL and max length
 //	key "p:<consumer id>:<payload>"   kind "payload"     encoded events that
 //	                                  leases of the consumer refer to (a lease
-//	                                  names its payload and an offset)
+//	                                  names its payload and an offset), with
+//	                                  their enqueue times, packed into one
+//	                                  binary value "batch" and compressed
+//	                                  with zstd when that saves an eighth
+//	                                  (batch.go; older records hold lists
+//	                                  "events" and "published", still read)
 //	key "d:<consumer id>:<incarnation>:<position>"
 //	                                  kind "deadletter"  one dead-lettered
 //	                                  event (see DeadLetter)
@@ -59,7 +64,23 @@
 // revision read), which every backend (memdocstore, DynamoDB, Firestore)
 // performs atomically; no transaction across records and no in-process lock
 // decides correctness. Two store clients racing on one consumer both read,
-// one write wins, the other re-reads and tries again.
+// one write wins, the other re-reads and tries again. Within one Store,
+// concurrent Acknowledge and Settle calls of one consumer do not race:
+// they queue, and one writer applies all that are queued to one read and
+// writes once (coalesce.go).
+//
+// # Cost
+//
+// What these records cost on DynamoDB and Firestore, per delivered event,
+// is measured by storetest.RunCostBenchmarks (`make bench-cost`) and
+// tabled in docs/cost-model.md. The consumer record is this layout's
+// limit: every pull of new work, every settlement and every heartbeat
+// rewrites it, and its size grows with the leases held (about 7 KB with
+// 100 leases, 75 KB with 1,000), so it is the most-written key and its
+// write rate caps a consumer's throughput (DynamoDB's 1,000 write units per
+// second per key; Firestore's advice of about one write per second per
+// document). docs/cost-model.md gives the figures and the layout that
+// lifts that limit (a record per lease and a small consumer head).
 //
 // The lease table stays small: at most MaxInFlight (1,000) events held,
 // so at most 1,000 leases, plus acked ranges that are merged as they

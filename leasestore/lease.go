@@ -64,6 +64,11 @@ type Lease struct {
 type WindowFullError struct {
 	InFlight   int64
 	RetryAfter time.Duration // until the earliest live lease expires (at least 1 s)
+	// Committed is the consumer's cursor (0 = nothing committed) and
+	// Dispatched the last position handed out, so the gap between them is
+	// what holds the window (the durable-consumer API's 429 body).
+	Committed  int64
+	Dispatched int64
 }
 
 func (e *WindowFullError) Error() string {
@@ -222,7 +227,7 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 			if e := d.earliestExpiry(nowMs); e > 0 {
 				retryAfter = max(retryAfter, time.Duration(e-nowMs)*time.Millisecond)
 			}
-			return false, &WindowFullError{InFlight: inFlight, RetryAfter: retryAfter}
+			return false, &WindowFullError{InFlight: inFlight, RetryAfter: retryAfter, Committed: d.Committed, Dispatched: max(d.Next-1, 0)}
 		}
 		// 4. New work. Received events survive a lost race: the next try
 		// writes them at the consumer's new next position.
@@ -248,10 +253,11 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 			if leaseID == "" {
 				leaseID = uuid.NewString()
 			}
-			pd := &payloadDoc{Key: payloadKey(d.ID, leaseID), Kind: kindPayload, Consumer: d.ID, Events: make([][]byte, n)}
+			events := make([][]byte, n)
 			for i := range n {
-				pd.Events[i] = received[i].Body
+				events[i] = received[i].Body
 			}
+			pd := newPayloadDoc(d.ID, leaseID, events, nil)
 			if err := s.coll.Put(ctx, pd); err != nil {
 				return false, storeErr(err)
 			}
@@ -313,6 +319,7 @@ var errPayloadGone = herr.New(herr.Aborted, "the lease was settled meanwhile; re
 const (
 	hookPullRead      = "pull-read"      // right after each read of the consumer record
 	hookPullReclaimed = "pull-reclaimed" // right after a reclaim is written
+	hookSettleRead    = "settle-read"    // right after a coalesced settlement reads the consumer
 )
 
 // testHook, when set, runs at each hook point with the point and the
@@ -357,15 +364,20 @@ func (s *Store) getPayload(ctx context.Context, consumer, id string) (*payloadDo
 		}
 		return nil, storeErr(err)
 	}
+	if len(pd.Batch.Events) == 0 && len(pd.OldEvents) > 0 {
+		pd.Batch = eventBatch{Events: pd.OldEvents, Published: pd.OldPublished}
+		pd.OldEvents, pd.OldPublished = nil, nil
+	}
 	return pd, nil
 }
 
 // events returns l's events from its payload record pd.
 func (pd *payloadDoc) events(l *leaseRec) ([][]byte, error) {
-	if l.Offset < 0 || l.Offset+l.Count > int64(len(pd.Events)) {
-		return nil, herr.New(herr.Internal, "lease %s refers to events %d–%d of a payload of %d", l.ID, l.Offset, l.Offset+l.Count-1, len(pd.Events))
+	ev := pd.Batch.Events
+	if l.Offset < 0 || l.Offset+l.Count > int64(len(ev)) {
+		return nil, herr.New(herr.Internal, "lease %s refers to events %d–%d of a payload of %d", l.ID, l.Offset, l.Offset+l.Count-1, len(ev))
 	}
-	return pd.Events[l.Offset : l.Offset+l.Count : l.Offset+l.Count], nil
+	return ev[l.Offset : l.Offset+l.Count : l.Offset+l.Count], nil
 }
 
 func (s *Store) load(ctx context.Context, consumer string, l *leaseRec) (*Lease, error) {
@@ -408,6 +420,11 @@ type AckParams struct {
 	LeaseID    string
 	Generation int64
 	Status     AckStatus
+	// Type, when set, is the consumer type the caller expects (the
+	// durable-consumer API's acknowledge takes only TypeDurableConsumer):
+	// a consumer of another type is herr.Malformed, checked on the record
+	// the acknowledgement reads anyway, so it costs no extra read.
+	Type string
 }
 
 // AckResult is an acknowledgement's outcome and the cursor after it.
@@ -432,39 +449,37 @@ func (s *Store) Acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 		return nil, herr.New(herr.InvalidArgument, "status must be ok or failed")
 	}
 	var res *AckResult
-	var freed []string
-	err := s.retry(ctx, func() (bool, error) {
-		freed = nil
-		d, err := s.get(ctx, p.Consumer)
-		if err != nil {
-			return false, err
+	var wrongType error
+	err := s.settle(ctx, p.Consumer, func(d *consumerDoc, freed *[]string) bool {
+		if p.Type != "" && d.Type != p.Type {
+			wrongType = herr.New(herr.Malformed, "the event destination is of type %s; pull and acknowledge are only supported for %s destinations", d.Type, p.Type)
+			return false
 		}
-		d.pruneSessions(s.nowMs())
 		i := d.lease(p.LeaseID)
 		if i < 0 || d.Leases[i].Generation != p.Generation || d.Leases[i].Dying != "" {
 			res = &AckResult{Outcome: OutcomeStale, Committed: d.Committed}
-			return true, nil
+			return false
 		}
 		l := &d.Leases[i]
 		switch p.Status {
 		case StatusOK:
-			pid := l.payloadID()
+			*freed = append(*freed, l.payloadID())
 			d.commit(i)
-			freed = d.unreferenced([]string{pid})
 			res = &AckResult{Outcome: OutcomeCommitted, Committed: d.Committed}
 		case StatusFailed:
 			res = &AckResult{Outcome: OutcomeRequeued, Committed: d.Committed}
 			if l.Requeued {
-				return true, nil
+				return false
 			}
 			l.Requeued, l.Worker = true, ""
 		}
-		return s.write(ctx, s.coll.Replace, d)
+		return true
 	})
+	if err == nil {
+		err = wrongType
+	}
 	if err != nil {
 		return nil, err
 	}
-	// Best effort: an orphaned payload is unreachable and harmless.
-	s.deletePayloads(ctx, p.Consumer, freed)
 	return res, nil
 }

@@ -103,3 +103,11 @@ func TestMemURLSurvivesRestart(t *testing.T) {
 	r := ack(s, next)
 	require.Equal(t, int64(5), r.Committed, "acked ranges survived: the cursor passes 3 and 4–5")
 }
+
+// BenchmarkMemCost reports what the store's hot paths would cost on
+// DynamoDB and Firestore (storetest.RunCostBenchmarks), run on memdocstore
+// with a simulated millisecond round trip per call so that racing workers
+// conflict as they would over a network. `make bench-cost` runs it.
+func BenchmarkMemCost(b *testing.B) {
+	storetest.RunCostBenchmarks(b, newMemHarness, storetest.CostOptions{Latency: time.Millisecond})
+}

@@ -78,8 +78,9 @@ type Options struct {
 // for concurrent use, and any number of Stores (in any number of processes)
 // may share one collection.
 type Store struct {
-	coll *docstore.Collection
-	opts Options
+	coll    *docstore.Collection
+	opts    Options
+	settler settler // coalesces concurrent settlements (coalesce.go)
 }
 
 // New returns a Store over coll. The Store does not own coll: closing it is

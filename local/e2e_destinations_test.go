@@ -26,7 +26,7 @@ func TestDestinationsE2E(t *testing.T) {
 		require.Equal(t, "/v1/event-destinations/"+d.ID, r.Header.Get("Location"))
 		require.Equal(t, "DURABLE_CONSUMER", d.Type)
 		require.False(t, d.Paused)
-		require.Nil(t, d.Committed)
+		require.Equal(t, zeroSequence, d.Committed)
 		require.Zero(t, d.InFlight)
 		require.JSONEq(t, `[{"event_type":"a.b","filters":[{"filter_type":"starts_with_greedy","resource_id":"/x/"}]}]`, string(d.FilterGroups))
 

@@ -130,9 +130,12 @@ func (r *response) decode(t testing.TB, v any) {
 
 // errorBody is the JSON shape of every error response (functions/httpx).
 type errorBody struct {
-	Code     string `json:"code"`
-	Message  string `json:"message"`
-	InFlight *int64 `json:"in_flight"`
+	Code       string `json:"code"`
+	Message    string `json:"message"`
+	Detail     any    `json:"detail"`
+	InFlight   *int64 `json:"in_flight"`
+	Committed  string `json:"committed"`
+	Dispatched string `json:"dispatched"`
 }
 
 // expectError checks status, the JSON content type and a non-empty error
@@ -196,7 +199,7 @@ type destination struct {
 	FilterGroups json.RawMessage `json:"filter_groups"`
 	Paused       bool            `json:"paused"`
 	CreatedAt    time.Time       `json:"created_at"`
-	Committed    *string         `json:"committed"`
+	Committed    string          `json:"committed"`
 	InFlight     int64           `json:"in_flight"`
 }
 
@@ -285,8 +288,8 @@ func (c *client) pullLease(t testing.TB, id string, kv ...string) lease {
 
 // ackResult is the acknowledge answer.
 type ackResult struct {
-	Status    string  `json:"status"`
-	Committed *string `json:"committed"`
+	Status    string `json:"status"`
+	Committed string `json:"committed"`
 }
 
 // ack acknowledges a lease and requires 200.
@@ -298,13 +301,8 @@ func (c *client) ack(t testing.TB, id, leaseID string, generation int64, status 
 	return a
 }
 
-// seq renders a committed cursor for messages ("null" for nil).
-func seq(s *string) string {
-	if s == nil {
-		return "null"
-	}
-	return *s
-}
+// zeroSequence is the committed cursor before the first commit.
+const zeroSequence = "001.00000000000000000000"
 
 // drain pulls (worker "drain", limit 100) and acknowledges ok until the
 // destination answers 204, returning the delivered events in order.

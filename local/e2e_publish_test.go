@@ -128,7 +128,7 @@ func TestPublishE2E(t *testing.T) {
 		"event_type with space":  map[string]any{"event": map[string]any{"event_type": "my app"}},
 		"event_type with slash":  map[string]any{"event": map[string]any{"event_type": "my/app"}},
 		"event_type with emoji":  map[string]any{"event": map[string]any{"event_type": "app.🎉"}},
-		"event_type 256 chars":   map[string]any{"event": map[string]any{"event_type": strings.Repeat("e", 256)}},
+		"event_type 257 chars":   map[string]any{"event": map[string]any{"event_type": strings.Repeat("e", 257)}},
 		"occurred_at no zone":    map[string]any{"event": map[string]any{"event_type": "a.b", "occurred_at": "2024-10-16T14:30:00"}},
 		"occurred_at with space": map[string]any{"event": map[string]any{"event_type": "a.b", "occurred_at": "2024-10-16 14:30:00Z"}},
 		"occurred_at words":      map[string]any{"event": map[string]any{"event_type": "a.b", "occurred_at": "yesterday"}},
@@ -144,14 +144,22 @@ func TestPublishE2E(t *testing.T) {
 			c := start(t)
 			e := c.expectError(t, http.StatusUnprocessableEntity, "POST", "/api/v1beta/events", body)
 			require.Equal(t, "invalid_argument", e.Code)
+			// detail is the notifications API's list of {loc, msg, type}.
+			list, ok := e.Detail.([]any)
+			require.True(t, ok, "detail %#v", e.Detail)
+			require.Len(t, list, 1)
+			loc := list[0].(map[string]any)["loc"].([]any)
+			require.Equal(t, []any{"body", "event"}, loc[:2], "loc %v", loc)
 		})
 	}
 
-	t.Run("event_type of exactly 255 chars is accepted", func(t *testing.T) {
+	t.Run("event_type of exactly 256 chars, and any allowed character first, is accepted", func(t *testing.T) {
 		t.Parallel()
 		c := start(t)
-		c.expect(t, http.StatusOK, "POST", "/api/v1beta/events",
-			map[string]any{"event": map[string]any{"event_type": strings.Repeat("e", 255)}})
+		for _, et := range []string{strings.Repeat("e", 256), ".first", "-first", "_first"} {
+			c.expect(t, http.StatusOK, "POST", "/api/v1beta/events",
+				map[string]any{"event": map[string]any{"event_type": et}})
+		}
 	})
 
 	t.Run("a 256 KiB message is accepted and delivered intact", func(t *testing.T) {
@@ -182,21 +190,36 @@ func TestPublishE2E(t *testing.T) {
 		}
 	})
 
-	t.Run("batch of 101 is 422 and publishes nothing", func(t *testing.T) {
+	t.Run("batch of 1,001 is 422 naming events and publishes nothing", func(t *testing.T) {
 		t.Parallel()
 		c := start(t)
 		id := c.create(t, nil)
-		c.expectError(t, http.StatusUnprocessableEntity, "POST", "/api/v1beta/events/batch",
-			map[string]any{"events": eventsOf("a.b", 101)})
+		e := c.expectError(t, http.StatusUnprocessableEntity, "POST", "/api/v1beta/events/batch",
+			map[string]any{"events": eventsOf("a.b", 1001)})
+		require.Equal(t, []any{map[string]any{"loc": []any{"body", "events"}, "msg": e.Message, "type": "value_error"}}, e.Detail)
 		require.Equal(t, http.StatusNoContent, c.pull(t, id).Status)
 	})
 
-	t.Run("batch of 100 is 200 and every event is published", func(t *testing.T) {
+	t.Run("batch of 1,000 is 200 and every event is published", func(t *testing.T) {
 		t.Parallel()
 		c := start(t)
 		id := c.create(t, nil)
-		c.publish(t, eventsOf("a.b", 100)...)
-		require.Len(t, c.drain(t, id), 100)
+		c.publish(t, eventsOf("a.b", 1000)...)
+		require.Len(t, c.drain(t, id), 1000)
+	})
+
+	t.Run("batch body over 5 MiB is 422", func(t *testing.T) {
+		t.Parallel()
+		c := start(t)
+		id := c.create(t, nil)
+		big := strings.Repeat("x", 200<<10)
+		events := make([]map[string]any, 26) // 26 × 200 KiB > 5 MiB
+		for i := range events {
+			events[i] = map[string]any{"event_type": "a.b", "message": map[string]any{"pad": big}}
+		}
+		e := c.expectError(t, http.StatusUnprocessableEntity, "POST", "/api/v1beta/events/batch", map[string]any{"events": events})
+		require.Contains(t, e.Message, "5242880 bytes")
+		require.Equal(t, http.StatusNoContent, c.pull(t, id).Status)
 	})
 
 	t.Run("batch mixing valid and invalid events fails only the invalid", func(t *testing.T) {

@@ -139,6 +139,10 @@ func TestPullResponsesE2E(t *testing.T) {
 		require.Equal(t, "resource_exhausted", e.Code)
 		require.NotNil(t, e.InFlight, "body %s", r.Body)
 		require.EqualValues(t, 1000, *e.InFlight)
+		require.NotEmpty(t, e.Message)
+		require.Equal(t, e.Message, e.Detail)
+		require.Equal(t, zeroSequence, e.Committed, "nothing committed yet")
+		require.Equal(t, cloudevent.FormatSequence(1000), e.Dispatched, "the last sequence handed out")
 		// The earliest lease expires in 60 s on the frozen clock.
 		require.Equal(t, "60", r.Header.Get("Retry-After"))
 
@@ -205,7 +209,7 @@ func TestLeasesE2E(t *testing.T) {
 		// The first worker's acknowledgement is now stale and commits nothing.
 		a := c.ack(t, id, first.LeaseID, first.Generation, "ok")
 		require.Equal(t, "stale", a.Status)
-		require.Nil(t, a.Committed)
+		require.Equal(t, zeroSequence, a.Committed)
 		// The original worker, pulling again, gets new work (its lease
 		// moved on), not the reclaimed one.
 		next := c.pullLease(t, id, "workerId", "w1", "limit", "5")
@@ -214,7 +218,7 @@ func TestLeasesE2E(t *testing.T) {
 
 		a = c.ack(t, id, again.LeaseID, again.Generation, "ok")
 		require.Equal(t, "committed", a.Status)
-		require.Equal(t, cloudevent.FormatSequence(5), seq(a.Committed))
+		require.Equal(t, cloudevent.FormatSequence(5), a.Committed)
 	})
 
 	t.Run("an expired lease is redelivered again and again", func(t *testing.T) {
@@ -241,7 +245,7 @@ func TestLeasesE2E(t *testing.T) {
 		l := c.pullLease(t, id, "workerId", "w1", "limit", "3")
 		a := c.ack(t, id, l.LeaseID, 0, "failed")
 		require.Equal(t, "requeued", a.Status)
-		require.Nil(t, a.Committed)
+		require.Equal(t, zeroSequence, a.Committed)
 		// failed again is still requeued.
 		require.Equal(t, "requeued", c.ack(t, id, l.LeaseID, 0, "failed").Status)
 
@@ -255,7 +259,7 @@ func TestLeasesE2E(t *testing.T) {
 		require.Equal(t, "stale", c.ack(t, id, l.LeaseID, 0, "ok").Status, "older generation")
 		a = c.ack(t, id, again.LeaseID, 1, "ok")
 		require.Equal(t, "committed", a.Status)
-		require.Equal(t, cloudevent.FormatSequence(3), seq(a.Committed))
+		require.Equal(t, cloudevent.FormatSequence(3), a.Committed)
 	})
 
 	t.Run("committed advances only over a contiguous run and never backward", func(t *testing.T) {
@@ -269,23 +273,23 @@ func TestLeasesE2E(t *testing.T) {
 
 		a := c.ack(t, id, l2.LeaseID, 0, "ok")
 		require.Equal(t, "committed", a.Status)
-		require.Nil(t, a.Committed, "lease 1 holds the cursor back")
+		require.Equal(t, zeroSequence, a.Committed, "lease 1 holds the cursor back")
 		a = c.ack(t, id, l3.LeaseID, 0, "ok")
 		require.Equal(t, "committed", a.Status)
-		require.Nil(t, a.Committed)
-		require.Nil(t, c.getDest(t, id).Committed)
+		require.Equal(t, zeroSequence, a.Committed)
+		require.Equal(t, zeroSequence, c.getDest(t, id).Committed)
 
 		a = c.ack(t, id, l1.LeaseID, 0, "ok")
 		require.Equal(t, "committed", a.Status)
 		last := l3.heads(t)[9].Sequence
 		require.Equal(t, cloudevent.FormatSequence(30), last)
-		require.Equal(t, last, seq(a.Committed), "the sequence of the last event of the run")
-		require.Equal(t, last, seq(c.getDest(t, id).Committed))
+		require.Equal(t, last, a.Committed, "the sequence of the last event of the run")
+		require.Equal(t, last, c.getDest(t, id).Committed)
 
 		// ok again: stale, cursor unchanged.
 		a = c.ack(t, id, l1.LeaseID, 0, "ok")
 		require.Equal(t, "stale", a.Status)
-		require.Equal(t, last, seq(a.Committed))
+		require.Equal(t, last, a.Committed)
 		// failed after commit: stale too; nothing is redelivered.
 		require.Equal(t, "stale", c.ack(t, id, l2.LeaseID, 0, "failed").Status)
 		require.Equal(t, http.StatusNoContent, c.pull(t, id).Status)
@@ -301,11 +305,11 @@ func TestLeasesE2E(t *testing.T) {
 		l2 := c.pullLease(t, id, "workerId", "w2", "limit", "2")
 		require.Equal(t, "requeued", c.ack(t, id, l1.LeaseID, 0, "failed").Status)
 		a := c.ack(t, id, l2.LeaseID, 0, "ok")
-		require.Nil(t, a.Committed)
+		require.Equal(t, zeroSequence, a.Committed)
 		re := c.pullLease(t, id, "workerId", "w3")
 		require.Equal(t, l1.LeaseID, re.LeaseID)
 		a = c.ack(t, id, re.LeaseID, re.Generation, "ok")
-		require.Equal(t, cloudevent.FormatSequence(4), seq(a.Committed))
+		require.Equal(t, cloudevent.FormatSequence(4), a.Committed)
 	})
 
 	t.Run("acknowledging works while paused", func(t *testing.T) {
@@ -317,7 +321,7 @@ func TestLeasesE2E(t *testing.T) {
 		c.expect(t, http.StatusOK, "POST", "/v1/event-destinations/"+id+"/pause", nil)
 		a := c.ack(t, id, l.LeaseID, l.Generation, "ok")
 		require.Equal(t, "committed", a.Status)
-		require.Equal(t, cloudevent.FormatSequence(2), seq(a.Committed))
+		require.Equal(t, cloudevent.FormatSequence(2), a.Committed)
 		require.Equal(t, http.StatusConflict, c.pull(t, id).Status)
 	})
 
@@ -327,7 +331,7 @@ func TestLeasesE2E(t *testing.T) {
 		id := c.create(t, nil)
 		a := c.ack(t, id, "no-such-lease", 0, "ok")
 		require.Equal(t, "stale", a.Status)
-		require.Nil(t, a.Committed)
+		require.Equal(t, zeroSequence, a.Committed)
 	})
 
 	t.Run("bad acknowledge bodies are 400", func(t *testing.T) {

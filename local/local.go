@@ -54,6 +54,9 @@ type Config struct {
 	// MaxLeaseBytes caps one lease's encoded events
 	// (HERALD_MAX_LEASE_BYTES; default 350,000).
 	MaxLeaseBytes int
+	// PublishTimeout bounds how long a publish waits for the broker
+	// (HERALD_PUBLISH_TIMEOUT; default 5s).
+	PublishTimeout time.Duration
 	// ReconnectGrace, QueueIdleWindow and DeliveryLimit are seed 002's
 	// queue lifetimes and redelivery budget (HERALD_RECONNECT_GRACE,
 	// default 20s; HERALD_QUEUE_IDLE_WINDOW, default 24h;
@@ -107,8 +110,8 @@ func ConfigFromEnv() Config {
 		Addr: c.Addr, DevToken: c.DevToken, TopicURL: c.TopicURL, StoreURL: c.StoreURL,
 		Source: c.Source, Tokens: c.Tokens, ReceiveWait: c.ReceiveWait, MaxLeaseBytes: c.MaxLeaseBytes,
 		ReconnectGrace: c.ReconnectGrace, QueueIdleWindow: c.QueueIdleWindow, DeliveryLimit: c.DeliveryLimit,
-		ClaimRetention: c.ClaimRetention,
-		SSEKeepAlive:   c.SSEKeepAlive, SSEAckDelay: c.SSEAckDelay, ReapInterval: c.ReapInterval,
+		ClaimRetention: c.ClaimRetention, PublishTimeout: c.PublishTimeout,
+		SSEKeepAlive: c.SSEKeepAlive, SSEAckDelay: c.SSEAckDelay, ReapInterval: c.ReapInterval,
 		QueueMessageTTL: c.QueueMessageTTL, QueueMaxLength: c.QueueMaxLength,
 		WSPingInterval:    c.WSPingInterval,
 		HTTP2PingInterval: c.HTTP2PingInterval,
@@ -160,8 +163,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		TopicURL: cfg.TopicURL, StoreURL: cfg.StoreURL, Source: cfg.Source,
 		ReceiveWait: cfg.ReceiveWait, MaxLeaseBytes: cfg.MaxLeaseBytes,
 		ReconnectGrace: cfg.ReconnectGrace, QueueIdleWindow: cfg.QueueIdleWindow, DeliveryLimit: cfg.DeliveryLimit,
-		ClaimRetention: cfg.ClaimRetention,
-		SSEKeepAlive:   cfg.SSEKeepAlive, SSEAckDelay: cfg.SSEAckDelay,
+		ClaimRetention: cfg.ClaimRetention, PublishTimeout: cfg.PublishTimeout,
+		SSEKeepAlive: cfg.SSEKeepAlive, SSEAckDelay: cfg.SSEAckDelay,
 		QueueMessageTTL: cfg.QueueMessageTTL, QueueMaxLength: cfg.QueueMaxLength,
 		WSPingInterval:    cfg.WSPingInterval,
 		HTTP2PingInterval: cfg.HTTP2PingInterval,
@@ -171,7 +174,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.Logger = a.Logger() // HERALD_LOG_LEVEL applied
-	// An in-process broker starts empty; a file-backed store does not.
+	// An in-process broker starts empty; a durable store (PostgreSQL) does not.
 	if strings.HasPrefix(cfg.TopicURL, "mem:") {
 		if n, err := a.Service().RestoreSubscriptions(ctx); err != nil {
 			_ = a.Close()
@@ -186,7 +189,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 // Handler returns the handler serving every endpoint.
 func (s *Server) Handler() http.Handler { return s.app.Handler() }
 
-// Close releases the broker and the store (saving a file-backed store).
+// Close releases the broker and the store.
 func (s *Server) Close() error {
 	return s.app.Close()
 }

@@ -5,26 +5,27 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldevents/herald/internal/emulators"
 	"github.com/heraldevents/herald/local"
 )
 
-// TestRestartWithFileStore restarts a local Herald whose store is a file
-// and whose broker is in memory: the consumer comes back, and so does its
-// subscription, so pulls answer 204 and then deliver new events instead of
-// 404.
-func TestRestartWithFileStore(t *testing.T) {
+// TestRestartWithDurableStore restarts a local Herald whose store is
+// PostgreSQL and whose broker is in memory: the consumer comes back, and so
+// does its subscription, so pulls answer 204 and then deliver new events
+// instead of 404. (The in-memory store keeps nothing across a restart; the
+// kill -9 tests in local/cmd/herald hold the durable one to a crash.)
+func TestRestartWithDurableStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cfg := local.Config{
 		DevToken: "restart-token-0123456789",
 		TopicURL: "mem://restart-" + strings.ReplaceAll(t.Name(), "/", "-"),
-		StoreURL: "mem://restart-" + strings.ReplaceAll(t.Name(), "/", "-") + "/key?filename=" + filepath.Join(t.TempDir(), "herald.db"),
+		StoreURL: emulators.PostgreSQL(t) + "?table=herald",
 	}
 	call := func(srv *httptest.Server, method, path, body string) (int, string) {
 		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))

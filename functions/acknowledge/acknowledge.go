@@ -2,19 +2,22 @@
 //
 //	POST /v1/event-destinations/{id}/acknowledge
 //	{"leaseId": "…", "generation": 0, "status": "ok" | "failed"}
-//	→ 200 {"status": "committed" | "requeued" | "stale", "committed": "<sequence>" | null}
+//	→ 200 {"status": "committed" | "requeued" | "stale", "committed": "<sequence>"}
 //
 // committed is the committed cursor after the call: the sequence of the last
-// event of the contiguous run of acknowledged batches, null before the first
-// commit. A body without leaseId, generation or a valid status is 400; an
-// unknown destination 404. Acknowledging works while the consumer is paused.
+// event of the contiguous run of acknowledged batches, and before the first
+// commit the zero position of the sequence format, "001.00000000000000000000"
+// (never null: the Occtoo .NET SDK requires a string). A body without
+// leaseId, generation or a valid status is 400, and so is a destination that
+// is not a durable consumer (a durable or non-durable queue); an unknown
+// destination is 404. Acknowledging works while the consumer is paused.
 package acknowledge
 
 import (
 	"net/http"
 
+	"github.com/heraldevents/herald/cloudevent"
 	"github.com/heraldevents/herald/delivery"
-	"github.com/heraldevents/herald/functions/destinations"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/leasestore"
@@ -31,8 +34,10 @@ type Request struct {
 
 // Response is the acknowledge answer.
 type Response struct {
-	Status    leasestore.Outcome `json:"status"`
-	Committed *string            `json:"committed"`
+	Status leasestore.Outcome `json:"status"`
+	// Committed is a sequence, "001.00000000000000000000" before the
+	// first commit.
+	Committed string `json:"committed"`
 }
 
 // Handler serves the acknowledge endpoint.
@@ -55,6 +60,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case req.LeaseID == "":
 		err = herr.New(herr.Malformed, "leaseId is required")
+	case delivery.CheckText("leaseId", req.LeaseID) != nil:
+		err = delivery.CheckText("leaseId", req.LeaseID)
+	case delivery.CheckText("the event destination id", r.PathValue("id")) != nil:
+		err = delivery.CheckText("the event destination id", r.PathValue("id"))
 	case req.Generation == nil || *req.Generation < 0:
 		err = herr.New(herr.Malformed, "generation is required and must not be negative")
 	case req.Status != leasestore.StatusOK && req.Status != leasestore.StatusFailed:
@@ -66,10 +75,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := h.Service.Acknowledge(r.Context(), p, leasestore.AckParams{
 		Consumer: r.PathValue("id"), LeaseID: req.LeaseID, Generation: *req.Generation, Status: req.Status,
+		Type: leasestore.TypeDurableConsumer,
 	})
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	httpx.WriteJSON(w, http.StatusOK, Response{Status: res.Outcome, Committed: destinations.Sequence(res.Committed)})
+	httpx.WriteJSON(w, http.StatusOK, Response{Status: res.Outcome, Committed: cloudevent.FormatSequence(res.Committed)})
 }

@@ -106,7 +106,7 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 	}
 	a.svc = delivery.New(delivery.Config{
 		Broker: a.broker, Store: store, Source: cfg.Source, ReceiveWait: cfg.ReceiveWait,
-		ClaimRetention: cfg.ClaimRetention,
+		ClaimRetention: cfg.ClaimRetention, PublishTimeout: cfg.PublishTimeout,
 		Streams: delivery.StreamConfig{
 			ReconnectGrace: cfg.ReconnectGrace, IdleWindow: cfg.QueueIdleWindow,
 			KeepAlive: cfg.SSEKeepAlive, AutoAckDelay: cfg.SSEAckDelay, SessionTTL: opts.SessionTTL,

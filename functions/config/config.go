@@ -92,6 +92,7 @@ const (
 	EnvSSEAckDelay     = "HERALD_SSE_ACK_DELAY"
 	EnvReapInterval    = "HERALD_REAP_INTERVAL"
 	EnvClaimRetention  = "HERALD_CLAIM_RETENTION"
+	EnvPublishTimeout  = "HERALD_PUBLISH_TIMEOUT"
 	EnvWSPollWait      = "HERALD_WS_POLL_WAIT"
 	EnvWSSessionTTL    = "HERALD_WS_SESSION_TTL"
 	EnvWSPingInterval  = "HERALD_WS_PING_INTERVAL"
@@ -140,6 +141,14 @@ const (
 	// MinClaimRetention and MaxClaimRetention bound HERALD_CLAIM_RETENTION.
 	MinClaimRetention = time.Hour
 	MaxClaimRetention = 8760 * time.Hour
+	// DefaultPublishTimeout bounds the broker's part of a publish:
+	// delivery.DefaultPublishTimeout, 5s.
+	DefaultPublishTimeout = delivery.DefaultPublishTimeout
+	// MinPublishTimeout and MaxPublishTimeout bound HERALD_PUBLISH_TIMEOUT;
+	// the maximum stays inside API Gateway's 29-second integration
+	// timeout, so the client gets success:false rather than a gateway 504.
+	MinPublishTimeout = 100 * time.Millisecond
+	MaxPublishTimeout = 25 * time.Second
 	// DefaultReapInterval is how often the local adapter runs the
 	// idle-queue reaper.
 	DefaultReapInterval = 5 * time.Second
@@ -250,10 +259,13 @@ var vars = []Var{
 		Meaning:  "broker URL (`mem://NAME?ackdeadline=60s`, or a cloud driver's URL); required in the cloud",
 		profiles: allProfiles, uses: usesBroker},
 	{Name: EnvStoreURL, LocalDefault: DefaultStoreURL, Unit: "URL", Deploy: true,
-		Meaning:  "lease store: a gocloud docstore collection URL keyed by `key`; `mem://herald/key?filename=/path/herald.db` keeps state across restarts; required in the cloud",
+		Meaning:  "lease store: a gocloud docstore collection URL keyed by `key` (`mem://herald/key` lives in memory only; `postgres://USER@HOST:5432/DB?table=herald` survives restarts and crashes and is shared by several Herald processes); required in the cloud",
 		profiles: allProfiles, uses: usesStore},
 	{Name: EnvSource, LocalDefault: DefaultSource, CloudDefault: DefaultSource, Deploy: true,
 		Meaning:  "CloudEvents `source` of published events",
+		profiles: allProfiles, uses: usesPub},
+	{Name: EnvPublishTimeout, LocalDefault: "5s", CloudDefault: "5s", Unit: "Go duration",
+		Meaning:  "how long a publish (or a whole batch) waits for the broker to accept its events; past it, or at once while the broker is known to be unreachable, the event answers success:false and can be retried (100ms–25s)",
 		profiles: allProfiles, uses: usesPub},
 	{Name: EnvReceiveWait, LocalDefault: "0s", CloudDefault: "0s", Unit: "Go duration", Deploy: true,
 		Meaning:  "how long a pull waits at the broker for new events before answering 204 (at most 20s)",
@@ -335,6 +347,10 @@ type Config struct {
 	Source        string
 	ReceiveWait   time.Duration
 	MaxLeaseBytes int
+	// PublishTimeout is HERALD_PUBLISH_TIMEOUT: how long a publish waits
+	// for the broker (DefaultPublishTimeout, 5s, when unset; 0 in a Config
+	// built by hand means the same).
+	PublishTimeout time.Duration
 	// ReconnectGrace, QueueIdleWindow and DeliveryLimit are seed 002's
 	// queue lifetimes and redelivery budget.
 	ReconnectGrace  time.Duration
@@ -484,6 +500,14 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 			fail(EnvReceiveWait, "%q is not a Go duration between 0s and %s", s, MaxReceiveWait)
 		} else {
 			c.ReceiveWait = d
+		}
+	}
+	if s := val(EnvPublishTimeout); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < MinPublishTimeout || d > MaxPublishTimeout {
+			fail(EnvPublishTimeout, "%q is not a Go duration between %s and %s", s, MinPublishTimeout, MaxPublishTimeout)
+		} else {
+			c.PublishTimeout = d
 		}
 	}
 	if s := val(EnvMaxLeaseBytes); s != "" {

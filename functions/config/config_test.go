@@ -82,14 +82,15 @@ func TestCloudRunAddress(t *testing.T) {
 func TestBadValuesNameTheVariable(t *testing.T) {
 	t.Parallel()
 	cases := map[string]string{
-		config.EnvFunction:      "publsh",
-		config.EnvReceiveWait:   "forever",
-		config.EnvMaxLeaseBytes: "10",
-		config.EnvTopicURL:      "no-scheme",
-		config.EnvStoreURL:      "::bad",
-		config.EnvTokens:        "{not json",
-		config.EnvTokensFile:    "/nonexistent/tokens.json",
-		config.EnvSource:        "has space",
+		config.EnvFunction:       "publsh",
+		config.EnvReceiveWait:    "forever",
+		config.EnvMaxLeaseBytes:  "10",
+		config.EnvTopicURL:       "no-scheme",
+		config.EnvStoreURL:       "::bad",
+		config.EnvTokens:         "{not json",
+		config.EnvTokensFile:     "/nonexistent/tokens.json",
+		config.EnvSource:         "has space",
+		config.EnvPublishTimeout: "soon",
 	}
 	for name, value := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -105,6 +106,29 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		config.EnvTopicURL: "mem://t", config.EnvStoreURL: "mem://s/key", config.EnvReceiveWait: "21s", config.EnvDevToken: longToken,
 	}))
 	require.ErrorContains(t, err, config.EnvReceiveWait)
+}
+
+// TestPublishTimeout: HERALD_PUBLISH_TIMEOUT is parsed within its bounds;
+// unset is the default, 5s.
+func TestPublishTimeout(t *testing.T) {
+	t.Parallel()
+	base := func(v string) map[string]string {
+		m := map[string]string{config.EnvTopicURL: "mem://t", config.EnvStoreURL: "mem://s/key", config.EnvDevToken: longToken}
+		if v != "" {
+			m[config.EnvPublishTimeout] = v
+		}
+		return m
+	}
+	c, err := config.Load(config.Lambda, env(base("")))
+	require.NoError(t, err)
+	require.Equal(t, config.DefaultPublishTimeout, c.PublishTimeout)
+	c, err = config.Load(config.Lambda, env(base("750ms")))
+	require.NoError(t, err)
+	require.Equal(t, 750*time.Millisecond, c.PublishTimeout)
+	for _, bad := range []string{"50ms", "26s", "-1s"} {
+		_, err = config.Load(config.Lambda, env(base(bad)))
+		require.ErrorContains(t, err, config.EnvPublishTimeout+":", bad)
+	}
 }
 
 func TestTokens(t *testing.T) {
@@ -189,6 +213,7 @@ func TestReadBy(t *testing.T) {
 	pub := names(config.Lambda, router.Publish)
 	require.Contains(t, pub, config.EnvTopicURL)
 	require.Contains(t, pub, config.EnvSource)
+	require.Contains(t, pub, config.EnvPublishTimeout)
 	require.Contains(t, pub, config.EnvStoreURL, "the claim-check stores big events")
 	require.NotContains(t, pub, config.EnvPort)
 	ack := names(config.Lambda, router.Acknowledge)

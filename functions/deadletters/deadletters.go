@@ -26,6 +26,7 @@
 package deadletters
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -150,6 +151,10 @@ func (h *Handler) Act(w http.ResponseWriter, r *http.Request) {
 	}
 	reqs := make([]delivery.DeadLetterRequest, len(req.Actions))
 	for i, a := range req.Actions {
+		if err := delivery.CheckText(fmt.Sprintf("actions[%d].id", i), a.ID); err != nil {
+			httpx.WriteError(w, r, err)
+			return
+		}
 		act, err := delivery.ParseDeadLetterAction(a.Action)
 		if err != nil {
 			httpx.WriteError(w, r, herr.New(herr.InvalidArgument, "actions[%d].action must be REPLAY, DISCARD or LEAVE", i))

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/cloudevent"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
@@ -31,9 +32,10 @@ type Destination struct {
 	FilterGroups filter.Groups `json:"filter_groups"`
 	Paused       bool          `json:"paused"`
 	CreatedAt    time.Time     `json:"created_at"`
-	// Committed is the sequence of the committed cursor; null before the
-	// first commit.
-	Committed *string `json:"committed"`
+	// Committed is the sequence of the committed cursor; before the first
+	// commit the zero position, "001.00000000000000000000", as in the
+	// acknowledge answer.
+	Committed string `json:"committed"`
 	// InFlight counts events leased and not acknowledged.
 	InFlight int64 `json:"in_flight"`
 	// Requeued counts the in-flight events waiting for redelivery (failed,
@@ -52,18 +54,9 @@ func FromConsumer(c *leasestore.Consumer) Destination {
 	}
 	return Destination{
 		ID: c.ID, Type: c.Type, FilterGroups: gs, Paused: c.Paused,
-		CreatedAt: c.CreatedAt.UTC(), Committed: Sequence(c.Committed), InFlight: c.InFlight,
+		CreatedAt: c.CreatedAt.UTC(), Committed: cloudevent.FormatSequence(c.Committed), InFlight: c.InFlight,
 		Requeued: c.Requeued, LiveSessions: c.LiveSessions,
 	}
-}
-
-// Sequence formats a cursor position, nil for 0 (nothing committed).
-func Sequence(pos int64) *string {
-	if pos == 0 {
-		return nil
-	}
-	s := cloudevent.FormatSequence(pos)
-	return &s
 }
 
 // Handler serves the endpoints above.
@@ -116,7 +109,7 @@ func (h *Handler) List(w http.ResponseWriter, r *http.Request) {
 
 // Get serves GET /v1/event-destinations/{id}.
 func (h *Handler) Get(w http.ResponseWriter, r *http.Request) {
-	p, err := httpx.Principal(r)
+	p, err := principalAndID(r)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -131,7 +124,7 @@ func (h *Handler) Get(w http.ResponseWriter, r *http.Request) {
 
 // Delete serves DELETE /v1/event-destinations/{id}.
 func (h *Handler) Delete(w http.ResponseWriter, r *http.Request) {
-	p, err := httpx.Principal(r)
+	p, err := principalAndID(r)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -150,7 +143,7 @@ func (h *Handler) Pause(w http.ResponseWriter, r *http.Request) { h.setPaused(w,
 func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) { h.setPaused(w, r, false) }
 
 func (h *Handler) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
-	p, err := httpx.Principal(r)
+	p, err := principalAndID(r)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -161,4 +154,15 @@ func (h *Handler) setPaused(w http.ResponseWriter, r *http.Request, paused bool)
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, FromConsumer(c))
+}
+
+// principalAndID returns r's principal after checking the {id} of its
+// path (delivery.CheckText: a %00 or %1B in a path is a client's mistake,
+// not a destination to look up).
+func principalAndID(r *http.Request) (*auth.Principal, error) {
+	p, err := httpx.Principal(r)
+	if err != nil {
+		return nil, err
+	}
+	return p, delivery.CheckText("the event destination id", r.PathValue("id"))
 }

@@ -2,7 +2,6 @@ package grpcapi
 
 import (
 	"net/http"
-	"strings"
 
 	"connectrpc.com/connect"
 
@@ -28,9 +27,15 @@ var errorWriter = connect.NewErrorWriter()
 // decode a message of up to the read limit.
 func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := bearer(r.Header.Values("Authorization"))
-		if !ok {
-			reject(w, r, herr.New(herr.Unauthenticated, "authorization metadata \"Bearer <token>\" is required"))
+		// gRPC has no 400 for a bad header: two values or a token that
+		// is no token are UNAUTHENTICATED, with the REST rule's reason.
+		token, err := httpx.BearerToken(r.Header.Values("Authorization"))
+		if err != nil {
+			msg := "authorization metadata \"Bearer <token>\" is required"
+			if herr.CodeOf(err) == herr.Malformed {
+				msg = herr.MessageOf(err)
+			}
+			reject(w, r, herr.New(herr.Unauthenticated, "%s", msg))
 			return
 		}
 		p, err := a.Authenticate(r.Context(), token)
@@ -51,19 +56,4 @@ func reject(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	_ = errorWriter.Write(w, r, Error(r.Context(), r.URL.Path, err))
-}
-
-// bearer returns the token of the one `authorization: Bearer <token>`
-// value. More than one value is refused: which one a proxy or a client
-// library honours is not defined.
-func bearer(values []string) (string, bool) {
-	if len(values) != 1 {
-		return "", false
-	}
-	scheme, token, ok := strings.Cut(values[0], " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
 }

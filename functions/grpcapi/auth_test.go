@@ -122,5 +122,5 @@ func TestAuthenticateNonRPC(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("PUT", "/"+publisher+"/PublishEvent", nil))
 	require.Equal(t, http.StatusUnauthorized, rec.Code)
 	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
-	require.JSONEq(t, `{"code":"unauthenticated","message":"authorization metadata \"Bearer <token>\" is required"}`, rec.Body.String())
+	require.JSONEq(t, `{"code":"unauthenticated","message":"authorization metadata \"Bearer <token>\" is required","detail":"authorization metadata \"Bearer <token>\" is required"}`, rec.Body.String())
 }

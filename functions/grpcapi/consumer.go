@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -395,7 +396,15 @@ func deliver(ctx context.Context, procedure string, st *delivery.Stream, send fu
 		for _, d := range ds {
 			ev, err := toConsumerEvent(d.Event)
 			if err != nil {
-				return Error(ctx, procedure, err)
+				// Defence in depth (delivery screens poison events before
+				// any transport sees them): hand it back, so that the
+				// delivery limit dead-letters it, rather than end every
+				// stream that is sent it.
+				slog.ErrorContext(ctx, "an event gRPC cannot encode was handed back", "procedure", procedure, "delivery_count", d.DeliveryCount, "err", err)
+				if _, err := st.Nack(context.WithoutCancel(ctx), d.Tag); err != nil && ctx.Err() == nil {
+					return Error(ctx, procedure, err)
+				}
+				continue
 			}
 			if err := send(d, ev); err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
+	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx"
 )
 
@@ -117,8 +118,8 @@ func TestPublishEventInvalid(t *testing.T) {
 	}{
 		"no event":        {nil, "event is required"},
 		"no type":         {&pb.Event{}, "event_type is required"},
-		"bad type":        {&pb.Event{EventType: ".leading-dot"}, "event_type must be"},
-		"long type":       {&pb.Event{EventType: strings.Repeat("a", 256)}, "event_type must be"},
+		"bad type":        {&pb.Event{EventType: "a:b"}, "event_type must be"},
+		"long type":       {&pb.Event{EventType: strings.Repeat("a", 257)}, "event_type must be"},
 		"NaN":             {&pb.Event{EventType: "a", Message: &structpb.Struct{Fields: map[string]*structpb.Value{"x": structpb.NewNumberValue(math.NaN())}}}, "numbers must be finite"},
 		"value no kind":   {&pb.Event{EventType: "a", Message: noKind}, "message must be a JSON object"},
 		"bad nanos":       {&pb.Event{EventType: "a", OccurredAt: &timestamppb.Timestamp{Seconds: 1, Nanos: 2_000_000_000}}, "occurred_at must be a valid timestamp"},
@@ -249,18 +250,42 @@ func TestBatchPublishEventsSize(t *testing.T) {
 	_, err := b.client().BatchPublishEvents(context.Background(), request(&pb.BatchPublishEventsRequest{}, allToken))
 	requireCode(t, err, connect.CodeInvalidArgument, "events must hold at least one event")
 
-	events := make([]*pb.Event, 101)
+	events := make([]*pb.Event, 1001)
 	for i := range events {
 		events[i] = &pb.Event{EventType: "a"}
 	}
 	_, err = b.client().BatchPublishEvents(context.Background(), request(&pb.BatchPublishEventsRequest{Events: events}, allToken))
-	requireCode(t, err, connect.CodeInvalidArgument, "events holds 101 events; a batch holds at most 100")
+	requireCode(t, err, connect.CodeInvalidArgument, "events holds 1001 events; a batch holds at most 1000")
 
-	res, err := b.client().BatchPublishEvents(context.Background(), request(&pb.BatchPublishEventsRequest{Events: events[:100]}, allToken))
+	res, err := b.client().BatchPublishEvents(context.Background(), request(&pb.BatchPublishEventsRequest{Events: events[:1000]}, allToken))
 	require.NoError(t, err)
-	require.Len(t, res.Msg.GetResults(), 100)
+	require.Len(t, res.Msg.GetResults(), 1000)
 	for i, r := range res.Msg.GetResults() {
 		require.True(t, r.GetSuccess(), "event %d: %s", i, r.GetFailureReason())
 	}
-	require.Len(t, b.received(t, 100), 100)
+	require.Len(t, b.received(t, 1000), 1000)
+}
+
+// hangingSend is a broker that never answers a Send: it returns only when
+// the context ends, as a driver does against a black-holed server.
+type hangingSend struct{ pubsubx.Broker }
+
+func (hangingSend) Send(ctx context.Context, _ *pubsubx.Message) error {
+	<-ctx.Done()
+	return herr.Wrap(herr.DeadlineExceeded, ctx.Err(), "no answer from broker-7.internal")
+}
+
+// TestPublishEventBrokerHangs: a broker that never answers costs a gRPC
+// publish the publish timeout, then an OK answer with success false (the
+// client's call has no deadline of its own, and a hung broker used to hold
+// it for as long as the driver's dials took).
+func TestPublishEventBrokerHangs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(real pubsubx.Broker) pubsubx.Broker { return hangingSend{real} })
+	res, err := b.client().PublishEvent(context.Background(), request(&pb.PublishEventRequest{
+		Event: &pb.Event{EventType: "a"},
+	}, allToken))
+	require.NoError(t, err)
+	require.False(t, res.Msg.GetResult().GetSuccess())
+	require.Equal(t, "Unable to publish to the message broker", res.Msg.GetResult().GetFailureReason())
 }

@@ -4,7 +4,9 @@
 //     with NVIDIA Omniverse's, "Service Health"): 200 with
 //     {"status":"ok","version":"v0.4.0"} while the process serves
 //     requests. It touches no dependency, so a broker outage never makes a
-//     platform restart healthy instances.
+//     platform restart healthy instances. GET /api/v1beta/health, the
+//     path of the notifications API's published OpenAPI documents, answers
+//     the same.
 //   - GET /health/ready, the readiness check: 200 when every dependency the
 //     process's function uses (the broker, the lease store) answered within
 //     a bounded time, else 503 naming the dependencies that did not
@@ -39,7 +41,7 @@ const (
 	ReadyPath = "/health/ready"
 )
 
-// Handler serves GET /health.
+// Handler serves both health paths.
 type Handler struct{}
 
 // liveBody is GET /health's answer.

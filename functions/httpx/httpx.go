@@ -4,7 +4,19 @@
 //
 // Error bodies have one shape:
 //
-//	{"code": "invalid_argument", "message": "event_type is required"}
+//	{"code": "invalid_argument", "message": "event_type is required",
+//	 "detail": "event_type is required"}
+//
+// detail repeats the message (cut to 1,024 characters) because the clients
+// of both APIs read it there: the notifications API's ErrorResponse
+// requires it, and the Occtoo .NET SDK reads RFC 9457 problem details. A
+// 422 on the notifications API (paths under /api/) instead carries detail
+// as that API's HTTPValidationError list, one {loc, msg, type} naming the
+// offending field (herr.Error.Field; ["body"] when no field is named):
+//
+//	{"code": "invalid_argument", "message": "event_type is required",
+//	 "detail": [{"loc": ["body", "event", "event_type"],
+//	             "msg": "event_type is required", "type": "value_error"}]}
 //
 // The message is caller-safe (see package herr): never a token, never a raw
 // backend error.
@@ -17,13 +29,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 
 	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/cloudevent"
 	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/strictjson"
 	"github.com/heraldevents/herald/leasestore"
 )
 
@@ -61,8 +74,74 @@ func Status(c herr.Code) int {
 type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
-	// InFlight is set on 429 from a pull: events leased and unacknowledged.
-	InFlight *int64 `json:"in_flight,omitempty"`
+	// Detail is a string or a []FieldProblem; nil is written as Message,
+	// cut to MaxDetailLength characters (see the package doc).
+	Detail any `json:"detail"`
+	// InFlight, Committed and Dispatched are set on 429 from a pull:
+	// events leased and unacknowledged, the committed cursor and the last
+	// sequence handed out (the zero sequence before the first of each).
+	InFlight   *int64  `json:"in_flight,omitempty"`
+	Committed  *string `json:"committed,omitempty"`
+	Dispatched *string `json:"dispatched,omitempty"`
+}
+
+// MarshalJSON fills a nil Detail from Message.
+func (b ErrorBody) MarshalJSON() ([]byte, error) {
+	type plain ErrorBody // without this method
+	if b.Detail == nil {
+		b.Detail = truncate(b.Message, MaxDetailLength)
+	}
+	return json.Marshal(plain(b))
+}
+
+// FieldProblem is one entry of a 422's detail list on the notifications
+// API: its ValidationError, as FastAPI writes it.
+type FieldProblem struct {
+	// Loc is the field's path: member names and array indices from the
+	// request's root ("body", "query").
+	Loc []any `json:"loc"`
+	// Msg is the caller-safe message, at most MaxDetailLength characters.
+	Msg string `json:"msg"`
+	// Type classifies the problem: "missing" for an absent required
+	// field, else "value_error".
+	Type string `json:"type"`
+}
+
+// MaxDetailLength is the notifications API's cap on detail and msg, in
+// characters.
+const MaxDetailLength = 1024
+
+// notificationsPrefix starts every path of the notifications API
+// (compatible with NVIDIA Omniverse's); the durable-consumer API's are
+// under /v1/.
+const notificationsPrefix = "/api/"
+
+// truncate cuts s to at most n characters, on a character boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
+}
+
+// fieldProblems is the 422 detail list of err.
+func fieldProblems(err error, msg string) []FieldProblem {
+	loc := herr.FieldOf(err)
+	if len(loc) == 0 {
+		loc = []any{"body"}
+	}
+	kind := "value_error"
+	if strings.HasSuffix(msg, " is required") {
+		kind = "missing"
+	}
+	return []FieldProblem{{Loc: loc, Msg: truncate(msg, MaxDetailLength), Type: kind}}
 }
 
 // WriteError writes err as a JSON error response. Unexpected errors are
@@ -71,10 +150,14 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	code := herr.CodeOf(err)
 	status := Status(code)
 	body := ErrorBody{Code: code.String(), Message: herr.MessageOf(err)}
+	if status == http.StatusUnprocessableEntity && strings.HasPrefix(r.URL.Path, notificationsPrefix) {
+		body.Detail = fieldProblems(err, body.Message)
+	}
 	var full *leasestore.WindowFullError
 	if errors.As(err, &full) {
 		n := full.InFlight
-		body.InFlight = &n
+		committed, dispatched := cloudevent.FormatSequence(full.Committed), cloudevent.FormatSequence(full.Dispatched)
+		body.InFlight, body.Committed, body.Dispatched = &n, &committed, &dispatched
 		secs := int((full.RetryAfter + 999_999_999) / 1_000_000_000)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 	}
@@ -90,7 +173,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		// http.Error would label this body text/plain; keep the one error
 		// shape, content type included.
-		WriteRawJSON(w, http.StatusInternalServerError, []byte(`{"code":"internal","message":"internal error"}`))
+		WriteRawJSON(w, http.StatusInternalServerError, []byte(`{"code":"internal","message":"internal error","detail":"internal error"}`))
 		return
 	}
 	WriteRawJSON(w, status, b)
@@ -132,71 +215,33 @@ func ReadBody(r *http.Request, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// DecodeJSON reads and decodes a JSON body into v. Bad JSON (or JSON of the
-// wrong shape) is herr.Malformed.
-func DecodeJSON(r *http.Request, limit int64, v any) error {
+// DecodeJSON reads and decodes a JSON body into v by the strict rules of
+// package internal/strictjson: member names match exactly, an unknown or
+// repeated member is herr.Malformed (HTTP 400) naming it (`unknown field
+// "delay"`), bad JSON or JSON of the wrong shape is herr.Malformed, and
+// invalid UTF-8 is herr.InvalidArgument (422). opts relax a rule (see
+// strictjson.LenientUTF8).
+func DecodeJSON(r *http.Request, limit int64, v any, opts ...strictjson.Option) error {
 	b, err := ReadBody(r, limit)
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(b, v); err != nil {
-		// A field type's own decoder (filter.Type, say) may reject a value
-		// with a coded, caller-safe error: pass it on as it is.
-		var coded *herr.Error
-		if errors.As(err, &coded) {
-			return coded
-		}
-		return herr.Wrap(herr.Malformed, err, "request body is not valid JSON of the expected shape: "+jsonProblem(err))
-	}
-	return nil
-}
-
-// jsonProblem describes a decoding error without quoting the input.
-func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return "syntax error at byte " + strconv.FormatInt(se.Offset, 10)
-	case errors.As(err, &te):
-		field := te.Field
-		if field == "" {
-			field = "(root)"
-		}
-		return field + " must be " + jsonKind(te.Type.Kind())
-	default:
-		return "invalid JSON"
-	}
-}
-
-// jsonKind names the JSON value a Go kind decodes from, so messages speak
-// JSON rather than Go type names.
-func jsonKind(k reflect.Kind) string {
-	switch k {
-	case reflect.Struct, reflect.Map:
-		return "a JSON object"
-	case reflect.Slice, reflect.Array:
-		return "a JSON array"
-	case reflect.String:
-		return "a JSON string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a JSON integer"
-	case reflect.Float32, reflect.Float64:
-		return "a JSON number"
-	default:
-		return "a different JSON value"
-	}
+	return strictjson.Unmarshal(b, v, opts...)
 }
 
 // Authenticate wraps next so that it runs only for requests with a valid
-// bearer token, with the principal in the request context. Others get 401.
+// bearer token, with the principal in the request context. Others get 401;
+// a request with two Authorization headers, or a token with a control
+// character, gets 400 (see BearerToken).
 func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := bearer(r.Header.Get("Authorization"))
-		if !ok {
+		token, err := BearerToken(r.Header.Values("Authorization"))
+		if err != nil {
+			if herr.CodeOf(err) == herr.Malformed {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_request"`)
+				WriteError(w, r, err)
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
 			msg := "an Authorization: Bearer <token> header is required"
 			if queryTokenAllowed(r.Context()) {
@@ -216,13 +261,34 @@ func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
 	})
 }
 
-func bearer(h string) (string, bool) {
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
+// BearerToken returns the token of the one `Authorization: Bearer <token>`
+// header among values (all the request's Authorization headers; the
+// scheme is case-insensitive, RFC 9110 §11.1). Errors, never quoting the
+// header: herr.Unauthenticated when there is none or it is not a bearer
+// token; herr.Malformed (HTTP 400, RFC 6750 §3.1 invalid_request) for
+// more than one header — which one a proxy or a client library honours is
+// not defined — and for a token that is not visible ASCII (RFC 6750's
+// b64token is a subset of it: a control character, a space or a byte past
+// 0x7E is no token).
+func BearerToken(values []string) (string, error) {
+	switch len(values) {
+	case 0:
+		return "", herr.New(herr.Unauthenticated, "an Authorization: Bearer <token> header is required")
+	case 1:
+	default:
+		return "", herr.New(herr.Malformed, "send one Authorization header, not %d", len(values))
 	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
+	scheme, token, ok := strings.Cut(values[0], " ")
+	token = strings.Trim(token, " \t")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", herr.New(herr.Unauthenticated, "an Authorization: Bearer <token> header is required")
+	}
+	for i := 0; i < len(token); i++ {
+		if token[i] < 0x21 || token[i] > 0x7e {
+			return "", herr.New(herr.Malformed, "the bearer token must be visible ASCII characters (0x21-0x7E)")
+		}
+	}
+	return token, nil
 }
 
 // Principal returns the authenticated principal of r. Handlers behind

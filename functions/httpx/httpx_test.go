@@ -93,8 +93,53 @@ func TestWriteError(t *testing.T) {
 	rec = httptest.NewRecorder()
 	httpx.WriteError(rec, req, herr.New(herr.InvalidArgument, "event_type is required"))
 	require.Equal(t, 422, rec.Code)
-	require.Equal(t, httpx.ErrorBody{Code: "invalid_argument", Message: "event_type is required"}, decodeError(t, rec))
+	require.Equal(t, httpx.ErrorBody{Code: "invalid_argument", Message: "event_type is required", Detail: "event_type is required"}, decodeError(t, rec))
 	require.NotContains(t, rec.Body.String(), "in_flight", "omitted unless set")
+	require.NotContains(t, rec.Body.String(), "committed", "omitted unless set")
+}
+
+// TestWriteErrorDetail checks detail: the message as a string beside code
+// and message, cut to 1,024 characters; on a 422 of the notifications API
+// the HTTPValidationError list naming the field.
+func TestWriteErrorDetail(t *testing.T) {
+	t.Parallel()
+	raw := func(rec *httptest.ResponseRecorder) map[string]any {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &m), "%s", rec.Body)
+		return m
+	}
+
+	rec := httptest.NewRecorder()
+	httpx.WriteError(rec, httptest.NewRequest("GET", "/api/v1beta/events", nil), herr.New(herr.NotFound, "no such queue"))
+	require.Equal(t, "no such queue", raw(rec)["detail"])
+
+	long := strings.Repeat("é", 1500)
+	rec = httptest.NewRecorder()
+	httpx.WriteError(rec, httptest.NewRequest("GET", "/v1/x", nil), herr.New(herr.Malformed, "%s", long))
+	require.Equal(t, strings.Repeat("é", 1024), raw(rec)["detail"], "cut on a character boundary")
+	require.Equal(t, long, raw(rec)["message"], "message is whole")
+
+	// A 422 on the durable-consumer API keeps the string.
+	rec = httptest.NewRecorder()
+	httpx.WriteError(rec, httptest.NewRequest("POST", "/v1/event-destinations/x/acknowledge", nil), herr.New(herr.InvalidArgument, "request body is larger than 5 bytes"))
+	require.Equal(t, 422, rec.Code)
+	require.Equal(t, "request body is larger than 5 bytes", raw(rec)["detail"])
+
+	// On the notifications API it is a list naming the field.
+	rec = httptest.NewRecorder()
+	err := herr.InField(herr.InField(herr.New(herr.InvalidArgument, "event_type is required"), "event_type"), "body", "events", 3)
+	httpx.WriteError(rec, httptest.NewRequest("POST", "/api/v1beta/events/batch", nil), err)
+	require.Equal(t, 422, rec.Code)
+	m := raw(rec)
+	require.Equal(t, "event_type is required", m["message"])
+	require.Equal(t, []any{map[string]any{
+		"loc": []any{"body", "events", 3.0, "event_type"}, "msg": "event_type is required", "type": "missing",
+	}}, m["detail"])
+
+	// Without a named field the location is the body.
+	rec = httptest.NewRecorder()
+	httpx.WriteError(rec, httptest.NewRequest("POST", "/api/v1beta/queues/durable", nil), herr.New(herr.InvalidArgument, "bad queue"))
+	require.Equal(t, []any{map[string]any{"loc": []any{"body"}, "msg": "bad queue", "type": "value_error"}}, raw(rec)["detail"])
 }
 
 // TestWriteErrorWindowFull checks the 429 of a full in-flight window.
@@ -109,13 +154,16 @@ func TestWriteErrorWindowFull(t *testing.T) {
 		{0, "1"},                       // at least one second
 	} {
 		rec := httptest.NewRecorder()
-		httpx.WriteError(rec, httptest.NewRequest("POST", "/pull", nil), &leasestore.WindowFullError{InFlight: 1000, RetryAfter: tc.after})
+		httpx.WriteError(rec, httptest.NewRequest("POST", "/pull", nil), &leasestore.WindowFullError{InFlight: 1000, RetryAfter: tc.after, Committed: 0, Dispatched: 1000})
 		require.Equal(t, http.StatusTooManyRequests, rec.Code)
 		require.Equal(t, tc.want, rec.Header().Get("Retry-After"), "retry after %v", tc.after)
 		b := decodeError(t, rec)
 		require.Equal(t, "resource_exhausted", b.Code)
 		require.NotNil(t, b.InFlight)
 		require.EqualValues(t, 1000, *b.InFlight)
+		require.NotEmpty(t, b.Message)
+		require.Equal(t, "001.00000000000000000000", *b.Committed, "the zero position before the first commit")
+		require.Equal(t, "001.00000000000000001000", *b.Dispatched)
 	}
 }
 
@@ -255,4 +303,67 @@ func TestWriteJSON(t *testing.T) {
 	require.Equal(t, http.StatusInternalServerError, rec.Code, "an unencodable value is a 500, not a panic")
 	require.Equal(t, "application/json", rec.Header().Get("Content-Type"), "and still the JSON error shape")
 	require.Equal(t, "internal", decodeError(t, rec).Code)
+}
+
+func TestBearerToken(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		values []string
+		token  string
+		code   herr.Code
+	}{
+		{[]string{"Bearer abc"}, "abc", herr.Unknown},
+		{[]string{"bearer  abc "}, "abc", herr.Unknown},
+		{nil, "", herr.Unauthenticated},
+		{[]string{"Basic abc"}, "", herr.Unauthenticated},
+		{[]string{"Bearer "}, "", herr.Unauthenticated},
+		{[]string{"Bearer abc", "Bearer abc"}, "", herr.Malformed},
+		{[]string{"Bearer a\x00b"}, "", herr.Malformed},
+		{[]string{"Bearer a b"}, "", herr.Malformed},
+		{[]string{"Bearer a\u00e9"}, "", herr.Malformed},
+	} {
+		token, err := httpx.BearerToken(c.values)
+		if c.code == herr.Unknown {
+			require.NoError(t, err, "%q", c.values)
+			require.Equal(t, c.token, token)
+			continue
+		}
+		require.Equal(t, c.code, herr.CodeOf(err), "%q", c.values)
+		require.NotContains(t, herr.MessageOf(err), "a\x00b")
+	}
+}
+
+// TestAuthenticateTwoHeaders: two Authorization headers are a 400, not a
+// guess at which one counts.
+func TestAuthenticateTwoHeaders(t *testing.T) {
+	t.Parallel()
+	h := httpx.Authenticate(auth.StaticTokens{"tok-0123456789": {ID: "a"}}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Add("Authorization", "Bearer tok-0123456789")
+	r.Header.Add("Authorization", "Bearer other")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	require.Equal(t, http.StatusBadRequest, w.Code)
+	require.Contains(t, w.Body.String(), "one Authorization header")
+}
+
+// FuzzBearerToken: any header value yields a visible-ASCII token or a
+// coded error that does not quote it.
+func FuzzBearerToken(f *testing.F) {
+	for _, s := range []string{"Bearer abc", "bearer\tabc", "Bearer \x00", "Basic x", "Bearer  a b ", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		token, err := httpx.BearerToken([]string{v})
+		if err != nil {
+			require.Contains(t, []herr.Code{herr.Unauthenticated, herr.Malformed}, herr.CodeOf(err))
+			return
+		}
+		require.NotEmpty(t, token)
+		for i := 0; i < len(token); i++ {
+			require.True(t, token[i] > 0x20 && token[i] < 0x7f, "%q", token)
+		}
+	})
 }

@@ -5,8 +5,10 @@
 //
 // Status codes: 400 for a body that is not JSON of the documented shape,
 // 401/403 for auth, 422 for a well-formed single event that breaks a rule
-// (or an empty or over-long batch), 200 otherwise. A broker failure is a
-// 200 with success:false and a failure_reason: the event was not published.
+// (or an empty or over-long batch: 1–1,000 events in at most MaxBatchBody
+// bytes), 200 otherwise. A 422 names the offending field (herr.InField).
+// A broker failure is a 200 with success:false and a failure_reason: the
+// event was not published.
 // In a batch every event has its own result; an invalid event fails alone.
 package publish
 
@@ -18,13 +20,18 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/strictjson"
 )
 
 // Body size caps. An event's message may be 256 KiB (delivery.MaxMessageBytes);
-// the caps leave room for the rest of the JSON around it.
+// the single cap leaves room for the rest of the JSON around it.
 const (
 	maxSingleBody = delivery.MaxMessageBytes + 64<<10
-	maxBatchBody  = delivery.MaxBatchEvents * maxSingleBody
+	// MaxBatchBody caps a batch's body at 5 MiB: the answer echoes every
+	// event, and both must fit the 6 MB payload of an AWS Lambda
+	// invocation. A batch of 1,000 (delivery.MaxBatchEvents) events thus
+	// averages at most about 5 KiB an event.
+	MaxBatchBody = 5 << 20
 )
 
 // WireEvent is the REST shape of an event.
@@ -62,7 +69,7 @@ func (w *WireEvent) toEvent() (delivery.Event, error) {
 		// CloudEvent time would not be RFC 3339 (gRPC's Timestamp has the
 		// same range).
 		if y := t.UTC().Year(); err != nil || y < 1 || y > 9999 {
-			return e, herr.New(herr.InvalidArgument, "occurred_at must be an RFC 3339 timestamp from 0001-01-01 to 9999-12-31, such as 2024-10-16T14:30:00Z")
+			return e, herr.InField(herr.New(herr.InvalidArgument, "occurred_at must be an RFC 3339 timestamp from 0001-01-01 to 9999-12-31, such as 2024-10-16T14:30:00Z"), "occurred_at")
 		}
 		e.OccurredAt = t
 	}
@@ -102,12 +109,12 @@ func (h *Handler) Single(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Event == nil {
-		httpx.WriteError(w, r, herr.New(herr.InvalidArgument, "event is required"))
+		httpx.WriteError(w, r, herr.InField(herr.New(herr.InvalidArgument, "event is required"), "body", "event"))
 		return
 	}
 	e, err := req.Event.toEvent()
 	if err != nil {
-		httpx.WriteError(w, r, err)
+		httpx.WriteError(w, r, herr.InField(err, "body", "event"))
 		return
 	}
 	res := Result{Event: echo(req.Event, e)}
@@ -137,16 +144,17 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Events []json.RawMessage `json:"events"`
 	}
-	if err := httpx.DecodeJSON(r, maxBatchBody, &req); err != nil {
+	// Invalid UTF-8 in one event fails that event alone (below).
+	if err := httpx.DecodeJSON(r, MaxBatchBody, &req, strictjson.LenientUTF8); err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
 	switch n := len(req.Events); {
 	case n == 0:
-		httpx.WriteError(w, r, herr.New(herr.InvalidArgument, "events must hold at least one event"))
+		httpx.WriteError(w, r, herr.InField(herr.New(herr.InvalidArgument, "events must hold at least one event"), "body", "events"))
 		return
 	case n > delivery.MaxBatchEvents:
-		httpx.WriteError(w, r, herr.New(herr.InvalidArgument, "events holds %d events; a batch holds at most %d", n, delivery.MaxBatchEvents))
+		httpx.WriteError(w, r, herr.InField(herr.New(herr.InvalidArgument, "events holds %d events; a batch holds at most %d", n, delivery.MaxBatchEvents), "body", "events"))
 		return
 	}
 	results := make([]Result, len(req.Events))
@@ -154,8 +162,8 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 	index := make([]int, 0, len(req.Events)) // events[k] is request event index[k]
 	for i, raw := range req.Events {
 		var we WireEvent
-		if err := json.Unmarshal(raw, &we); err != nil {
-			results[i] = Result{Event: &we, FailureReason: "event is not a JSON object of the documented shape"}
+		if err := strictjson.Unmarshal(raw, &we); err != nil {
+			results[i] = Result{Event: &WireEvent{}, FailureReason: "event is not a JSON object of the documented shape: " + herr.MessageOf(err)}
 			continue
 		}
 		e, err := we.toEvent()

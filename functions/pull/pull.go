@@ -5,12 +5,15 @@
 // limit is 1–100 (default 20), visibility 1–600 seconds (default 60),
 // workerId at most 200 characters (absent: the one shared identity); a value
 // out of range or not an integer is 400. Answers: 200 with a lease, 204 when
-// caught up, 409 when paused, 429 with Retry-After and the in-flight count
-// when 1,000 events are leased and unacknowledged, 404 for an unknown id.
+// caught up, 409 when paused, 429 with Retry-After, the in-flight count and
+// the committed and last dispatched sequences when 1,000 events are leased
+// and unacknowledged, 400 for a destination that is not a durable consumer,
+// 404 for an unknown id.
 //
-// Events whose type the caller may not read (it lacks a matching
-// receive:PATTERN) are left out of the lease it is shown; acknowledging the
-// lease settles them as skipped.
+// A lease holding an event whose type the caller may not read (it lacks a
+// matching receive:PATTERN) is handed back to the destination and the pull
+// is 403 naming the type: the events wait for a worker that may read them
+// (delivery.Service.Pull).
 //
 // The 200 body is built by appending bytes: the events are already encoded
 // CloudEvents, and only their `sequence` is spliced in.
@@ -84,8 +87,7 @@ func parse(r *http.Request) (delivery.PullRequest, error) {
 
 // AppendLease appends the seed 000 "200 response" JSON of l to dst:
 // {"leaseId","generation","attempt","expiresAt","events":[CloudEvent…]}.
-// A nil entry of l.Events is an event withheld from the caller (see
-// delivery.Service.Pull): it is left out, and the others keep their
+// A nil entry of l.Events is left out, and the others keep their
 // sequences.
 func AppendLease(dst []byte, l *leasestore.Lease) []byte {
 	size := 128
@@ -107,7 +109,7 @@ func AppendLease(dst []byte, l *leasestore.Lease) []byte {
 	first := true
 	for i, e := range l.Events {
 		if e == nil {
-			continue // withheld: the caller may not read its type
+			continue
 		}
 		if !first {
 			dst = append(dst, ',')

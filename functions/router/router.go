@@ -181,6 +181,9 @@ var table = []route{
 	{Route{"GET", health.LivePath, All, true, false}, func(*delivery.Service) http.Handler {
 		return health.Handler{}
 	}},
+	{Route{"GET", "/api/v1beta/health", All, true, false}, func(*delivery.Service) http.Handler {
+		return health.Handler{}
+	}},
 	// GET /health/ready's handler needs the Checker of Options; ForFunction
 	// mounts it.
 	{Route{"GET", health.ReadyPath, All, true, false}, nil},

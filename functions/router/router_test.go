@@ -73,7 +73,7 @@ func TestFunctionsServeOnlyTheirRoutes(t *testing.T) {
 		}
 		if f == router.Websocket {
 			// API Gateway WebSocket events are not HTTP routes.
-			require.Equal(t, 2, served, "%s serves only /health and /health/ready", f)
+			require.Equal(t, 3, served, "%s serves only /health, /api/v1beta/health and /health/ready", f)
 			continue
 		}
 		require.Greater(t, served, 1, "%s serves its routes and /health", f)

@@ -83,6 +83,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 
@@ -328,6 +329,12 @@ func (s *session) read() {
 		}
 		if kind != websocket.TextMessage {
 			s.refuse("", herr.New(herr.Malformed, "frames are JSON text messages, not binary"))
+			continue
+		}
+		if !utf8.Valid(data) {
+			// RFC 6455 §8.1: a text message that is not UTF-8 fails the
+			// connection with 1007 (gorilla does not check).
+			s.close(websocket.CloseInvalidFramePayloadData, "text frame is not valid UTF-8")
 			continue
 		}
 		s.handle(wsframe.Decode(data))

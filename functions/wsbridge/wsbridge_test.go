@@ -159,6 +159,16 @@ func TestWebSocketReadLimit(t *testing.T) {
 	c.ExpectClose(wsframe.CloseTooBig)
 }
 
+// TestWebSocketInvalidUTF8: a text frame that is not UTF-8 fails the
+// connection with 1007 (RFC 6455 §8.1).
+func TestWebSocketInvalidUTF8(t *testing.T) {
+	t.Parallel()
+	h := start(t)
+	c := wstest.Dial(t, h, h.Token)
+	require.NoError(t, c.WS().WriteMessage(websocket.TextMessage, []byte("{\"type\":\"ping\",\"id\":\"\xff\"}")))
+	c.ExpectClose(websocket.CloseInvalidFramePayloadData)
+}
+
 // TestWebSocketQueueGone: a durable queue deleted under its stream ends
 // it with a fatal 404 and close 4404.
 func TestWebSocketQueueGone(t *testing.T) {

@@ -88,7 +88,7 @@ func TestDecodeRefuses(t *testing.T) {
 		"not JSON":                      {`{"type":`, herr.Malformed, "cut short"},
 		"an array":                      {`[1]`, herr.Malformed, "JSON object"},
 		"two objects":                   {`{"type":"ping"}{"type":"ping"}`, herr.Malformed, "exactly one"},
-		"unknown member":                {`{"type":"ping","bogus":1}`, herr.Malformed, "unknown member"},
+		"unknown member":                {`{"type":"ping","bogus":1}`, herr.Malformed, "unknown field \"bogus\""},
 		"wrong member type":             {`{"type":"demand","n":"5"}`, herr.Malformed, "n"},
 		"no type":                       {`{}`, herr.InvalidArgument, "type is required"},
 		"unknown type":                  {`{"type":"subscribe"}`, herr.InvalidArgument, "type must be"},

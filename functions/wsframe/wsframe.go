@@ -28,16 +28,16 @@ package wsframe
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
-	"strings"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/strictjson"
 	"github.com/heraldevents/herald/leasestore"
 )
 
@@ -185,17 +185,18 @@ func Decode(data []byte) (*ClientFrame, error) {
 // the frame with err when it breaks a rule.
 func decode(data []byte) (*ClientFrame, error) {
 	var f ClientFrame
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		var he *herr.Error
-		if errors.As(err, &he) {
-			return nil, err // a member's own rule (a filter type, say)
+	// One value, then nothing: a second object is its own mistake.
+	dec := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if _, err := dec.ReadValue(); err == nil {
+		if _, err := dec.ReadToken(); err != io.EOF {
+			return nil, herr.New(herr.Malformed, "a frame must be exactly one JSON object")
 		}
-		return nil, herr.New(herr.Malformed, "a frame must be one JSON object of the documented members: %s", jsonProblem(err))
 	}
-	if dec.More() {
-		return nil, herr.New(herr.Malformed, "a frame must be exactly one JSON object")
+	if err := strictjson.Unmarshal(data, &f); err != nil {
+		if herr.CodeOf(err) != herr.Malformed {
+			return nil, err // a member's own rule (a filter type, say), or invalid UTF-8
+		}
+		return nil, herr.New(herr.Malformed, "a frame must be one JSON object of the documented members: %s", herr.MessageOf(err))
 	}
 	if err := checkID(f.ID); err != nil {
 		return &f, err
@@ -297,31 +298,6 @@ func checkID(id string) error {
 		}
 	}
 	return nil
-}
-
-// jsonProblem describes a decoding error without quoting the input.
-func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("not valid JSON at byte %d", se.Offset)
-	case errors.As(err, &te):
-		if te.Field != "" {
-			return fmt.Sprintf("member %s has the wrong JSON type (%s)", te.Field, te.Value)
-		}
-		return "not a JSON object"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "the frame is empty or cut short"
-	}
-	if rest, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		// The name is the client's own text: bound what is sent back.
-		if len(rest) > MaxIDLength {
-			rest = rest[:MaxIDLength] + "…"
-		}
-		return "unknown member " + rest
-	}
-	return "not valid JSON"
 }
 
 // ServerFrame is any frame the server sends; Type says which members

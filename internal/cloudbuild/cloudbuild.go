@@ -6,7 +6,8 @@
 //	herald_aws  the AWS build, for the Lambda bootstrap: the mem,
 //	            awssnssqs and dynamodb schemes only
 //	herald_gcp  the Google Cloud build, for the Cloud Run server: the mem,
-//	            gcppubsub, firestore, rabbit and nats schemes only
+//	            gcppubsub, firestore, postgres (Cloud SQL), rabbit and nats
+//	            schemes only
 //
 // The two tags are exclusive: setting both fails to compile. The drivers
 // themselves are chosen by build-tagged files in functions/app (topic

@@ -6,6 +6,8 @@
 //	Firestore Google's Firestore emulator
 //	RabbitMQ  the machine's RabbitMQ (already running; only checked)
 //	NATS      the machine's NATS with JetStream (already running; only checked)
+//	PostgreSQL the machine's PostgreSQL (already running); each caller gets
+//	          a database of its own, dropped when the test ends
 //
 // When a binary or service is absent the test is skipped with the reason,
 // unless HERALD_REQUIRE_SERVERS=1 (set by .ci/run), which fails it instead:
@@ -15,6 +17,8 @@ package emulators
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -24,6 +28,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Paths of the preinstalled emulators.
@@ -78,6 +84,41 @@ func NATS(t testing.TB) string {
 	t.Helper()
 	service(t, "NATS", "127.0.0.1:4222")
 	return "nats://127.0.0.1:4222"
+}
+
+// PostgreSQLAddr is where the machine's PostgreSQL listens; user postgres,
+// trust authentication.
+const PostgreSQLAddr = "127.0.0.1:5432"
+
+// PostgreSQL creates a database of its own for t on the machine's
+// PostgreSQL, drops it (closing its connections) when t ends, and returns
+// its URL, e.g. "postgres://postgres@127.0.0.1:5432/herald_test_1a2b3c4d".
+func PostgreSQL(t testing.TB) string {
+	t.Helper()
+	service(t, "PostgreSQL", PostgreSQLAddr)
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	name := "herald_test_" + hex.EncodeToString(rnd[:])
+	admin := func(ctx context.Context, sql string) error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, "postgres://postgres@"+PostgreSQLAddr+"/postgres?connect_timeout=10")
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := admin(context.Background(), "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("emulators: create PostgreSQL database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := admin(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("emulators: drop PostgreSQL database %s: %v", name, err)
+		}
+	})
+	return "postgres://postgres@" + PostgreSQLAddr + "/" + name
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/docstore"
 	"gocloud.dev/docstore/memdocstore"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/leasestore"
+	"github.com/heraldevents/herald/leasestore/pgdocstore"
 	"github.com/heraldevents/herald/leasestore/storetest"
 	"github.com/heraldevents/herald/leasestore/storeurl"
 	"github.com/heraldevents/herald/leasestore/storeurl/storeurltest"
@@ -78,6 +80,58 @@ func TestFirestore(t *testing.T) {
 	require.NoError(t, err)
 	runBackend(t, backend{harness: h, itemLimit: firestoreItemLimit})
 	t.Run("URL", func(t *testing.T) { testFirestoreURL(t, h.(*storeurltest.Firestore)) })
+}
+
+// TestPostgreSQL runs the focused cases on the machine's PostgreSQL, then
+// checks what a postgres:// URL must refuse once a server answers.
+func TestPostgreSQL(t *testing.T) {
+	h := storeurltest.NewPostgreSQL(t)
+	runBackend(t, backend{harness: h, itemLimit: pgdocstore.DefaultMaxDocumentBytes})
+	t.Run("URL", func(t *testing.T) { testPostgresURL(t, h) })
+}
+
+// testPostgresURL opens tables by postgres:// and postgresql:// URLs.
+func testPostgresURL(t *testing.T, h *storeurltest.PostgreSQL) {
+	ctx := t.Context()
+	u := h.StoreURL(storeurltest.UniqueName("url")[:20])
+	u = strings.ReplaceAll(u, "-", "_")
+	coll, err := storeurl.Open(ctx, u)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, coll.Close()) })
+	id := uuid.NewString()
+	_, err = leasestore.New(coll, leasestore.Options{}).CreateConsumer(ctx, leasestore.Consumer{ID: id, Type: leasestore.TypeDurableConsumer, Subscription: "s"})
+	require.NoError(t, err)
+	// The same table through the other scheme name, on a pool of its own.
+	other, err := storeurl.Open(ctx, "postgresql"+strings.TrimPrefix(u, "postgres"))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, other.Close()) })
+	c, err := leasestore.New(other, leasestore.Options{}).GetConsumer(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, id, c.ID)
+
+	// The default table is "herald".
+	def, err := storeurl.Open(ctx, h.URL)
+	require.NoError(t, err)
+	require.NoError(t, def.Close())
+
+	// A table of other columns is refused; a server that does not answer
+	// is Unavailable, and neither message repeats the password.
+	conn, err := pgx.Connect(ctx, h.URL)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CREATE TABLE wrong_cols (id text PRIMARY KEY)")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+	_, err = storeurl.Open(ctx, h.URL+"?table=wrong_cols")
+	require.Equal(t, herr.FailedPrecondition, herr.CodeOf(err), "%v", err)
+	_, err = storeurl.Open(ctx, h.URL+"?table=pg_class")
+	require.Equal(t, herr.PermissionDenied, herr.CodeOf(err), "a system catalog: %v", err)
+	_, err = storeurl.Open(ctx, "postgres://u:s3cret@127.0.0.1:1/db?connect_timeout=2")
+	require.Equal(t, herr.Unavailable, herr.CodeOf(err), "%v", err)
+	require.NotContains(t, herr.MessageOf(err), "s3cret")
+	require.NotContains(t, err.Error(), "s3cret")
+	_, err = storeurl.Open(ctx, "postgres://u:s3cret@h/db?connect_timeout=soon")
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%v", err)
+	require.NotContains(t, err.Error(), "s3cret")
 }
 
 // testDynamoURL opens tables through storeurl.Open with the AWS SDK's

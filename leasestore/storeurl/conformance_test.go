@@ -21,6 +21,18 @@ func TestFirestoreConformance(t *testing.T) {
 	storetest.RunConformanceTests(t, storeurltest.NewFirestoreHarness)
 }
 
+// TestPostgreSQLConformance runs leasestore's conformance suite on the
+// machine's PostgreSQL, each case on a fresh table of one database.
+func TestPostgreSQLConformance(t *testing.T) {
+	storetest.RunConformanceTests(t, storeurltest.NewPostgreSQLHarness)
+}
+
+// BenchmarkPostgreSQL measures the lease store on the machine's
+// PostgreSQL.
+func BenchmarkPostgreSQL(b *testing.B) {
+	storetest.RunBenchmarks(b, storeurltest.NewPostgreSQLHarness)
+}
+
 // BenchmarkDynamoDB measures the lease store on DynamoDB (moto).
 func BenchmarkDynamoDB(b *testing.B) {
 	storetest.RunBenchmarks(b, storeurltest.NewDynamoDBHarness)
@@ -30,4 +42,11 @@ func BenchmarkDynamoDB(b *testing.B) {
 // emulator.
 func BenchmarkFirestore(b *testing.B) {
 	storetest.RunBenchmarks(b, storeurltest.NewFirestoreHarness)
+}
+
+// BenchmarkDynamoDBCost is storetest.RunCostBenchmarks on DynamoDB (moto):
+// the same billing model as BenchmarkMemCost in package leasestore, over
+// real round trips, to confirm that the counts agree in shape.
+func BenchmarkDynamoDBCost(b *testing.B) {
+	storetest.RunCostBenchmarks(b, storeurltest.NewDynamoDBHarness, storetest.CostOptions{Events: 1000})
 }

@@ -5,17 +5,25 @@
 //
 // # URLs
 //
-//	mem://COLLECTION/key[?filename=PATH]
+//	mem://COLLECTION/key
 //	dynamodb://TABLE?partition_key=key[&region=R][&endpoint=URL][&profile=P]
 //	firestore://projects/P/databases/D/documents/COLLECTION?name_field=key
+//	postgres://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE[?table=herald&…]   (or postgresql://)
 //
-// Every scheme names the key field, and it must be "key", the field
-// leasestore's records are keyed by. Query parameters:
+// Every scheme but postgres names the key field, and it must be "key", the
+// field leasestore's records are keyed by (a PostgreSQL table's key is its
+// key column). Query parameters:
 //
-//   - mem: filename, a file the collection is loaded from when opened and
-//     saved to when closed, so a local Herald keeps its consumers across
-//     restarts. Without it the collection lives only in memory. Collections
-//     of one name are shared within a process (memdocstore's URL opener).
+//   - mem: none. The collection lives in the process's memory and is gone
+//     when the process ends; collections of one name are shared within a
+//     process (memdocstore's URL opener). memdocstore's filename option is
+//     refused: it wrote the file only at a clean shutdown, and not
+//     atomically, so a crash lost or rolled back consumers, cursors and
+//     leases (a cursor moved backward, sequence numbers were reused) and a
+//     crash while saving left a file Herald could not start from. State that
+//     must survive restarts and crashes belongs in PostgreSQL (postgres://,
+//     a single server is enough) or a cloud store.
+//
 //   - dynamodb: partition_key (required, "key"); region (default: the AWS
 //     SDK's, AWS_REGION or the shared config; one of them is required);
 //     endpoint, an http(s) base URL that replaces the regional endpoint (a
@@ -23,9 +31,23 @@
 //     config profile. Credentials come from the AWS SDK's default chain
 //     (environment, shared files, SSO, web identity, container or instance
 //     role); they never go in the URL.
+//
 //   - firestore: name_field (required, "key"). With FIRESTORE_EMULATOR_HOST
 //     set (host:port) the client talks plain gRPC to that emulator with no
 //     credentials; otherwise it uses Application Default Credentials.
+//
+//   - postgres, postgresql: table, the table the records live in (default
+//     "herald"; a letter or underscore, then up to 47 letters, digits or
+//     underscores), created with its sequence and an index on the record
+//     kind when absent (leasestore/pgdocstore describes it); and pgx's
+//     connection and pool settings: sslmode, sslrootcert, sslcert, sslkey,
+//     sslpassword, sslsni, connect_timeout (seconds; default 5),
+//     application_name, target_session_attrs, pool_max_conns (default
+//     max(4, CPUs)), pool_min_conns, pool_max_conn_lifetime,
+//     pool_max_conn_idle_time, pool_health_check_period. A password may be
+//     left out of the URL and given by PGPASSWORD or a ~/.pgpass file (pgx
+//     reads both); messages never repeat the URL, and the local adapter
+//     logs it with the password redacted.
 //
 // Anything else (another scheme, an unknown or repeated parameter, another
 // key field) is refused with herr.InvalidArgument naming the scheme or the
@@ -104,8 +126,9 @@
 //
 // The default build opens every scheme. Built with -tags herald_aws (the
 // Lambda bootstrap) it opens mem and dynamodb only and links no Google
-// client; with -tags herald_gcp (the Cloud Run server) mem and firestore
-// only and links no AWS SDK (internal/cloudbuild). A URL of a scheme the
+// client or pgx; with -tags herald_gcp (the Cloud Run server) mem,
+// firestore and postgres (Cloud SQL for PostgreSQL) only and links no AWS
+// SDK (internal/cloudbuild). A URL of a scheme the
 // build leaves out is refused with herr.InvalidArgument saying so. The
 // exported names for one backend (CreateTable and TableInput, DialFirestore
 // and EmulatorHostEnv) exist only in the builds that link it.
@@ -114,9 +137,10 @@
 //
 // Open returns herr.InvalidArgument for a bad URL or a scheme this build
 // leaves out, herr.NotFound when the
-// DynamoDB table does not exist, herr.FailedPrecondition when it exists with
-// another key schema, and herr.Unavailable when the backend cannot be
-// reached.
+// DynamoDB table does not exist, herr.FailedPrecondition when it (or a
+// PostgreSQL table) exists with another key schema or columns,
+// herr.PermissionDenied when PostgreSQL refuses the role, and
+// herr.Unavailable when the backend cannot be reached.
 package storeurl
 
 import (
@@ -169,6 +193,8 @@ var schemes = []struct {
 	{"mem", func(_ *Opener, ctx context.Context, u *url.URL) (*docstore.Collection, error) { return openMem(ctx, u) }},
 	{"dynamodb", openDynamoDB},
 	{"firestore", openFirestore},
+	{"postgres", openPostgres},
+	{"postgresql", openPostgres},
 }
 
 // Schemes lists the store URL schemes this build opens, sorted.
@@ -207,12 +233,12 @@ func Open(ctx context.Context, rawURL string) (*docstore.Collection, error) {
 func (o *Opener) Open(ctx context.Context, rawURL string) (*docstore.Collection, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		// url.Error quotes the whole URL, which is fine: store URLs carry
-		// no secrets (credentials never go in them).
-		return nil, herr.Wrap(herr.InvalidArgument, err, "store URL is not a URL")
+		// Neither the URL nor url.Error (which quotes it) is repeated: a
+		// postgres:// URL may carry a password.
+		return nil, herr.New(herr.InvalidArgument, "store URL is not a URL")
 	}
 	if u.Scheme == "" {
-		return nil, herr.New(herr.InvalidArgument, "store URL %q has no scheme (supported: %s)", rawURL, supported())
+		return nil, herr.New(herr.InvalidArgument, "store URL has no scheme (supported: %s)", supported())
 	}
 	for _, s := range schemes {
 		if s.name != u.Scheme {
@@ -259,7 +285,10 @@ func requireKeyField(scheme, where, got string) error {
 // openMem opens a memdocstore collection through docstore's default URL
 // mux, so that one name means one collection within the process.
 func openMem(ctx context.Context, u *url.URL) (*docstore.Collection, error) {
-	if _, err := params(u, "filename"); err != nil {
+	if u.Query().Has("filename") {
+		return nil, herr.New(herr.InvalidArgument, "store URL mem://: filename is not supported: the in-memory store is not crash-safe (the file was written only at shutdown); for state that survives restarts and crashes use postgres://USER@HOST:5432/DATABASE (docs/backends.md)")
+	}
+	if _, err := params(u); err != nil {
 		return nil, err
 	}
 	if u.Host == "" {
@@ -270,8 +299,7 @@ func openMem(ctx context.Context, u *url.URL) (*docstore.Collection, error) {
 	}
 	coll, err := docstore.DefaultURLMux().OpenCollectionURL(ctx, u)
 	if err != nil {
-		// memdocstore fails only on a filename it cannot read or decode.
-		return nil, herr.Wrap(herr.InvalidArgument, err, "store URL mem://: cannot load the collection file")
+		return nil, herr.Wrap(herr.InvalidArgument, err, "store URL mem://: cannot open the collection")
 	}
 	return coll, nil
 }

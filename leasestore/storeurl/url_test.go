@@ -3,9 +3,8 @@
 package storeurl_test
 
 import (
-	"path/filepath"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -29,7 +28,8 @@ func TestOpenRefuses(t *testing.T) {
 		{"herald", "has no scheme"},
 		{"::not a url", "not a URL"},
 		{"mem://herald/key?revision_field=rev", `unknown query parameter "revision_field"`},
-		{"mem://herald/key?filename=a&filename=b", `"filename" is given 2 times`},
+		{"mem://herald/key?filename=/tmp/herald.db", "filename is not supported: the in-memory store is not crash-safe"},
+		{"mem://herald/key?filename=a&filename=b", "use postgres://"},
 		{"mem://herald/id", `must be "key"`},
 		{"mem://herald", `must be "key"`},
 		{"mem:///key", "collection name"},
@@ -47,6 +47,15 @@ func TestOpenRefuses(t *testing.T) {
 		{"firestore://projects/p/databases/(default)/documents/c", `name_field must be "key"`},
 		{"firestore://projects/p/documents/c?name_field=key", "projects/PROJECT/databases/DATABASE/documents/COLLECTION"},
 		{"firestore://projects/p/databases/(default)/documents/c/d?name_field=key", "projects/PROJECT/databases/DATABASE/documents/COLLECTION"},
+		{"postgres://u@h/db?table=t&tabel=x", `unknown query parameter "tabel"`},
+		{"postgresql://u@h/db?search_path=x", `unknown query parameter "search_path"`},
+		{"postgres://u@h/db?table=a&table=b", `"table" is given 2 times`},
+		{"postgres://u@h/db?table=bad-name", `table "bad-name"`},
+		{"postgres://u@h/db?table=" + strings.Repeat("t", 49), "up to 47"},
+		{"postgres://u@h?table=t", "give the server and database"},
+		{"postgres:///db", "give the server and database"},
+		{"postgres://u@h/db?connect_timeout=soon", "a connection or pool setting is malformed"},
+		{"postgres://u@h/db?pool_max_conns=-1", "a connection or pool setting is malformed"},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
 			t.Parallel()
@@ -70,42 +79,6 @@ func TestOpenerWithClientRefusesClientSettings(t *testing.T) {
 		_, err := o.Open(t.Context(), "dynamodb://t?partition_key=key&"+p)
 		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%s: %v", p, err)
 	}
-}
-
-// TestMemFilePersists checks that a mem:// collection with a filename
-// keeps a consumer and its open lease across a close and reopen, as a
-// local Herald does across restarts.
-func TestMemFilePersists(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	file := filepath.Join(t.TempDir(), "leases.gob")
-	u := "mem://" + storeurltest.UniqueName("herald-file") + "/key?filename=" + file
-	clock := newFixedClock()
-
-	coll, err := storeurl.Open(ctx, u)
-	require.NoError(t, err)
-	st := leasestore.New(coll, leasestore.Options{Now: clock.Now})
-	id := uuid.NewString()
-	_, err = st.CreateConsumer(ctx, leasestore.Consumer{ID: id, Type: leasestore.TypeDurableConsumer, Subscription: "s"})
-	require.NoError(t, err)
-	events := numbered(2)
-	l, err := st.Pull(ctx, leasestore.PullParams{Consumer: id, Worker: "w", Limit: 10, Visibility: time.Minute, Source: newSource(events...)})
-	require.NoError(t, err)
-	require.NotNil(t, l)
-	require.NoError(t, coll.Close())
-
-	coll, err = storeurl.Open(ctx, u)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, coll.Close()) })
-	st = leasestore.New(coll, leasestore.Options{Now: clock.Now})
-	again, err := st.Pull(ctx, leasestore.PullParams{Consumer: id, Worker: "w", Limit: 10, Visibility: time.Minute, Source: newSource()})
-	require.NoError(t, err)
-	require.NotNil(t, again, "the open lease survived the restart")
-	require.Equal(t, l.ID, again.ID)
-	require.Equal(t, events, again.Events)
-	res, err := st.Acknowledge(ctx, leasestore.AckParams{Consumer: id, LeaseID: l.ID, Status: leasestore.StatusOK})
-	require.NoError(t, err)
-	require.Equal(t, leasestore.AckResult{Outcome: leasestore.OutcomeCommitted, Committed: 2}, *res)
 }
 
 // TestMemSameNameSameCollection checks that two opens of one mem:// name in

@@ -104,6 +104,15 @@
 // refused credentials or permissions are herr.Internal (a deployment fault).
 // A closed broker answers herr.Unavailable.
 //
+// # Connections
+//
+// Every call is an HTTPS request of the AWS SDK, bounded by the caller's
+// context (the SDK's retries included), so an endpoint that accepts TCP
+// and never answers costs a call its deadline and no more. No lock is held
+// across a request: the one lazy step, creating the topic, is made by one
+// caller while the others wait for it only as long as their contexts
+// allow. Ping (pubsubx.Pinger) is one unretried request.
+//
 // # Limits
 //
 //   - A message: body plus attributes at most 256 KiB (262,144 bytes; each
@@ -273,8 +282,10 @@ func Open(ctx context.Context, o Options) (pubsubx.Broker, error) {
 	// The SDK's buildable client (it adds AWS_CA_BUNDLE and per-service
 	// timeouts to it), with idle connections for 16 concurrent sends and
 	// the concurrent settles of a receive instead of its 10.
+	var transport *http.Transport
 	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 		tr.MaxIdleConnsPerHost = 64
+		transport = tr
 	})
 	loads := []func(*config.LoadOptions) error{config.WithHTTPClient(httpClient)}
 	if o.Region != "" {
@@ -300,6 +311,7 @@ func Open(ctx context.Context, o Options) (pubsubx.Broker, error) {
 	secs := int32(math.Ceil(o.AckDeadline.Seconds()))
 	return &broker{
 		topic:       o.Topic,
+		transport:   transport,
 		ackDeadline: secs,
 		sns:         sns.NewFromConfig(cfg, func(so *sns.Options) { so.BaseEndpoint = endpoint }),
 		sqs:         sqs.NewFromConfig(cfg, func(so *sqs.Options) { so.BaseEndpoint = endpoint }),
@@ -314,8 +326,12 @@ type broker struct {
 
 	closed atomic.Bool
 
-	topicMu  sync.Mutex
-	topicARN string // set once CreateTopic succeeded
+	// topicMu guards topicARN and topicCreating; it is never held across
+	// a request.
+	topicMu       sync.Mutex
+	topicARN      string        // set once CreateTopic succeeded
+	topicCreating chan struct{} // non-nil while a caller creates the topic
+	transport     *http.Transport
 
 	queueURLs sync.Map // subscription name → queue URL
 }
@@ -338,20 +354,68 @@ func (b *broker) check(ctx context.Context) error {
 	return nil
 }
 
-// topicArn returns the topic's ARN, creating the topic on first use.
+// topicArn returns the topic's ARN, creating the topic on first use. One
+// caller calls CreateTopic, outside the lock; the others wait for it until
+// their context ends, and try themselves if it failed.
 func (b *broker) topicArn(ctx context.Context) (string, error) {
-	b.topicMu.Lock()
-	defer b.topicMu.Unlock()
-	if b.topicARN != "" {
-		return b.topicARN, nil
+	for {
+		b.topicMu.Lock()
+		if b.topicARN != "" {
+			arn := b.topicARN
+			b.topicMu.Unlock()
+			return arn, nil
+		}
+		if wait := b.topicCreating; wait != nil {
+			b.topicMu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return "", mapErr(ctx.Err(), fmt.Sprintf("topic %q", b.topic))
+			}
+		}
+		creating := make(chan struct{})
+		b.topicCreating = creating
+		b.topicMu.Unlock()
+
+		out, err := b.sns.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(b.topic)})
+		b.topicMu.Lock()
+		if err == nil {
+			b.topicARN = aws.ToString(out.TopicArn)
+		}
+		b.topicCreating = nil
+		arn := b.topicARN
+		b.topicMu.Unlock()
+		close(creating)
+		if err != nil {
+			return "", mapErr(err, fmt.Sprintf("topic %q", b.topic))
+		}
+		return arn, nil
 	}
-	out, err := b.sns.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(b.topic)})
-	if err != nil {
-		return "", mapErr(err, fmt.Sprintf("topic %q", b.topic))
-	}
-	b.topicARN = aws.ToString(out.TopicArn)
-	return b.topicARN, nil
 }
+
+// Ping implements pubsubx.Pinger: one SNS request, never retried
+// (GetTopicAttributes, or CreateTopic when the topic's ARN is not known
+// yet, which is idempotent), bounded by ctx. Errors are herr-coded as
+// every call's (Unavailable for an unreachable endpoint, DeadlineExceeded
+// or Canceled from ctx).
+func (b *broker) Ping(ctx context.Context) error {
+	if err := b.check(ctx); err != nil {
+		return err
+	}
+	b.topicMu.Lock()
+	arn := b.topicARN
+	b.topicMu.Unlock()
+	if arn == "" {
+		_, err := b.topicArn(ctx)
+		return err
+	}
+	_, err := b.sns.GetTopicAttributes(ctx, &sns.GetTopicAttributesInput{TopicArn: aws.String(arn)},
+		func(o *sns.Options) { o.RetryMaxAttempts = 1 })
+	return mapErr(err, fmt.Sprintf("topic %q", b.topic))
+}
+
+var _ pubsubx.Pinger = (*broker)(nil)
 
 // queueARN derives a queue's ARN from the topic's: same partition, region
 // and account (arn:PARTITION:sns:REGION:ACCOUNT:TOPIC).
@@ -950,8 +1014,11 @@ func (b *broker) MaxMessageBytes() int { return MaxMessageBytes }
 var _ pubsubx.SizeLimited = (*broker)(nil)
 
 func (b *broker) Close() error {
-	// Nothing to release: the SDK's transports close idle connections
-	// after 90 s by themselves.
+	// Requests in flight end with their contexts; idle connections are
+	// closed now rather than after the transport's 90 s.
 	b.closed.Store(true)
+	if b.transport != nil {
+		b.transport.CloseIdleConnections()
+	}
 	return nil
 }

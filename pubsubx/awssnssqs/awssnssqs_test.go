@@ -147,3 +147,11 @@ func deleteTopic(t testing.TB, endpoint, topic string) {
 		t.Logf("cleanup: deleting topic %s: %v", topic, err)
 	}
 }
+
+// MakeBlackHoledBroker points at an endpoint that accepts TCP and never
+// answers.
+func (h *harness) MakeBlackHoledBroker(ctx context.Context, _ testing.TB, addr string) (pubsubx.Broker, error) {
+	o := h.options(uniqueTopic("dt"), 0)
+	o.Endpoint = "http://" + addr
+	return awssnssqs.Open(ctx, o)
+}

@@ -93,10 +93,17 @@ func conditions(groups filter.Groups) []*typeCondition {
 				// prefix is its superset. An empty prefix matches every id,
 				// and the empty id too, which travels as a missing
 				// attribute: so it must not become a resource_id condition.
-				if f.ResourceID == "" {
+				// Prefixes match whole path words (filter.Match): "/a" is
+				// the id "/a" or a prefix "/a/", which SNS expresses
+				// exactly; a filter already ending in "/" is the prefix.
+				switch p := f.ResourceID; {
+				case p == "":
 					c.any = true
-				} else {
-					c.prefixes = append(c.prefixes, f.ResourceID)
+				case strings.HasSuffix(p, "/"):
+					c.prefixes = append(c.prefixes, p)
+				default:
+					c.eq = append(c.eq, p)
+					c.prefixes = append(c.prefixes, p+"/")
 				}
 			default: // Eq and Unspecified; never empty after Validate
 				if f.ResourceID == "" {

@@ -15,7 +15,9 @@
 // a message, ack/nack/redelivery, attribute and payload round trips up to
 // Herald's largest event, concurrent receivers, publish order where the
 // backend promises it, and herr codes for unknown names, closed brokers and
-// unreachable servers. Counts are asserted everywhere: a message sent is
+// unreachable servers, calls that return by their context against a
+// black-holed server (BlackHoled), and the readiness check (every driver
+// implements pubsubx.Pinger). Counts are asserted everywhere: a message sent is
 // either received or the suite fails.
 package drivertest
 
@@ -112,7 +114,9 @@ var conformanceTests = []conformanceTest{
 	{"PublishOrder", testPublishOrder},
 	{"Redelivery", testRedelivery},
 	{"ClosedBroker", testClosedBroker},
+	{"Ping", testPing},
 	{"UnreachableBroker", testUnreachableBroker},
+	{"BlackHoledBroker", testBlackHoledBroker},
 }
 
 // RunConformanceTests runs the whole suite, each check as a subtest, on

@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -33,7 +34,15 @@ var filterEvents = []filterEvent{
 	{"user.deleted", "/a", "user.deleted /a"},
 	{"user.deleted", noResource, "user.deleted -"},
 	{"order", "/users/7", "order /users/7"},
+	// The notifications API's event types: any allowed character first,
+	// up to 256 of them (one more than an AMQP routing key holds).
+	{".dot.first", "/a", ".dot.first /a"},
+	{longType, "/a", "long /a"},
+	{longType[:255], "/a", "long255 /a"},
 }
+
+// longType is an event type of the longest allowed length, 256 characters.
+var longType = strings.Repeat("t", 255) + "x"
 
 // filterCase is one subscription of the filter test and the labels of the
 // events its groups match, worked out by hand from seed 002's rules.
@@ -80,6 +89,13 @@ var filterCases = []filterCase{
 			"order.created /users/", "order.created /usersx/1", "order.created users/7", "order.created /ünïcode/路径", "order.created -"}},
 	{"typeprefix", filter.Groups{group("order")},
 		[]string{"order /users/7"}},
+	// A prefix matches whole words: "/users" is not a prefix of "/usersx/1".
+	{"greedyword", filter.Groups{group("order.created", greedyF("/users"))},
+		[]string{"order.created /users/7", "order.created /users/7/", "order.created /users/7/photos", "order.created /users", "order.created /users/"}},
+	{"dotfirst", filter.Groups{group(".dot.first")},
+		[]string{".dot.first /a"}},
+	{"longtype", filter.Groups{group(longType)},
+		[]string{"long /a"}},
 	{"everything", nil, allLabels()},
 	{"multi", filter.Groups{group("order.created.v2", eqF("/users/7")), group("user.deleted", greedyF(""))},
 		[]string{"order.created.v2 /users/7", "user.deleted /users/7", "user.deleted /a", "user.deleted -"}},

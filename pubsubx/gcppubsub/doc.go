@@ -127,6 +127,15 @@
 // off: each call is one attempt of at most 30 s, and callers retry what
 // herr.Retryable allows.
 //
+// # Connections
+//
+// The Pub/Sub clients keep one gRPC channel, which connects and, when the
+// connection breaks, reconnects in the background with its own backoff;
+// no call dials and no lock of this package is held across an RPC. Every
+// RPC is bounded by the caller's context, so a server that accepts TCP
+// and never answers costs a call its deadline and no more. Ping
+// (pubsubx.Pinger) is one GetTopic.
+//
 // # Limits
 //
 //   - Body: at most MaxMessageBytes (Pub/Sub's 10 MB request limit less

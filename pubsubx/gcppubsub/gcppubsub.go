@@ -260,3 +260,25 @@ func (b *broker) rpc(ctx context.Context, call func(ctx context.Context) error) 
 	defer cancel()
 	return call(ctx)
 }
+
+// Ping implements pubsubx.Pinger: one GetTopic call, never retried,
+// bounded by ctx and rpcTimeout. A topic that does not exist yet still
+// answers (Send creates it), so NotFound is a nil error. The gRPC channel
+// reconnects by itself in the background; Ping never dials beyond it.
+// Errors are herr-coded as every call's (Unavailable for an unreachable
+// server, DeadlineExceeded or Canceled from ctx).
+func (b *broker) Ping(ctx context.Context) error {
+	if b.isClosed() {
+		return errClosed
+	}
+	err := b.rpc(ctx, func(ctx context.Context) error {
+		_, err := b.pub.GetTopic(ctx, &pb.GetTopicRequest{Topic: b.topicPath})
+		return err
+	})
+	if codeOf(err) == codes.NotFound {
+		return nil
+	}
+	return b.wrap(ctx, err, "gcppubsub: ping failed")
+}
+
+var _ pubsubx.Pinger = (*broker)(nil)

@@ -109,6 +109,12 @@ func (h *harness) MakeUnreachableBroker(ctx context.Context, t testing.TB) (pubs
 	return Open(ctx, Options{Project: testProject, Topic: "herald-unreachable", ClientOptions: clientOptions(closed)})
 }
 
+// MakeBlackHoledBroker points at a server that accepts TCP and never
+// answers.
+func (h *harness) MakeBlackHoledBroker(ctx context.Context, _ testing.TB, addr string) (pubsubx.Broker, error) {
+	return Open(ctx, Options{Project: testProject, Topic: "herald-blackhole", ClientOptions: clientOptions(addr)})
+}
+
 func (h *harness) Features() drivertest.Features {
 	return drivertest.Features{
 		PublishOrder:    false, // no ordering keys: Pub/Sub is unordered

@@ -15,12 +15,29 @@
 // '-' and '_', not starting with '$'. ackdeadline (a Go duration, default
 // 60s) is each subscription's AckWait. Other query parameters are refused.
 //
-// Opening does not dial: the first call connects and makes sure the stream
-// exists (creating it with interest retention, file storage, one replica,
-// when it does not; an existing stream is used as it is, if it captures
-// PREFIX.> and is not a work queue). nats.go reconnects by itself; while it
-// is disconnected calls fail at once with herr.Unavailable instead of
-// buffering, and a connection that gave up is replaced by the next call.
+// Opening does not dial: the first call starts a background goroutine that
+// connects and makes sure the stream exists (creating it with interest
+// retention, file storage, one replica, when it does not; an existing
+// stream is used as it is, if it captures PREFIX.> and is not a work
+// queue).
+//
+// # Connections
+//
+// Callers never dial and no lock is held across network I/O. The connect
+// goroutine tries (within 5 s for the TCP connect and NATS handshake, 10 s
+// for the stream check) until it succeeds or the Broker is closed, waiting
+// between failures with a backoff that doubles from 100 ms to 5 s, with
+// jitter. A call made while an attempt is in flight waits for that attempt
+// only until its context ends; a call made while the loop backs off fails
+// at once with the last attempt's error (herr.Unavailable for an
+// unreachable server). So a black-holed server (one that accepts TCP and
+// never answers) costs each call at most its own deadline, however many
+// wait. Once connected, nats.go reconnects by itself (it pings every 10 s
+// and gives a connection up after 2 unanswered pings); while it is
+// disconnected calls fail at once with herr.Unavailable instead of
+// buffering. Every request (publish acks, JetStream API calls, pulls)
+// returns when the caller's context ends. Close aborts a connect in
+// flight.
 //
 // # Delivery semantics
 //
@@ -212,18 +229,22 @@ func Open(opts Options) (pubsubx.Broker, error) {
 	if opts.AckDeadline <= 0 {
 		opts.AckDeadline = DefaultAckDeadline
 	}
-	return &broker{
+	b := &broker{
 		opts:     opts,
 		subjects: newSubjects(opts.SubjectPrefix),
 		verified: map[string]time.Time{},
 		done:     make(chan struct{}),
-	}, nil
+		attempt:  make(chan struct{}),
+	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	return b, nil
 }
 
 type broker struct {
 	opts     Options
 	subjects subjects
 
+	// mu guards the fields below; it is never held across network I/O.
 	mu     sync.Mutex
 	nc     *natsgo.Conn
 	js     jetstream.JetStream
@@ -231,47 +252,16 @@ type broker struct {
 	closed bool
 	done   chan struct{} // closed by Close: stops background drains
 
+	// The connect loop (conn.go).
+	ctx        context.Context // cancelled by Close: aborts a connect in flight
+	cancel     context.CancelFunc
+	dialing    bool          // the connect loop runs
+	attempt    chan struct{} // closed when the loop's current attempt ends
+	backingOff bool          // the last attempt failed; the loop waits to retry
+	lastErr    error         // why the last attempt failed
+
 	verifiedMu sync.Mutex
 	verified   map[string]time.Time // consumer → when it was last seen
-}
-
-// client returns the connection, connecting and checking the stream when
-// there is none (or the last one gave up).
-func (b *broker) client(ctx context.Context) (*natsgo.Conn, jetstream.JetStream, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil, nil, errClosed
-	}
-	if b.nc != nil && !b.nc.IsClosed() {
-		return b.nc, b.js, nil
-	}
-	timeout := connectTimeout
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
-		timeout = max(time.Until(dl), time.Millisecond)
-	}
-	nc, err := natsgo.Connect(b.opts.ServerURL,
-		natsgo.Name("herald pubsubx/nats "+b.opts.Stream),
-		natsgo.Timeout(timeout),
-		// Fail at once while reconnecting rather than buffer: a buffered
-		// publish is not a stored message.
-		natsgo.ReconnectBufSize(-1),
-		natsgo.MaxReconnects(-1),
-	)
-	if err != nil {
-		return nil, nil, wrap(err, "cannot connect to NATS")
-	}
-	js, err := jetstream.New(nc)
-	if err == nil {
-		err = b.ensureStream(ctx, js)
-	}
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	b.nc, b.js = nc, js
-	b.multi = versionAtLeast(nc.ConnectedServerVersion(), 2, 10)
-	return nc, js, nil
 }
 
 // versionAtLeast compares a "MAJOR.MINOR.PATCH[-…]" server version.
@@ -528,14 +518,17 @@ func (b *broker) DeleteSubscription(ctx context.Context, name string) error {
 // deadline.
 func (b *broker) Close() error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.closed {
+		b.mu.Unlock()
 		return nil
 	}
 	b.closed = true
 	close(b.done)
-	if b.nc != nil {
-		b.nc.Close()
+	b.cancel()
+	nc := b.nc
+	b.mu.Unlock()
+	if nc != nil {
+		nc.Close()
 	}
 	return nil
 }

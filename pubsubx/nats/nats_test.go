@@ -317,3 +317,9 @@ func TestUpdateNarrowsWhenIdle(t *testing.T) {
 	f.send("c", "/x", "c2")
 	require.Equal(t, []string{"c2"}, f.drain(sub), "idle again: narrowed")
 }
+
+// MakeBlackHoledBroker points at a server that accepts TCP and never
+// answers.
+func (h *harness) MakeBlackHoledBroker(ctx context.Context, _ testing.TB, addr string) (pubsubx.Broker, error) {
+	return pubsubx.Open(ctx, "nats://"+addr+"/HERALD_BLACKHOLE")
+}

@@ -19,11 +19,27 @@
 // received, unsettled message stays hidden before it is delivered again.
 // Other query parameters are refused.
 //
-// Opening does not dial: the first call does, and a broken connection is
-// dialled again by the next call, so a broker opened while RabbitMQ is down
-// works once it is back, and calls fail with herr.Unavailable meanwhile.
 // Publishing and receiving use separate connections, as RabbitMQ advises,
 // so that flow control on publishers never blocks acks.
+//
+// # Connections
+//
+// Opening does not dial. The first call starts one background goroutine
+// per connection that dials (TCP, AMQP handshake and declaring the
+// deployment exchange, within 10 s) and, whenever a dial fails or a live
+// connection breaks, dials again after a backoff that doubles from 100 ms
+// to 5 s, with jitter, until it succeeds or the Broker is closed. Callers
+// never dial and no lock is held across network I/O: a call made while a
+// dial is in flight waits for that dial only until its context ends; a
+// call made while the loop backs off fails at once with herr.Unavailable
+// and the last dial's error. So a black-holed server (one that accepts TCP
+// and never answers) costs each call at most its own deadline, however
+// many calls wait, and a broker opened while RabbitMQ is down works once
+// it is back. Every AMQP round trip (opening a channel, a declare, a
+// publisher confirm) also returns when the caller's context ends; the
+// abandoned round trip finishes in the background, bounded by the
+// connection's heartbeats, and its channel is pooled or closed then. Close
+// aborts a dial in flight.
 //
 // # Delivery semantics
 //
@@ -97,8 +113,9 @@
 // # Limits
 //
 //   - Bodies up to RabbitMQ's max_message_size (128 MiB by default).
-//   - Routing keys and header names are AMQP short strings: event types
-//     and metadata keys up to 255 bytes.
+//   - Routing keys and header names are AMQP short strings: metadata keys
+//     up to 255 bytes; a longer event type is routed by its first 255
+//     bytes (routingKey).
 //   - Each Receive with unsettled messages holds one channel until they are
 //     settled or their deadline passes; a connection has channel_max (2047
 //     by default) channels.
@@ -133,10 +150,6 @@ const DefaultAckDeadline = 60 * time.Second
 // ServerURLEnv is the environment variable read when the URL has no url
 // parameter (the name gocloud's rabbitpubsub uses).
 const ServerURLEnv = "RABBIT_SERVER_URL"
-
-// dialTimeout bounds connecting and the AMQP handshake when the caller's
-// context has no earlier deadline.
-const dialTimeout = 10 * time.Second
 
 // maxPooledChannels bounds the idle channels kept for reuse per connection.
 const maxPooledChannels = 32
@@ -193,8 +206,9 @@ func Open(opts Options) (pubsubx.Broker, error) {
 		opts.AckDeadline = DefaultAckDeadline
 	}
 	b := &broker{exchange: opts.Exchange, ackDeadline: opts.AckDeadline}
-	b.pub = &conn{b: b, url: opts.ServerURL}
-	b.sub = &conn{b: b, url: opts.ServerURL}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.pub = newConn(b, opts.ServerURL, "publish")
+	b.sub = newConn(b, opts.ServerURL, "receive")
 	return b, nil
 }
 
@@ -204,6 +218,11 @@ type broker struct {
 
 	pub *conn // publishing: one confirm-mode channel
 	sub *conn // receiving, settling and administration
+
+	// ctx is cancelled by Close: it aborts dials in flight and stops the
+	// reconnect loops.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	closed bool
@@ -215,149 +234,6 @@ func (b *broker) isClosed() bool {
 	return b.closed
 }
 
-// conn is a lazily dialled connection, dialled again once it breaks, with a
-// pool of idle channels.
-type conn struct {
-	b   *broker
-	url string
-
-	mu    sync.Mutex
-	c     *amqp.Connection
-	idle  []*amqp.Channel
-	pubCh *amqp.Channel // the confirm-mode publishing channel (pub only)
-}
-
-// connection returns a live connection, dialling if needed. The deployment
-// exchange is declared on every new connection, so a deleted exchange
-// comes back on reconnect.
-func (c *conn) connection(ctx context.Context) (*amqp.Connection, error) {
-	if c.b.isClosed() {
-		return nil, errClosed
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.c != nil && !c.c.IsClosed() {
-		return c.c, nil
-	}
-	c.c, c.idle, c.pubCh = nil, nil, nil
-	timeout := dialTimeout
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
-		timeout = max(time.Until(dl), time.Millisecond)
-	}
-	ac, err := amqp.DialConfig(c.url, amqp.Config{
-		Dial:       amqp.DefaultDial(timeout),
-		Properties: amqp.Table{"connection_name": "herald pubsubx/rabbit " + c.b.exchange},
-	})
-	if err != nil {
-		return nil, wrap(err, "cannot connect to RabbitMQ")
-	}
-	ch, err := ac.Channel()
-	if err == nil {
-		err = ch.ExchangeDeclare(c.b.exchange, amqp.ExchangeTopic, true, false, false, false, nil)
-	}
-	if err != nil {
-		_ = ac.Close()
-		return nil, wrap(err, "cannot declare the deployment exchange")
-	}
-	c.c, c.idle = ac, []*amqp.Channel{ch}
-	if c.b.isClosed() { // Close ran while we dialled
-		_ = ac.Close()
-		return nil, errClosed
-	}
-	return ac, nil
-}
-
-// channel returns an open channel: an idle one, or a new one.
-func (c *conn) channel(ctx context.Context) (*amqp.Channel, error) {
-	ac, err := c.connection(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	for len(c.idle) > 0 {
-		ch := c.idle[len(c.idle)-1]
-		c.idle = c.idle[:len(c.idle)-1]
-		if !ch.IsClosed() {
-			c.mu.Unlock()
-			return ch, nil
-		}
-	}
-	c.mu.Unlock()
-	ch, err := ac.Channel()
-	if err != nil {
-		return nil, wrap(err, "cannot open a RabbitMQ channel")
-	}
-	return ch, nil
-}
-
-// release returns ch to the pool, or closes it when the pool is full or
-// the channel belongs to a connection that was replaced.
-func (c *conn) release(ch *amqp.Channel) {
-	if ch.IsClosed() {
-		return
-	}
-	c.mu.Lock()
-	if c.c != nil && !c.c.IsClosed() && len(c.idle) < maxPooledChannels && !c.b.isClosed() {
-		c.idle = append(c.idle, ch)
-		c.mu.Unlock()
-		return
-	}
-	c.mu.Unlock()
-	_ = ch.Close()
-}
-
-// do runs fn on a pooled channel. A channel exception closes the channel,
-// so it is dropped then; otherwise it goes back to the pool.
-func (c *conn) do(ctx context.Context, fn func(ch *amqp.Channel) error) error {
-	ch, err := c.channel(ctx)
-	if err != nil {
-		return err
-	}
-	err = fn(ch)
-	c.release(ch)
-	return err
-}
-
-func (c *conn) close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ac := c.c
-	c.c, c.idle, c.pubCh = nil, nil, nil
-	if ac == nil || ac.IsClosed() {
-		return nil
-	}
-	return ac.Close()
-}
-
-// publisher returns the confirm-mode channel, opening it when needed.
-func (c *conn) publisher(ctx context.Context) (*amqp.Channel, error) {
-	ac, err := c.connection(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.pubCh != nil && !c.pubCh.IsClosed() {
-		return c.pubCh, nil
-	}
-	ch, err := ac.Channel()
-	if err != nil {
-		return nil, wrap(err, "cannot open a RabbitMQ channel")
-	}
-	if err := ch.Confirm(false); err != nil {
-		_ = ch.Close()
-		return nil, wrap(err, "cannot enable publisher confirms")
-	}
-	// The last publishing channel may have died because the exchange was
-	// deleted (a 404 on publish closes the channel): declare it again.
-	if err := ch.ExchangeDeclare(c.b.exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
-		_ = ch.Close()
-		return nil, wrap(err, "cannot declare the deployment exchange")
-	}
-	c.pubCh = ch
-	return ch, nil
-}
-
 // Send publishes m persistently with its event type as routing key and its
 // metadata as headers, and waits for the publisher confirm.
 func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {
@@ -367,10 +243,7 @@ func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {
 	if b.isClosed() {
 		return errClosed
 	}
-	key := m.Metadata[pubsubx.AttrEventType]
-	if len(key) > 255 {
-		return herr.New(herr.InvalidArgument, "event type is longer than 255 bytes, RabbitMQ's routing key limit")
-	}
+	key := routingKey(m.Metadata[pubsubx.AttrEventType])
 	headers := make(amqp.Table, len(m.Metadata))
 	for k, v := range m.Metadata {
 		if k == "" || len(k) > 255 {
@@ -396,7 +269,7 @@ func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {
 	}
 	acked, err := dc.WaitContext(ctx)
 	if err != nil {
-		return err
+		return wrap(err, "RabbitMQ did not confirm the message in time; it may or may not have been stored")
 	}
 	if !acked {
 		return herr.New(herr.Unavailable, "RabbitMQ did not confirm the message; it may not have been stored")
@@ -404,8 +277,23 @@ func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {
 	return nil
 }
 
+// maxRoutingKey is the AMQP short-string limit of a routing key, in bytes.
+const maxRoutingKey = 255
+
+// routingKey is the routing key of an event type: the type itself, cut to
+// maxRoutingKey bytes. Event types may be 256 characters (the
+// notifications API's limit), one more than a routing key holds; types that
+// share their first 255 bytes then share a key, which the binding of either
+// matches: a superset, which the handler's re-check makes exact.
+func routingKey(eventType string) string {
+	if len(eventType) > maxRoutingKey {
+		return eventType[:maxRoutingKey]
+	}
+	return eventType
+}
+
 // bindingKeys lists the routing keys that push groups down: each distinct
-// event type, or "#" (every key) when there are no groups.
+// event type's routing key, or "#" (every key) when there are no groups.
 func bindingKeys(groups filter.Groups) []string {
 	if len(groups) == 0 {
 		return []string{"#"}
@@ -413,9 +301,9 @@ func bindingKeys(groups filter.Groups) []string {
 	seen := map[string]bool{}
 	var keys []string
 	for _, g := range groups {
-		if !seen[g.EventType] {
-			seen[g.EventType] = true
-			keys = append(keys, g.EventType)
+		if k := routingKey(g.EventType); !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
 		}
 	}
 	return keys
@@ -593,6 +481,7 @@ func (b *broker) Close() error {
 	}
 	b.closed = true
 	b.mu.Unlock()
+	b.cancel()
 	err1 := b.pub.close()
 	err2 := b.sub.close()
 	if err1 != nil {
@@ -600,3 +489,21 @@ func (b *broker) Close() error {
 	}
 	return wrap(err2, "closing the receiving connection")
 }
+
+// Ping implements pubsubx.Pinger: a passive declare of the deployment
+// exchange on the publishing connection, one round trip. It never dials:
+// with no connection it waits for the background dial in flight (or
+// answers the last failure at once while that loop backs off), until ctx
+// ends. Errors are herr.Unavailable (or DeadlineExceeded, Canceled from
+// ctx); a missing exchange is herr.NotFound.
+func (b *broker) Ping(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return wrap(err, "ping")
+	}
+	err := b.pub.do(ctx, func(ch *amqp.Channel) error {
+		return ch.ExchangeDeclarePassive(b.exchange, amqp.ExchangeTopic, true, false, false, false, nil)
+	})
+	return wrap(err, "RabbitMQ did not answer a ping")
+}
+
+var _ pubsubx.Pinger = (*broker)(nil)

@@ -268,3 +268,10 @@ func TestOpenURL(t *testing.T) {
 	require.NoError(t, err, "server from the environment")
 	require.NoError(t, b.Close())
 }
+
+// MakeBlackHoledBroker points at a server that accepts TCP and never
+// answers.
+func (h *harness) MakeBlackHoledBroker(ctx context.Context, t testing.TB, addr string) (pubsubx.Broker, error) {
+	server := "amqp://guest:guest@" + addr + "/"
+	return pubsubx.Open(ctx, "rabbit://herald-blackhole?url="+url.QueryEscape(server))
+}

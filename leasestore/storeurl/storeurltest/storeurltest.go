@@ -1,8 +1,8 @@
 //go:build !herald_aws && !herald_gcp
 
 // Package storeurltest runs the lease store's cloud backends for tests:
-// storetest harnesses over DynamoDB (moto_server) and Firestore (Google's
-// emulator), and the helpers to make, name and empty their tables and
+// storetest harnesses over DynamoDB (moto_server), Firestore (Google's
+// emulator) and PostgreSQL (the machine's server), and the helpers to make, name and empty their tables and
 // collections. It is built only in the default build (no herald_aws or
 // herald_gcp tag), the one that links both backends.
 //
@@ -281,4 +281,45 @@ func DeleteAll(ctx context.Context, coll *docstore.Collection) error {
 		actions.Delete(map[string]any{storeurl.KeyField: doc[storeurl.KeyField]})
 	}
 	return actions.Do(ctx)
+}
+
+// PostgreSQL makes lease store tables in one database of its own on the
+// machine's PostgreSQL (internal/emulators), dropped when the test ends.
+type PostgreSQL struct {
+	// URL is the database's URL, without a table.
+	URL string
+}
+
+var _ storetest.Harness = (*PostgreSQL)(nil)
+
+// NewPostgreSQL creates a database for t and returns a harness over it.
+func NewPostgreSQL(t testing.TB) *PostgreSQL {
+	return &PostgreSQL{URL: emulators.PostgreSQL(t)}
+}
+
+// NewPostgreSQLHarness is NewPostgreSQL as a storetest.HarnessMaker.
+func NewPostgreSQLHarness(_ context.Context, t testing.TB) (storetest.Harness, error) {
+	return NewPostgreSQL(t), nil
+}
+
+var pgTableSeq atomic.Int64
+
+// StoreURL returns the store URL of table in the harness's database.
+func (h *PostgreSQL) StoreURL(table string) string {
+	return h.URL + "?table=" + table
+}
+
+// MakeCollections implements storetest.Harness: n collections of one fresh
+// table, each opened by URL with a connection pool of its own. The table
+// goes with the database.
+func (h *PostgreSQL) MakeCollections(ctx context.Context, t testing.TB, n int) ([]*docstore.Collection, error) {
+	u := h.StoreURL(fmt.Sprintf("leases_%d", pgTableSeq.Add(1)))
+	out := make([]*docstore.Collection, n)
+	for i := range out {
+		var err error
+		if out[i], err = storeurl.Open(ctx, u); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -1,4 +1,7 @@
-// Command herald runs Herald's local adapter: every function on one port.
+// Command herald (local/cmd/herald) runs Herald's local adapter: every
+// function on one port. It is `herald serve` of the herald command
+// (cmd/herald), kept at this path for the scripts that build it; its
+// arguments are serve's (--addr, --help).
 //
 // Configuration is by environment (README "Configuration"): HERALD_ADDR
 // (default 127.0.0.1:8080), HERALD_DEV_TOKEN (default dev-token),
@@ -8,28 +11,16 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/heraldevents/herald/local"
+	"github.com/heraldevents/herald/internal/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "herald:", err)
-		os.Exit(1)
-	}
-}
-
-func run(ctx context.Context) error {
-	srv, err := local.New(ctx, local.ConfigFromEnv())
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	return srv.ListenAndServe(ctx)
+	code := cli.Main(ctx, append([]string{"serve"}, os.Args[1:]...), cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	stop()
+	os.Exit(code)
 }

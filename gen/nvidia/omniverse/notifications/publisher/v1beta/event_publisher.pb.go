@@ -75,8 +75,8 @@ func (x *PublishEventRequest) GetEvent() *Event {
 // Event is an event as a publisher sends it.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// event_type is 1-255 characters of letters, digits, '.', '_' and '-',
-	// starting with a letter or digit.
+	// event_type is 1-256 characters of letters, digits, '.', '_' and '-',
+	// any of them first.
 	EventType string `protobuf:"bytes,1,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
 	// message is the event's payload, a JSON object of at most 256 KiB.
 	Message *structpb.Struct `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`

@@ -1,0 +1,247 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Handler processes one leased batch. Returning nil acknowledges it ok
+// (committed); returning an error acknowledges it failed, so it is
+// redelivered, ahead of new work, with a higher attempt (see Rejection).
+// The context ends when the lease's visibility timeout does; it is not
+// cancelled when Consume is asked to stop, so that the batch in hand can
+// be finished. A panicking handler is not recovered.
+type Handler func(ctx context.Context, l *Lease) error
+
+// Rejection is a handler error that says how a batch failed. Any other
+// non-nil error counts as a Rejection with only Err set.
+//
+// Today every rejection acknowledges the batch "failed" and it is
+// redelivered at once. The delivery controls (a retry delay, and sending a
+// batch to the dead-letter queue at once) are not in the durable-consumer
+// API yet; when they land they become fields of Rejection (such as
+// RetryAfter time.Duration and DeadLetter bool), so handlers written now
+// keep compiling and keep their meaning.
+type Rejection struct {
+	// Err is why the batch failed; Consume logs it.
+	Err error
+}
+
+func (r *Rejection) Error() string {
+	if r.Err == nil {
+		return "batch rejected"
+	}
+	return r.Err.Error()
+}
+
+func (r *Rejection) Unwrap() error { return r.Err }
+
+// ConsumeOptions configure Consume. Zero fields take the defaults given.
+type ConsumeOptions struct {
+	// Workers is how many pull loops run at once (default 1). Each has its
+	// own workerId: WorkerPrefix + "-" + its index.
+	Workers int
+	// WorkerPrefix names the workers (default "herald-" and 8 random hex
+	// digits, fresh per Consume call). Set a stable prefix to have a
+	// restarted process take back the leases its workers held.
+	WorkerPrefix string
+	// Limit is the most events per batch, 1–100 (default 20).
+	Limit int
+	// Visibility is each lease's visibility timeout, whole seconds from 1 s
+	// to 600 s (default 60 s). The handler must finish within it: the lease
+	// is not extended yet (that needs the delivery controls; see Rejection).
+	Visibility time.Duration
+	// IdleBackoff is the first wait after a pull that found nothing (204)
+	// or a paused consumer (409); consecutive ones double it up to
+	// MaxIdleBackoff. Defaults 250 ms and 5 s. Waits are jittered.
+	IdleBackoff    time.Duration
+	MaxIdleBackoff time.Duration
+	// AckTimeout bounds the acknowledgement of a batch, with its retries,
+	// which is sent even after Consume is asked to stop (default 30 s).
+	AckTimeout time.Duration
+	// Logger receives failed handlers, stale acknowledgements and errors
+	// Consume recovers from (default: discarded).
+	Logger *slog.Logger
+}
+
+func (o *ConsumeOptions) setDefaults() error {
+	if o.Workers == 0 {
+		o.Workers = 1
+	}
+	if o.WorkerPrefix == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		o.WorkerPrefix = "herald-" + hex.EncodeToString(b[:])
+	}
+	if o.IdleBackoff == 0 {
+		o.IdleBackoff = 250 * time.Millisecond
+	}
+	if o.MaxIdleBackoff == 0 {
+		o.MaxIdleBackoff = 5 * time.Second
+	}
+	if o.AckTimeout == 0 {
+		o.AckTimeout = 30 * time.Second
+	}
+	if o.Visibility == 0 {
+		o.Visibility = DefaultVisibility
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	switch {
+	case o.Workers < 0:
+		return errors.New("herald client: ConsumeOptions.Workers must not be negative")
+	case o.Limit < 0 || o.Limit > MaxPullLimit:
+		return fmt.Errorf("herald client: ConsumeOptions.Limit must be 0 (default) or 1-%d", MaxPullLimit)
+	case o.Visibility < time.Second || o.Visibility > MaxVisibility || o.Visibility%time.Second != 0:
+		return fmt.Errorf("herald client: ConsumeOptions.Visibility must be whole seconds from 1s to %v", MaxVisibility)
+	case len(o.WorkerPrefix)+1+len(fmt.Sprint(o.Workers)) > MaxWorkerIDLength:
+		return fmt.Errorf("herald client: ConsumeOptions.WorkerPrefix is too long: a workerId has at most %d characters", MaxWorkerIDLength)
+	case o.IdleBackoff < 0 || o.MaxIdleBackoff < o.IdleBackoff || o.AckTimeout < 0:
+		return errors.New("herald client: ConsumeOptions backoffs must be positive, MaxIdleBackoff at least IdleBackoff")
+	}
+	return nil
+}
+
+// Consume runs opts.Workers pull workers on the durable consumer
+// destinationID until ctx is cancelled or an error retrying cannot fix
+// (the consumer deleted, a token refused). Each worker pulls a batch, runs
+// h, and acknowledges the batch ok (h returned nil) or failed (h returned
+// an error). Workers back off, with jitter, when the consumer is caught up
+// (204) or paused (409), wait for the Retry-After of a full in-flight
+// window (429), and keep going through outages (connection errors, 503)
+// after the client's own retries.
+//
+// When ctx is cancelled Consume stops gracefully: every worker finishes
+// the batch it holds and acknowledges it, and no worker pulls again. A
+// pull cut short by the cancellation may leave a lease nobody handles;
+// Herald redelivers it when its visibility timeout ends. Consume returns
+// nil after a graceful stop, else the first error that stopped it (the
+// other workers stop gracefully too).
+func (c *Client) Consume(ctx context.Context, destinationID string, h Handler, opts ConsumeOptions) error {
+	if err := opts.setDefaults(); err != nil {
+		return err
+	}
+	if h == nil {
+		return errors.New("herald client: Consume needs a handler")
+	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	var wg sync.WaitGroup
+	for i := range opts.Workers {
+		w := &worker{c: c, dest: destinationID, h: h, opts: &opts, id: fmt.Sprintf("%s-%d", opts.WorkerPrefix, i)}
+		wg.Go(func() {
+			if err := w.run(ctx); err != nil {
+				stop(err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// worker is one pull loop of Consume.
+type worker struct {
+	c    *Client
+	dest string
+	h    Handler
+	opts *ConsumeOptions
+	id   string
+}
+
+// run pulls and handles until ctx ends (nil) or a fatal error (returned).
+func (w *worker) run(ctx context.Context) error {
+	idle := 0 // consecutive pulls that found nothing to do
+	for ctx.Err() == nil {
+		l, err := w.c.Pull(ctx, w.dest, PullOptions{Limit: w.opts.Limit, Visibility: w.opts.Visibility, WorkerID: w.id})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			wait, fatal := w.classify(err)
+			if fatal {
+				return err
+			}
+			idle++
+			_ = sleep(ctx, max(wait, jitter(backoffCeiling(w.opts.IdleBackoff, w.opts.MaxIdleBackoff, idle))))
+			continue
+		}
+		if l == nil { // caught up
+			idle++
+			_ = sleep(ctx, jitter(backoffCeiling(w.opts.IdleBackoff, w.opts.MaxIdleBackoff, idle)))
+			continue
+		}
+		idle = 0
+		if err := w.handle(ctx, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// classify sorts a pull error: a wait for the ones a worker outlasts
+// (paused, window full, outages), fatal for the rest.
+func (w *worker) classify(err error) (wait time.Duration, fatal bool) {
+	var he *Error
+	if errors.As(err, &he) {
+		switch {
+		case he.StatusCode == http.StatusConflict: // paused
+			return 0, false
+		case retryableStatus(he.StatusCode): // 429: Retry-After; 502-504 outlasted retries
+			if he.StatusCode != http.StatusTooManyRequests {
+				w.opts.Logger.Warn("herald consume: pull failed; retrying", "worker", w.id, "err", err)
+			}
+			return he.RetryAfter, false
+		}
+		return 0, true
+	}
+	// A transport failure that outlasted the client's retries.
+	w.opts.Logger.Warn("herald consume: pull failed; retrying", "worker", w.id, "err", err)
+	return 0, false
+}
+
+// handle runs the handler on l and acknowledges it. It returns an error
+// only when the acknowledgement shows Consume must stop.
+func (w *worker) handle(ctx context.Context, l *Lease) error {
+	// The batch in hand is finished even when ctx is cancelled, within
+	// its visibility timeout.
+	hctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), l.ExpiresAt)
+	herr := w.h(hctx, l)
+	cancel()
+	status := AckOK
+	if herr != nil {
+		status = AckFailed
+		var rej *Rejection
+		if !errors.As(herr, &rej) {
+			rej = &Rejection{Err: herr}
+		}
+		w.opts.Logger.Warn("herald consume: handler failed; batch will be redelivered",
+			"worker", w.id, "lease", l.ID, "attempt", l.Attempt, "err", rej.Err)
+	}
+	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.AckTimeout)
+	defer acancel()
+	res, err := w.c.Acknowledge(actx, w.dest, l, status)
+	switch {
+	case err != nil:
+		if _, fatal := w.classify(err); fatal {
+			return err
+		}
+		// Not acknowledged: Herald redelivers the lease when it expires.
+		w.opts.Logger.Warn("herald consume: acknowledge failed; the lease will be redelivered", "worker", w.id, "lease", l.ID, "err", err)
+	case res.Outcome == OutcomeStale:
+		w.opts.Logger.Warn("herald consume: acknowledgement was stale: the lease had expired and was handed out again",
+			"worker", w.id, "lease", l.ID)
+	}
+	return nil
+}

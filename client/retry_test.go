@@ -1,0 +1,170 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/oauth2"
+
+	"github.com/heraldevents/herald/client"
+)
+
+// fastRetry keeps retry tests short; the waits are not what they check.
+var fastRetry = client.RetryPolicy{MaxAttempts: 4, InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}
+
+// failing serves answers in turn, then 200 {"destinations": []}; it
+// counts the requests.
+func failing(t *testing.T, answers ...func(http.ResponseWriter)) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := int(n.Add(1)) - 1
+		if i < len(answers) {
+			answers[i](w)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"destinations": [{"id": "d1", "type": "DURABLE_CONSUMER"}]}`))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func status(code int, header ...string) func(http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		for i := 0; i+1 < len(header); i += 2 {
+			w.Header().Set(header[i], header[i+1])
+		}
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(`{"code": "x", "message": "try later"}`))
+	}
+}
+
+// hangUp closes the connection without an answer.
+func hangUp(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err == nil {
+		_ = conn.Close()
+	}
+}
+
+func TestRetriesFixableFailures(t *testing.T) {
+	t.Parallel()
+	srv, n := failing(t, status(503), status(429, "Retry-After", "0"), hangUp, status(502))
+	c, err := client.New(srv.URL, client.WithRetry(client.RetryPolicy{MaxAttempts: 5, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}))
+	require.NoError(t, err)
+	ds, err := c.ListConsumers(testContext(t))
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	assert.Equal(t, int32(5), n.Load(), "503, 429, a hang-up and 502 are retried, then the call succeeds")
+}
+
+func TestGivesUpAfterMaxAttempts(t *testing.T) {
+	t.Parallel()
+	srv, n := failing(t, status(503), status(503), status(503), status(503), status(503))
+	c, err := client.New(srv.URL, client.WithRetry(fastRetry))
+	require.NoError(t, err)
+	_, err = c.ListConsumers(testContext(t))
+	assert.Equal(t, 503, client.StatusCode(err))
+	assert.Equal(t, int32(4), n.Load())
+}
+
+func TestNeverRetriesOtherClientErrors(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{400, 401, 403, 404, 409, 422} {
+		srv, n := failing(t, status(code))
+		c, err := client.New(srv.URL, client.WithRetry(fastRetry))
+		require.NoError(t, err)
+		_, err = c.ListConsumers(testContext(t))
+		assert.Equal(t, code, client.StatusCode(err))
+		assert.Equal(t, int32(1), n.Load(), "%d is not retried", code)
+	}
+}
+
+func TestPullDoesNotRetryWindowFull(t *testing.T) {
+	t.Parallel()
+	srv, n := failing(t, func(w http.ResponseWriter) {
+		w.Header().Set("Retry-After", "7")
+		w.WriteHeader(429)
+		_, _ = w.Write([]byte(`{"code": "resource_exhausted", "message": "window full", "in_flight": 1000}`))
+	})
+	c, err := client.New(srv.URL, client.WithRetry(fastRetry))
+	require.NoError(t, err)
+	_, err = c.Pull(testContext(t), "d1", client.PullOptions{})
+	var he *client.Error
+	require.ErrorAs(t, err, &he)
+	assert.Equal(t, 7*time.Second, he.RetryAfter)
+	require.NotNil(t, he.InFlight)
+	assert.Equal(t, int64(1000), *he.InFlight)
+	assert.Equal(t, int32(1), n.Load())
+}
+
+// TestRetryAfterIsHonoured: the wait after a 429 is at least its
+// Retry-After, so a context shorter than it ends the call with the 429
+// instead of a second attempt.
+func TestRetryAfterIsHonoured(t *testing.T) {
+	t.Parallel()
+	srv, n := failing(t, status(429, "Retry-After", "3600"))
+	c, err := client.New(srv.URL, client.WithRetry(client.RetryPolicy{MaxAttempts: 4, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = c.ListConsumers(ctx)
+	assert.Equal(t, 429, client.StatusCode(err))
+	assert.Equal(t, int32(1), n.Load(), "no attempt before the Retry-After")
+}
+
+type countingSource struct{ n atomic.Int32 }
+
+func (s *countingSource) Token() (*oauth2.Token, error) {
+	if s.n.Add(1) == 1 {
+		return &oauth2.Token{AccessToken: "first"}, nil
+	}
+	return &oauth2.Token{AccessToken: "second"}, nil
+}
+
+func TestTokenSourceAskedPerRequest(t *testing.T) {
+	t.Parallel()
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Header.Get("Authorization"))
+		_, _ = w.Write([]byte(`{"destinations": []}`))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL, client.WithTokenSource(&countingSource{}))
+	require.NoError(t, err)
+	for range 2 {
+		_, err := c.ListConsumers(testContext(t))
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []string{"Bearer first", "Bearer second"}, seen)
+}
+
+type brokenSource struct{}
+
+func (brokenSource) Token() (*oauth2.Token, error) { return nil, errors.New("issuer down") }
+
+func TestTokenSourceErrorIsReturned(t *testing.T) {
+	t.Parallel()
+	srv, n := failing(t)
+	c, err := client.New(srv.URL, client.WithTokenSource(brokenSource{}), client.WithRetry(client.RetryPolicy{MaxAttempts: 1}))
+	require.NoError(t, err)
+	_, err = c.ListConsumers(testContext(t))
+	assert.ErrorContains(t, err, "issuer down")
+	assert.Zero(t, n.Load(), "nothing is sent without a token")
+}
+
+func TestNewRejectsBadURLs(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"", "ftp://x", "127.0.0.1:8080", "http://h/?q=1"} {
+		_, err := client.New(u)
+		assert.Error(t, err, u)
+	}
+}

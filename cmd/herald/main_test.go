@@ -1,0 +1,475 @@
+package main_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/client"
+	"github.com/heraldevents/herald/local"
+)
+
+// bin is the herald binary TestMain builds.
+var bin string
+
+// runTimeout bounds one run of the binary.
+const runTimeout = 60 * time.Second
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "herald-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "herald")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building herald:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is one run of the binary.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// env is the environment of a run: nothing of the test's own but PATH and
+// HOME, plus vars.
+func env(vars ...string) []string {
+	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, vars...)
+}
+
+// herald runs the binary against h with args.
+func herald(t *testing.T, h *local.Instance, args ...string) result {
+	t.Helper()
+	return heraldIn(t, h, nil, args...)
+}
+
+func heraldIn(t *testing.T, h *local.Instance, stdin io.Reader, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	if h != nil {
+		cmd.Env = env("HERALD_URL="+h.URL, "HERALD_TOKEN="+h.Token)
+	} else {
+		cmd.Env = env()
+	}
+	cmd.Stdin = stdin
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	res := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		res.code = ee.ExitCode()
+	default:
+		t.Fatalf("herald %v: %v", args, err)
+	}
+	return res
+}
+
+// jsonOf decodes a run's standard output.
+func jsonOf[T any](t *testing.T, r result) T {
+	t.Helper()
+	var v T
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v), "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	return v
+}
+
+func clientOf(t *testing.T, h *local.Instance) *client.Client {
+	t.Helper()
+	c, err := client.New(h.URL, client.WithToken(h.Token))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	r := herald(t, nil, "--help")
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, c := range []string{"serve", "version", "publish", "consumers", "pull", "tail", "queues", "dlq", "completion", "Exit codes"} {
+		assert.Contains(t, r.stdout, c)
+	}
+	r = herald(t, nil)
+	assert.Equal(t, 0, r.code, "no command prints help")
+	assert.Contains(t, r.stdout, "Usage:")
+	for _, args := range [][]string{
+		{"serve"}, {"version"}, {"publish"}, {"pull"}, {"tail"},
+		{"consumers"}, {"consumers", "create"}, {"consumers", "list"}, {"consumers", "get"}, {"consumers", "pause"}, {"consumers", "resume"}, {"consumers", "delete"},
+		{"queues"}, {"queues", "ensure"}, {"queues", "update"}, {"queues", "delete"},
+		{"dlq"}, {"dlq", "list"}, {"dlq", "replay"}, {"dlq", "discard"}, {"completion", "bash"},
+	} {
+		r := herald(t, nil, append(args, "--help")...)
+		assert.Equal(t, 0, r.code, "%v --help", args)
+		assert.Contains(t, r.stdout, "Usage:", "%v --help", args)
+		assert.Contains(t, r.stdout, "herald "+strings.Join(args, " "), "%v --help", args)
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
+		r := herald(t, nil, "completion", sh)
+		assert.Equal(t, 0, r.code, sh)
+		assert.Contains(t, r.stdout, "herald", sh)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	h := local.Start(t)
+	for _, args := range [][]string{
+		{"bogus"},
+		{"publish"},
+		{"publish", "--type", "a.b", "--data", "{not json"},
+		{"publish", "--nope"},
+		{"--output", "yaml", "consumers", "list"},
+		{"consumers", "get"},
+		{"consumers", "create", "--prefix", "/x"},
+		{"pull"},
+		{"pull", "--consumer", "c", "--limit", "0"},
+		{"tail", "--ack"},
+		{"dlq", "replay"},
+		{"dlq", "replay", "id", "--all"},
+		{"--url", "ftp://x", "consumers", "list"},
+	} {
+		r := herald(t, h, args...)
+		assert.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
+		assert.Contains(t, r.stderr, "herald --help", "%v", args)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	h := local.Start(t)
+	r := herald(t, h, "consumers", "get", "no-such-consumer")
+	assert.Equal(t, 3, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "does not exist")
+
+	r = herald(t, h, "--token", "wrong-token", "consumers", "list")
+	assert.Equal(t, 4, r.code, r.stderr)
+	assert.NotContains(t, r.stderr, "wrong-token", "a token is never echoed")
+
+	// A port nobody listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	r = herald(t, nil, "--url", "http://"+addr, "--token", "x", "consumers", "list")
+	assert.Equal(t, 5, r.code, r.stderr)
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	r := herald(t, nil, "version")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `^herald \S+`, r.stdout)
+	v := jsonOf[map[string]string](t, herald(t, nil, "version", "-o", "json"))
+	assert.NotEmpty(t, v["version"])
+}
+
+func TestPublishConsumersPull(t *testing.T) {
+	t.Parallel()
+	h := local.Start(t)
+	d := jsonOf[client.Destination](t, herald(t, h, "consumers", "create", "--type", "myapp.user.created", "-o", "json"))
+	require.NotEmpty(t, d.ID)
+	assert.Equal(t, "myapp.user.created", d.FilterGroups[0].EventType)
+
+	r := herald(t, h, "publish", "--type", "myapp.user.created", "--resource", "/users/123", "--data", `{"user_id":"123"}`, "--time", "2024-10-16T14:30:00Z")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "published myapp.user.created 2024-10-16T14:30:00Z\n", r.stdout)
+
+	list := herald(t, h, "consumers", "list")
+	require.Equal(t, 0, list.code)
+	assert.Contains(t, list.stdout, d.ID)
+
+	type pulled struct {
+		LeaseID string `json:"leaseId"`
+		Events  []struct {
+			Type     string          `json:"type"`
+			Subject  string          `json:"subject"`
+			Sequence string          `json:"sequence"`
+			Data     json.RawMessage `json:"data"`
+		} `json:"events"`
+		Acknowledged *client.AckResult `json:"acknowledged"`
+	}
+	p := jsonOf[pulled](t, herald(t, h, "pull", "--consumer", d.ID, "--ack", "-o", "json"))
+	require.Len(t, p.Events, 1)
+	assert.Equal(t, "/users/123", p.Events[0].Subject)
+	assert.JSONEq(t, `{"user_id":"123"}`, string(p.Events[0].Data))
+	require.NotNil(t, p.Acknowledged)
+	assert.Equal(t, client.OutcomeCommitted, p.Acknowledged.Outcome)
+
+	r = herald(t, h, "pull", "--consumer", d.ID)
+	assert.Equal(t, 0, r.code)
+	assert.Contains(t, r.stderr, "caught up")
+
+	r = herald(t, h, "consumers", "pause", d.ID)
+	require.Equal(t, 0, r.code)
+	assert.Contains(t, r.stdout, "true")
+	r = herald(t, h, "pull", "--consumer", d.ID)
+	assert.Equal(t, 1, r.code, "a paused consumer: %s", r.stderr)
+	require.Equal(t, 0, herald(t, h, "consumers", "resume", d.ID).code)
+	got := jsonOf[client.Destination](t, herald(t, h, "consumers", "get", d.ID, "-o", "json"))
+	assert.False(t, got.Paused)
+	require.NotNil(t, got.Committed)
+	assert.Equal(t, *p.Acknowledged.Committed, *got.Committed)
+
+	r = herald(t, h, "consumers", "delete", d.ID)
+	require.Equal(t, 0, r.code)
+	assert.Equal(t, 3, herald(t, h, "consumers", "get", d.ID).code)
+}
+
+func TestPublishFile(t *testing.T) {
+	t.Parallel()
+	h := local.Start(t)
+	var lines []string
+	for i := range 150 { // two batches
+		lines = append(lines, fmt.Sprintf(`{"event_type":"bulk.item","message":{"i":%d}}`, i))
+	}
+	lines = append(lines,
+		`{"specversion":"1.0","id":"x","source":"/s","type":"bulk.cloudevent","subject":"/c/1","data":{"ok":true}}`,
+		``,
+		`not json`,
+		`{"event_type":"bad type!"}`)
+	file := filepath.Join(t.TempDir(), "events.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+
+	r := herald(t, h, "publish", "--file", file, "-o", "json")
+	assert.Equal(t, 1, r.code, "some events failed: %s", r.stderr)
+	type summary struct {
+		Published int `json:"published"`
+		Failed    int `json:"failed"`
+		Failures  []struct {
+			Line      int    `json:"line"`
+			EventType string `json:"event_type"`
+			Reason    string `json:"failure_reason"`
+		} `json:"failures"`
+	}
+	s := jsonOf[summary](t, r)
+	assert.Equal(t, 151, s.Published)
+	assert.Equal(t, 2, s.Failed)
+	require.Len(t, s.Failures, 2)
+	assert.Equal(t, 153, s.Failures[0].Line)
+	assert.Equal(t, 154, s.Failures[1].Line)
+	assert.Equal(t, "bad type!", s.Failures[1].EventType)
+
+	// Standard input, table output.
+	r = heraldIn(t, h, strings.NewReader(`{"event_type":"stdin.item"}`+"\n"), "publish", "--file", "-")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "published 1, failed 0\n", r.stdout)
+	assert.NotContains(t, r.stderr, "publishing", "no progress bar off a terminal")
+}
+
+// startTail starts `herald tail args…` and waits until it has opened its
+// stream (its first line on standard error).
+func startTail(t *testing.T, h *local.Instance, args ...string) (wait func() result, firstLine string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"tail"}, args...)...)
+	cmd.Env = env("HERALD_URL="+h.URL, "HERALD_TOKEN="+h.Token)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	errPipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	rd := bufio.NewReader(errPipe)
+	line, err := rd.ReadString('\n')
+	require.NoError(t, err, "tail wrote nothing on stderr")
+	rest := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(rd); rest <- string(b) }()
+	return func() result {
+		defer cancel()
+		err := cmd.Wait()
+		res := result{stdout: out.String(), stderr: line + <-rest}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			res.code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("tail: %v", err)
+		}
+		return res
+	}, line
+}
+
+func TestTailNonDurable(t *testing.T) {
+	t.Parallel()
+	h := local.Start(t)
+	c := clientOf(t, h)
+	wait, first := startTail(t, h, "--type", "myapp.file.uploaded", "--prefix", "/projects/42/", "--count", "1", "-o", "json")
+	require.Regexp(t, `^reconnect token: \S+`, first)
+	for _, sub := range []string{"/projects/7/a.pdf", "/projects/42/b.pdf"} { // the first is filtered out
+		e, err := client.NewEvent("myapp.file.uploaded", sub, map[string]string{"file": filepath.Base(sub)})
+		require.NoError(t, err)
+		_, err = c.Publish(t.Context(), e)
+		require.NoError(t, err)
+	}
+	r := wait()
+	require.Equal(t, 0, r.code, r.stderr)
+	var line struct {
+		EventType string          `json:"event_type"`
+		Message   json.RawMessage `json:"message"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &line), r.stdout)
+	assert.Equal(t, "myapp.file.uploaded", line.EventType)
+	assert.JSONEq(t, `{"file":"b.pdf"}`, string(line.Message))
+}
+
+func TestTailDurableQueue(t *testing.T) {
+	t.Parallel()
+	h := local.Start(t)
+	c := clientOf(t, h)
+	q := jsonOf[client.Queue](t, herald(t, h, "queues", "ensure", "orders", "--type", "shop.order.placed", "-o", "json"))
+	assert.True(t, q.Created)
+	again := jsonOf[client.Queue](t, herald(t, h, "queues", "ensure", "orders", "-o", "json"))
+	assert.False(t, again.Created)
+	for i := range 2 {
+		e, err := client.NewEvent("shop.order.placed", "", map[string]int{"n": i})
+		require.NoError(t, err)
+		_, err = c.Publish(t.Context(), e)
+		require.NoError(t, err)
+	}
+
+	// A look without --ack settles nothing.
+	wait, _ := startTail(t, h, "--queue", "orders", "--count", "2")
+	r := wait()
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, regexp.MustCompile(`(?s)PUBLISHED.*shop\.order\.placed.*shop\.order\.placed`), r.stdout)
+
+	wait, _ = startTail(t, h, "--queue", "orders", "--count", "2", "--ack", "-o", "json")
+	r = wait()
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, 2, strings.Count(r.stdout, "\n"), r.stdout)
+	d, err := c.GetConsumer(t.Context(), "orders")
+	require.NoError(t, err)
+	assert.Zero(t, d.InFlight, "--ack settled both")
+	require.NotNil(t, d.Committed)
+
+	r = herald(t, h, "queues", "update", "orders", "--type", "shop.order.cancelled")
+	require.Equal(t, 0, r.code, r.stderr)
+	d, err = c.GetConsumer(t.Context(), "orders")
+	require.NoError(t, err)
+	assert.Equal(t, "shop.order.cancelled", d.FilterGroups[0].EventType)
+	require.Equal(t, 0, herald(t, h, "queues", "delete", "orders").code)
+	assert.Equal(t, 3, herald(t, h, "queues", "delete", "orders").code)
+	assert.Equal(t, 3, herald(t, h, "tail", "--queue", "orders").code)
+}
+
+func TestDeadLetters(t *testing.T) {
+	t.Parallel()
+	h := local.Start(t, func(c *local.Config) { c.DeliveryLimit = 1 })
+	c := clientOf(t, h)
+	ctx := t.Context()
+	d, err := c.CreateConsumer(ctx, nil)
+	require.NoError(t, err)
+	const n = 3
+	for i := range n {
+		e, err := client.NewEvent("poison.pill", fmt.Sprintf("/p/%d", i), nil)
+		require.NoError(t, err)
+		_, err = c.Publish(ctx, e)
+		require.NoError(t, err)
+	}
+	// Fail the batch once; its redelivery would pass the limit of 1.
+	l, err := c.Pull(ctx, d.ID, client.PullOptions{Limit: n, WorkerID: "w"})
+	require.NoError(t, err)
+	require.Len(t, l.Events, n)
+	_, err = c.Acknowledge(ctx, d.ID, l, client.AckFailed)
+	require.NoError(t, err)
+	l, err = c.Pull(ctx, d.ID, client.PullOptions{WorkerID: "w"})
+	require.NoError(t, err)
+	require.Nil(t, l)
+
+	page := jsonOf[client.DeadLetterPage](t, herald(t, h, "dlq", "list", "-o", "json"))
+	require.Len(t, page.DeadLetters, n)
+	assert.Equal(t, d.ID, page.DeadLetters[0].OriginQueue)
+	r := herald(t, h, "dlq", "list")
+	require.Equal(t, 0, r.code)
+	assert.Equal(t, n+1, strings.Count(r.stdout, "\n"), "a header and a row each:\n%s", r.stdout)
+
+	// Discard one by id, replay the rest with --all.
+	r = herald(t, h, "dlq", "discard", page.DeadLetters[0].ID)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `DISCARDED\s+1`, r.stdout)
+
+	type outcomes struct {
+		Asked  int            `json:"asked"`
+		Counts map[string]int `json:"counts"`
+	}
+	o := jsonOf[outcomes](t, herald(t, h, "dlq", "replay", "--all", "-o", "json"))
+	assert.Equal(t, n-1, o.Asked)
+	assert.Equal(t, map[string]int{"REPLAYED": n - 1}, o.Counts)
+	back := 0 // each replay is a lease of its own
+	for {
+		l, err := c.Pull(ctx, d.ID, client.PullOptions{Limit: n, WorkerID: "w2"})
+		require.NoError(t, err)
+		if l == nil {
+			break
+		}
+		back += len(l.Events)
+		_, err = c.Acknowledge(ctx, d.ID, l, client.AckOK)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, n-1, back, "the replayed events are back on their consumer")
+
+	// An id that is not there: the outcome says so, and the exit code is 1.
+	r = herald(t, h, "dlq", "replay", "no-such-dead-letter")
+	assert.Equal(t, 1, r.code, r.stdout)
+	assert.Regexp(t, `REPLAY_FAILED\s+1`, r.stdout)
+}
+
+// TestServe runs `herald serve` as make run does and talks to it.
+func TestServe(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0")
+	cmd.Env = env("HERALD_DEV_TOKEN=serve-test-token-0123456789")
+	errPipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill() }()
+	sc := bufio.NewScanner(errPipe)
+	addr := ""
+	for addr == "" && sc.Scan() {
+		if m := regexp.MustCompile(`addr=(http://127\.0\.0\.1:\d+)`).FindStringSubmatch(sc.Text()); m != nil {
+			addr = m[1]
+		}
+	}
+	require.NotEmpty(t, addr, "serve logged no address")
+	go func() { _, _ = io.Copy(io.Discard, errPipe) }()
+
+	c := exec.CommandContext(ctx, bin, "publish", "--type", "served.ok")
+	c.Env = env("HERALD_URL="+addr, "HERALD_DEV_TOKEN=serve-test-token-0123456789")
+	out, err := c.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "published served.ok")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "serve stops cleanly on SIGTERM")
+}

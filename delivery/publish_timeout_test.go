@@ -1,0 +1,96 @@
+package delivery_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/mem"
+)
+
+// silentBroker never answers a Send: it returns when the context ends, as
+// a driver does against a black-holed server.
+type silentBroker struct{ pubsubx.Broker }
+
+func (silentBroker) Send(ctx context.Context, _ *pubsubx.Message) error {
+	<-ctx.Done()
+	return herr.Wrap(herr.DeadlineExceeded, ctx.Err(), "no answer")
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestPublishTimeout: a broker that never answers costs a publish
+// Config.PublishTimeout, then herr.Unavailable (success:false), even when
+// the caller's context has no deadline; a batch shares one bound; the
+// caller's own cancellation stays Canceled; and the failures write one
+// warning, not one each.
+func TestPublishTimeout(t *testing.T) {
+	t.Parallel()
+	broker := mem.New(0)
+	t.Cleanup(func() { _ = broker.Close() })
+	var logs syncBuffer
+	svc := delivery.New(delivery.Config{
+		Broker: silentBroker{broker}, PublishTimeout: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	p := &auth.Principal{ID: "app", Permissions: []string{auth.PermAll}}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := svc.Publish(context.Background(), p, delivery.Event{EventType: "a.b"})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.Equal(t, herr.Unavailable, herr.CodeOf(err), "%v", err)
+		require.Equal(t, "Unable to publish to the message broker", herr.MessageOf(err), "the cause stays out of the answer")
+	}
+
+	events := make([]delivery.Event, 40)
+	for i := range events {
+		events[i] = delivery.Event{EventType: "a.b"}
+	}
+	for _, r := range svc.PublishBatch(context.Background(), p, events) {
+		require.Equal(t, herr.Unavailable, herr.CodeOf(r.Err), "%v", r.Err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := svc.Publish(ctx, p, delivery.Event{EventType: "a.b"})
+	require.Equal(t, herr.Canceled, herr.CodeOf(err), "%v", err)
+
+	require.Equal(t, 1, strings.Count(logs.String(), `did not accept the event within 50ms`),
+		"90 identical broker failures write one warning (then one summary per interval):\n%s", logs.String())
+	require.Equal(t, 2, strings.Count(logs.String(), `msg="publish failed"`), "a different failure has a line of its own:\n%s", logs.String())
+}

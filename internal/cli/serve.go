@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/heraldevents/herald/internal/version"
+	"github.com/heraldevents/herald/local"
+)
+
+func (a *app) serveCmd() *cobra.Command {
+	var addr string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run Herald locally: every function on one port, in-memory broker and store by default",
+		Long: `serve runs the local adapter: every Herald function on one port, with the
+periodic jobs, over in-memory drivers unless HERALD_TOPIC_URL and
+HERALD_STORE_URL name others. It is configured by the HERALD_* variables
+(docs: README "Configuration"): HERALD_ADDR (default 127.0.0.1:8080),
+HERALD_DEV_TOKEN (default dev-token), … It stops on Ctrl-C or SIGTERM,
+letting open requests finish.`,
+		Example: `  herald serve
+  HERALD_ADDR=127.0.0.1:18080 HERALD_DEV_TOKEN=my-secret herald serve
+  herald serve --addr 127.0.0.1:0     # a free port; the address is logged`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			cfg := local.ConfigFromEnv()
+			if addr != "" {
+				cfg.Addr = addr
+			}
+			srv, err := local.New(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			return srv.ListenAndServe(cmd.Context())
+		}),
+	}
+	cmd.Flags().StringVar(&addr, "addr", "", "listen address host:port (overrides HERALD_ADDR)")
+	return cmd
+}
+
+func (a *app) versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, commit and build date of this binary",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			info := version.Get()
+			if a.json() {
+				return printJSON(a.io.Out, info)
+			}
+			_, err := fmt.Fprintln(a.io.Out, "herald", info.String())
+			return err
+		}),
+	}
+}

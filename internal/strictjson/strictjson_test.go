@@ -1,0 +1,140 @@
+package strictjson_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/strictjson"
+)
+
+type ack struct {
+	LeaseID    string          `json:"leaseId"`
+	Generation *int64          `json:"generation"`
+	Status     string          `json:"status"`
+	Message    json.RawMessage `json:"message"`
+	Nested     []struct {
+		ID string `json:"id"`
+	} `json:"nested"`
+}
+
+func TestUnmarshal(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, body string
+		code       herr.Code
+		msg        string
+	}{
+		{"ok", `{"leaseId":"l","generation":1,"status":"ok","message":{"a":[1]}}`, herr.Unknown, ""},
+		{"unknown", `{"status":"failed","delay":30}`, herr.Malformed, `unknown field "delay"`},
+		{"unknown nested", `{"nested":[{"id":"a","x":1}]}`, herr.Malformed, `unknown field "x" in /nested/0`},
+		{"case", `{"LeaseID":"l"}`, herr.Malformed, `unknown field "LeaseID"`},
+		{"duplicate", `{"status":"ok","status":"failed"}`, herr.Malformed, `duplicate field "status"`},
+		{"duplicate in raw", `{"message":{"a":1,"a":2}}`, herr.Malformed, `duplicate field "a" in /message`},
+		{"utf8", "{\"leaseId\":\"\xff\"}", herr.InvalidArgument, "valid UTF-8"},
+		{"utf8 in raw", "{\"message\":{\"a\":\"\xc3\x28\"}}", herr.InvalidArgument, "valid UTF-8"},
+		{"lone surrogate", `{"leaseId":"\ud800"}`, herr.InvalidArgument, "valid UTF-8"},
+		{"syntax", `{"leaseId":`, herr.Malformed, "not valid JSON"},
+		{"trailing", `{} {}`, herr.Malformed, "not valid JSON"},
+		{"type", `{"generation":"1"}`, herr.Malformed, "/generation must be a JSON integer"},
+		{"empty", ``, herr.Malformed, "not valid JSON"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var v ack
+			err := strictjson.Unmarshal([]byte(c.body), &v)
+			if c.code == herr.Unknown {
+				require.NoError(t, err)
+				require.Equal(t, "l", v.LeaseID)
+				require.JSONEq(t, `{"a":[1]}`, string(v.Message))
+				return
+			}
+			require.Error(t, err)
+			require.Equal(t, c.code, herr.CodeOf(err), err)
+			require.Contains(t, herr.MessageOf(err), c.msg)
+		})
+	}
+}
+
+func TestUnmarshalLenientUTF8(t *testing.T) {
+	t.Parallel()
+	var v struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	require.NoError(t, strictjson.Unmarshal([]byte("{\"events\":[{\"a\":\"\xff\"},{}]}"), &v, strictjson.LenientUTF8))
+	require.Len(t, v.Events, 2)
+	var inner map[string]string
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(strictjson.Unmarshal(v.Events[0], &inner)))
+}
+
+func TestUnmarshalNameNotEchoedInFull(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("k", 5000)
+	err := strictjson.Unmarshal([]byte(`{"`+long+`":1}`), &ack{})
+	require.Less(t, len(herr.MessageOf(err)), 300)
+}
+
+func TestCheckObject(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		body string
+		want strictjson.ObjectProblem
+	}{
+		{`{}`, 0},
+		{` {"a":[{"b":null}], "c":"é"} `, 0},
+		{`[]`, strictjson.NotAnObject},
+		{`"s"`, strictjson.NotAnObject},
+		{`{"a":1} {}`, strictjson.NotAnObject},
+		{`{"a":1`, strictjson.NotAnObject},
+		{"{\"a\":\"\xff\"}", strictjson.InvalidUTF8},
+		{"{\"\xff\":1}", strictjson.InvalidUTF8},
+		{`{"a":"\udc00"}`, strictjson.InvalidUTF8},
+		{`{"a":1,"a":2}`, strictjson.DuplicateName},
+		{`{"a":{"a":{"a":1}}}`, 0},
+		{`{"a":{"a":{"a":{"a":1}}}}`, strictjson.TooDeep},
+		{`{"a":[[[1]]]}`, strictjson.TooDeep},
+		{strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000), strictjson.TooDeep},
+	} {
+		require.Equal(t, c.want, strictjson.CheckObject([]byte(c.body), 3), "%.60q", c.body)
+	}
+}
+
+// FuzzUnmarshal: any input either decodes or fails with a caller-safe
+// code, never panics, and a success re-encodes to JSON that decodes again.
+func FuzzUnmarshal(f *testing.F) {
+	for _, s := range []string{`{"leaseId":"l","generation":1,"status":"ok"}`, `{"nested":[{"id":"a"}]}`, `{"a":1,"a":2}`, "{\"leaseId\":\"\xff\"}", `{"message":{"x":[1,{"y":null}]}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var v ack
+		err := strictjson.Unmarshal(b, &v)
+		if err != nil {
+			switch herr.CodeOf(err) {
+			case herr.Malformed, herr.InvalidArgument:
+			default:
+				t.Fatalf("code %v: %v", herr.CodeOf(err), err)
+			}
+			return
+		}
+		out, err := json.Marshal(v)
+		require.NoError(t, err)
+		require.NoError(t, strictjson.Unmarshal(out, &ack{}))
+	})
+}
+
+// FuzzCheckObject: CheckObject never panics, and what it accepts is one
+// JSON object that encoding/json accepts too.
+func FuzzCheckObject(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":[{"b":"c"}]}`, `{"a":1,"a":2}`, "{\"a\":\"\xff\"}", `{"a":"\ud800"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if strictjson.CheckObject(b, 32) != 0 {
+			return
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(b, &m), "%q", b)
+	})
+}

@@ -1,0 +1,92 @@
+//go:build !herald_aws
+
+package storeurl
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"gocloud.dev/docstore"
+
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore/pgdocstore"
+)
+
+var openPostgres openFunc = (*Opener).openPostgres
+
+// DefaultPostgresTable is the table a postgres:// URL without table=
+// stores the lease store in.
+const DefaultPostgresTable = "herald"
+
+// DefaultPostgresConnectTimeout bounds a connection attempt when the URL
+// sets no connect_timeout.
+const DefaultPostgresConnectTimeout = 5 * time.Second
+
+// postgresParams are the query parameters a postgres:// URL may set:
+// table (Herald's), then the connection and pool settings pgx reads.
+var postgresParams = []string{
+	"table",
+	"sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword", "sslsni",
+	"connect_timeout", "application_name", "target_session_attrs",
+	"pool_max_conns", "pool_min_conns", "pool_max_conn_lifetime",
+	"pool_max_conn_idle_time", "pool_health_check_period",
+}
+
+// openPostgres opens postgres://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE[?table=T&…]
+// (or postgresql://) as a pgdocstore collection on a pool of its own,
+// closed with the collection.
+func (o *Opener) openPostgres(ctx context.Context, u *url.URL) (*docstore.Collection, error) {
+	scheme := u.Scheme
+	p, err := params(u, postgresParams...)
+	if err != nil {
+		return nil, err
+	}
+	if u.Host == "" || strings.Trim(u.Path, "/") == "" {
+		return nil, herr.New(herr.InvalidArgument, "store URL %s://: give the server and database, as in %s://USER@HOST:5432/DATABASE?table=herald", scheme, scheme)
+	}
+	table := DefaultPostgresTable
+	if t, ok := p["table"]; ok {
+		table = t
+	}
+	q := u.Query()
+	q.Del("table")
+	conn := *u
+	conn.RawQuery = q.Encode()
+	cfg, err := pgxpool.ParseConfig(conn.String())
+	if err != nil {
+		// pgx's message would quote the settings; say only what is wrong.
+		return nil, herr.New(herr.InvalidArgument, "store URL %s://: a connection or pool setting is malformed", scheme)
+	}
+	if _, ok := p["connect_timeout"]; !ok {
+		cfg.ConnConfig.ConnectTimeout = DefaultPostgresConnectTimeout
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, herr.New(herr.InvalidArgument, "store URL %s://: cannot make a connection pool", scheme)
+	}
+	coll, err := pgdocstore.OpenCollection(ctx, pool, table, &pgdocstore.Options{
+		KeyField: KeyField,
+		// ListConsumers and the periodic jobs select records by kind.
+		IndexFields: []string{"kind"},
+		ClosePool:   true,
+	})
+	if err != nil {
+		pool.Close()
+		code := herr.FromGocloud(pgdocstore.ErrorCode(err))
+		switch code {
+		case herr.InvalidArgument:
+			return nil, herr.New(code, "store URL %s://: table %q: a table name is a letter or underscore, then up to 47 letters, digits or underscores", scheme, table)
+		case herr.FailedPrecondition:
+			return nil, herr.Wrap(code, err, "PostgreSQL table "+table+" exists with other columns; the lease store needs key text, revision bigint, doc jsonb")
+		case herr.PermissionDenied:
+			return nil, herr.Wrap(code, err, "PostgreSQL refused the lease store's role: it must be able to log in, and create (or read and write) table "+table)
+		case herr.Unknown, herr.DeadlineExceeded, herr.Canceled:
+			return nil, herr.Wrap(herr.Unavailable, err, "PostgreSQL is unreachable or refused the connection")
+		}
+		return nil, herr.Wrap(code, err, "PostgreSQL could not open table "+table)
+	}
+	return coll, nil
+}
