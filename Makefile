@@ -26,7 +26,7 @@ test-short: ## Run the in-memory tests only (no real servers), with the race det
 	$(GO) test -race -count=1 -timeout 10m $$($(GO) list ./... | grep -v -E '$(SHORT_SKIP)')
 
 .PHONY: bench
-bench: ## Run the end-to-end HTTP benchmark and the backend benchmarks; prints events/s and latencies
+bench: ## Run the end-to-end benchmarks in bench/ (publish, pull+acknowledge, SSE/gRPC/WebSocket streams over local.Start, in memory); prints events/s, latencies, allocs/event
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./bench/...
 
 .PHONY: bench-cost
