@@ -10,6 +10,8 @@
 //	PORT   its port
 //	TOKEN  dev-token
 //
+// and the herald command (cmd/herald, built once per run) first on PATH.
+//
 // curl runs with --fail-with-body (a .curlrc in CURL_HOME), so an HTTP
 // error fails the block; an example that shows an error answer says so
 // itself (`|| true`, or -w '%{http_code}'). CONTRIBUTING.md ("Examples that
@@ -92,6 +94,27 @@ func files(t *testing.T) []string {
 	return append([]string{"../README.md"}, docs...)
 }
 
+// heraldDir holds the herald command built by TestMain.
+var heraldDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "herald-examples-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "herald"), "../cmd/herald")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build the herald command:", err)
+		os.Exit(1)
+	}
+	heraldDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 func TestExamples(t *testing.T) {
 	total := 0
 	for _, path := range files(t) {
@@ -135,7 +158,8 @@ func runFile(t *testing.T, blocks []block) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", scriptPath)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "H="+h.URL, "PORT="+u.Port(), "TOKEN=dev-token", "CURL_HOME="+dir)
+	cmd.Env = append(os.Environ(), "H="+h.URL, "PORT="+u.Port(), "TOKEN=dev-token", "CURL_HOME="+dir,
+		"PATH="+heraldDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	// Its own process group, so that a background job an example starts
 	// (a streaming curl) is ended with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
