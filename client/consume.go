@@ -169,7 +169,7 @@ func (w *worker) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			wait, fatal := w.classify(err)
+			wait, fatal := w.classify("pull", err)
 			if fatal {
 				return err
 			}
@@ -190,9 +190,9 @@ func (w *worker) run(ctx context.Context) error {
 	return nil
 }
 
-// classify sorts a pull error: a wait for the ones a worker outlasts
-// (paused, window full, outages), fatal for the rest.
-func (w *worker) classify(err error) (wait time.Duration, fatal bool) {
+// classify sorts an error of op (pull, acknowledge): a wait for the ones a
+// worker outlasts (paused, window full, outages), fatal for the rest.
+func (w *worker) classify(op string, err error) (wait time.Duration, fatal bool) {
 	var he *Error
 	if errors.As(err, &he) {
 		switch {
@@ -200,14 +200,14 @@ func (w *worker) classify(err error) (wait time.Duration, fatal bool) {
 			return 0, false
 		case retryableStatus(he.StatusCode): // 429: Retry-After; 502-504 outlasted retries
 			if he.StatusCode != http.StatusTooManyRequests {
-				w.opts.Logger.Warn("herald consume: pull failed; retrying", "worker", w.id, "err", err)
+				w.opts.Logger.Warn("herald consume: "+op+" failed; going on", "worker", w.id, "err", err)
 			}
 			return he.RetryAfter, false
 		}
 		return 0, true
 	}
 	// A transport failure that outlasted the client's retries.
-	w.opts.Logger.Warn("herald consume: pull failed; retrying", "worker", w.id, "err", err)
+	w.opts.Logger.Warn("herald consume: "+op+" failed; going on", "worker", w.id, "err", err)
 	return 0, false
 }
 
@@ -215,8 +215,13 @@ func (w *worker) classify(err error) (wait time.Duration, fatal bool) {
 // only when the acknowledgement shows Consume must stop.
 func (w *worker) handle(ctx context.Context, l *Lease) error {
 	// The batch in hand is finished even when ctx is cancelled, within
-	// its visibility timeout.
-	hctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), l.ExpiresAt)
+	// its visibility timeout. ExpiresAt is on Herald's clock: a skewed
+	// local clock falls back to the visibility asked for.
+	remaining := time.Until(l.ExpiresAt)
+	if remaining <= 0 || remaining > w.opts.Visibility {
+		remaining = w.opts.Visibility
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), remaining)
 	herr := w.h(hctx, l)
 	cancel()
 	status := AckOK
@@ -234,7 +239,7 @@ func (w *worker) handle(ctx context.Context, l *Lease) error {
 	res, err := w.c.Acknowledge(actx, w.dest, l, status)
 	switch {
 	case err != nil:
-		if _, fatal := w.classify(err); fatal {
+		if _, fatal := w.classify("acknowledge", err); fatal {
 			return err
 		}
 		// Not acknowledged: Herald redelivers the lease when it expires.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,4 +169,71 @@ func TestNewRejectsBadURLs(t *testing.T) {
 		_, err := client.New(u)
 		assert.Error(t, err, u)
 	}
+}
+
+// TestConsumeOutlastsPausedAndFullWindow: Consume waits out a paused
+// consumer (409) and a full window (429), handles the lease that comes
+// next and acknowledges it, and stops for good on 404.
+func TestConsumeOutlastsPausedAndFullWindow(t *testing.T) {
+	t.Parallel()
+	var calls []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls = append(calls, r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:])
+		n := len(calls)
+		mu.Unlock()
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/acknowledge"):
+			_, _ = w.Write([]byte(`{"status": "committed", "committed": "001.00000000000000000001"}`))
+		case n == 1:
+			status(409)(w)
+		case n == 2:
+			status(429, "Retry-After", "0")(w)
+		case n == 3:
+			w.WriteHeader(204)
+		case n == 4:
+			_, _ = w.Write([]byte(`{"leaseId": "L", "generation": 0, "attempt": 1, "expiresAt": "2999-01-01T00:00:00Z",
+				"events": [{"specversion": "1.0", "id": "e1", "source": "/s", "type": "a.b", "sequence": "001.00000000000000000001"}]}`))
+		default:
+			status(404)(w)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL, client.WithRetry(fastRetry))
+	require.NoError(t, err)
+	var handled []string
+	err = c.Consume(testContext(t), "d1", func(_ context.Context, l *client.Lease) error {
+		handled = append(handled, l.ID)
+		return nil
+	}, client.ConsumeOptions{IdleBackoff: time.Millisecond, MaxIdleBackoff: time.Millisecond})
+	assert.True(t, client.IsNotFound(err), "%v", err)
+	assert.Equal(t, []string{"L"}, handled)
+	assert.Equal(t, []string{"pull", "pull", "pull", "pull", "acknowledge", "pull"}, calls)
+}
+
+// TestConsumeWorkersHaveTheirOwnIDs: every worker pulls with its own
+// workerId, prefix-index.
+func TestConsumeWorkersHaveTheirOwnIDs(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	ids := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ids[r.URL.Query().Get("workerId")] = true
+		n := len(ids)
+		mu.Unlock()
+		if n < 3 {
+			w.WriteHeader(204)
+			return
+		}
+		status(404)(w) // every worker has pulled: stop
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL, client.WithRetry(fastRetry))
+	require.NoError(t, err)
+	err = c.Consume(testContext(t), "d1", func(context.Context, *client.Lease) error { return nil },
+		client.ConsumeOptions{Workers: 3, WorkerPrefix: "billing", IdleBackoff: time.Millisecond, MaxIdleBackoff: time.Millisecond})
+	assert.True(t, client.IsNotFound(err), "%v", err)
+	assert.Equal(t, map[string]bool{"billing-0": true, "billing-1": true, "billing-2": true}, ids)
 }

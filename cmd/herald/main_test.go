@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -472,4 +473,57 @@ func TestServe(t *testing.T) {
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait(), "serve stops cleanly on SIGTERM")
+}
+
+// TestProgressBarOnATerminal runs `dlq replay --all` and `publish --file`
+// with standard error on a pseudo-terminal: both draw a progress bar
+// there (and only there: the other tests' pipes get none).
+func TestProgressBarOnATerminal(t *testing.T) {
+	t.Parallel()
+	h := local.Start(t, func(c *local.Config) { c.DeliveryLimit = 1 })
+	c := clientOf(t, h)
+	ctx := t.Context()
+	d, err := c.CreateConsumer(ctx, nil)
+	require.NoError(t, err)
+	for i := range 2 {
+		e, err := client.NewEvent("poison.pill", fmt.Sprintf("/p/%d", i), nil)
+		require.NoError(t, err)
+		_, err = c.Publish(ctx, e)
+		require.NoError(t, err)
+	}
+	l, err := c.Pull(ctx, d.ID, client.PullOptions{Limit: 2, WorkerID: "w"})
+	require.NoError(t, err)
+	_, err = c.Acknowledge(ctx, d.ID, l, client.AckFailed)
+	require.NoError(t, err)
+	_, err = c.Pull(ctx, d.ID, client.PullOptions{WorkerID: "w"})
+	require.NoError(t, err)
+
+	onTerminal := func(args ...string) (stdout, terminal string) {
+		ptmx, tty, err := pty.Open()
+		require.NoError(t, err)
+		defer ptmx.Close()
+		rctx, cancel := context.WithTimeout(ctx, runTimeout)
+		defer cancel()
+		cmd := exec.CommandContext(rctx, bin, args...)
+		cmd.Env = env("HERALD_URL="+h.URL, "HERALD_TOKEN="+h.Token)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, tty
+		read := make(chan string, 1)
+		go func() { b, _ := io.ReadAll(ptmx); read <- string(b) }()
+		require.NoError(t, cmd.Run())
+		_ = tty.Close()
+		// Linux reports EIO once the last tty end is closed: ReadAll ends.
+		return out.String(), <-read
+	}
+	out, term := onTerminal("dlq", "replay", "--all")
+	assert.Regexp(t, `REPLAYED\s+2`, out)
+	assert.Contains(t, term, "replay")
+	assert.Contains(t, term, "2/2")
+
+	file := filepath.Join(t.TempDir(), "events.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte(`{"event_type":"a.b"}`+"\n"+`{"event_type":"a.c"}`+"\n"), 0o600))
+	out, term = onTerminal("publish", "--file", file)
+	assert.Equal(t, "published 2, failed 0\n", out)
+	assert.Contains(t, term, "publishing")
+	assert.Contains(t, term, "2/2")
 }

@@ -23,9 +23,9 @@ import (
 
 // wantSchemes is what each build opens (README "Deploy", "Builds").
 var wantSchemes = map[cloudbuild.Build]struct{ topic, store []string }{
-	cloudbuild.Default: {[]string{"awssnssqs", "gcppubsub", "mem", "nats", "rabbit"}, []string{"dynamodb", "firestore", "mem"}},
+	cloudbuild.Default: {[]string{"awssnssqs", "gcppubsub", "mem", "nats", "rabbit"}, []string{"dynamodb", "firestore", "mem", "postgres", "postgresql"}},
 	cloudbuild.AWS:     {[]string{"awssnssqs", "mem"}, []string{"dynamodb", "mem"}},
-	cloudbuild.GCP:     {[]string{"gcppubsub", "mem", "nats", "rabbit"}, []string{"firestore", "mem"}},
+	cloudbuild.GCP:     {[]string{"gcppubsub", "mem", "nats", "rabbit"}, []string{"firestore", "mem", "postgres", "postgresql"}},
 }
 
 // driverSchemes finds every driver package under pubsubx/ (a package

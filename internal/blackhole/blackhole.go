@@ -7,11 +7,13 @@
 // Tests use it to check that broker calls honour their context, that a
 // driver dials once rather than once per waiting caller (Accepted), and
 // that nothing keeps a connection open after the caller gave up and closed
-// the client (Open).
+// the client (Open). Forward turns it into a proxy to a real server and
+// Drop resets what is open, to check that a driver recovers.
 package blackhole
 
 import (
 	"context"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -29,6 +31,7 @@ type Listener struct {
 	changed  chan struct{} // closed and replaced on every accept or close
 	wg       sync.WaitGroup
 	stopping bool
+	target   string // when set, new connections are forwarded here
 }
 
 // Start listens on a free port of 127.0.0.1 and stops when the test ends.
@@ -69,9 +72,55 @@ func (l *Listener) accept() {
 		l.conns[c] = true
 		l.signalLocked()
 		l.wg.Add(1)
+		target := l.target
 		l.mu.Unlock()
-		go l.swallow(c)
+		if target != "" {
+			go l.forward(c, target)
+		} else {
+			go l.swallow(c)
+		}
 	}
+}
+
+// Forward makes the listener a plain TCP proxy to target ("host:port")
+// for connections accepted from now on: the server "comes back". Open
+// connections stay black-holed until Drop.
+func (l *Listener) Forward(target string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.target = target
+}
+
+// Drop resets every open connection, as a broker restart or a network
+// failure does.
+func (l *Listener) Drop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		_ = c.SetDeadline(time.Now())
+	}
+}
+
+// forward pipes c to target both ways until either side ends.
+func (l *Listener) forward(c net.Conn, target string) {
+	defer l.wg.Done()
+	up, err := net.DialTimeout("tcp", target, 5*time.Second)
+	if err == nil {
+		done := make(chan struct{}, 2)
+		go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+		go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+		<-done
+		_ = up.Close()
+	}
+	_ = c.Close()
+	l.mu.Lock()
+	delete(l.conns, c)
+	l.open--
+	l.signalLocked()
+	l.mu.Unlock()
 }
 
 // swallow reads and discards what the client sends, so its writes never

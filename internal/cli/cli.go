@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -131,11 +132,11 @@ func exitCode(err error) int {
 	return ExitError
 }
 
-// isConnectionError says whether err is a failure to reach Herald.
+// isConnectionError says whether err is a failure to reach Herald (a
+// refused or reset connection, an unknown host, a timeout).
 func isConnectionError(err error) bool {
-	s := err.Error()
-	return strings.Contains(s, "connection refused") || strings.Contains(s, "no such host") ||
-		strings.Contains(s, "i/o timeout") || strings.Contains(s, "connection reset")
+	var ne net.Error
+	return errors.As(err, &ne)
 }
 
 // run adapts a command body so that its errors are told apart from

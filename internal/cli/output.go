@@ -79,9 +79,12 @@ func newProgress(w io.Writer, total int, what string) *progress {
 	if !isTerminal(w) || total <= 0 {
 		return &progress{}
 	}
+	// Drawn at once and left in place when done, so that even a run that
+	// ends in one step shows what it did.
 	return &progress{bar: progressbar.NewOptions(total,
 		progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(what),
-		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(30))}
+		progressbar.OptionShowCount(), progressbar.OptionSetWidth(30), progressbar.OptionSetRenderBlankState(true),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }))}
 }
 
 func (p *progress) set(n int) {

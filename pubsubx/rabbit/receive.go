@@ -31,17 +31,23 @@ type lease struct {
 	timer   *time.Timer
 }
 
-// expire closes the channel if anything is still unsettled.
+// expire closes the channel if anything is still unsettled. The close
+// (a round trip) runs after l.mu is released: once expired is set, no
+// settle touches the channel.
 func (l *lease) expire() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.pending > 0 && !l.expired {
+	expire := l.pending > 0 && !l.expired
+	if expire {
 		l.expired = true
+	}
+	l.mu.Unlock()
+	if expire {
 		_ = l.ch.Close()
 	}
 }
 
-// done is called with l.mu held when the last delivery is settled.
+// done is called, without l.mu, once the last delivery is settled and the
+// lease marked expired (so nothing else uses the channel).
 func (l *lease) done() {
 	l.timer.Stop() // if it already fired, expire sees pending == 0
 	if l.consumed {
@@ -79,7 +85,31 @@ func (b *broker) Receive(ctx context.Context, name string, max int, wait time.Du
 	if err != nil {
 		return nil, err
 	}
-	ds, consumed, err := take(ctx, ch, queue, max, wait)
+	// basic.get takes no context: a receive that outlives ctx is
+	// abandoned, and its channel closed once take returns (never while it
+	// still runs: amqp091 must not see a channel closed under a call),
+	// which requeues whatever it took.
+	type taken struct {
+		ds       []amqp.Delivery
+		consumed bool
+		err      error
+	}
+	done := make(chan taken, 1)
+	go func() {
+		ds, consumed, err := take(ctx, ch, queue, max, wait)
+		done <- taken{ds, consumed, err}
+	}()
+	var tk taken
+	select {
+	case tk = <-done:
+	case <-ctx.Done():
+		go func() {
+			<-done
+			_ = ch.Close()
+		}()
+		return nil, wrap(ctx.Err(), "RabbitMQ did not answer before the deadline")
+	}
+	ds, consumed, err := tk.ds, tk.consumed, tk.err
 	if err != nil {
 		// Closing the channel requeues anything taken before the error.
 		_ = ch.Close()
@@ -306,7 +336,7 @@ func (b *broker) settle(ctx context.Context, name string, msgs []*pubsubx.Messag
 		}
 		touched = touched || sent
 		if sent {
-			if err := l.barrier(queue); err != nil {
+			if err := l.barrier(ctx, queue); err != nil {
 				if isNotFound(err) {
 					return notFound(name)
 				}
@@ -359,17 +389,23 @@ func (l *lease) settle(hs []*handle, ack bool) (bool, error) {
 }
 
 // barrier waits for the server to process everything sent on l's channel
-// so far and checks that queue still exists; the channel goes back to the
-// pool (or is closed) once nothing on it is unsettled.
-func (l *lease) barrier(queue string) error {
-	_, err := l.ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.pending == 0 && !l.expired && l.ch != nil {
-		if err == nil {
+// so far and checks that queue still exists, until ctx ends; the channel
+// goes back to the pool (or is closed) once nothing on it is unsettled,
+// also when the caller stopped waiting.
+func (l *lease) barrier(ctx context.Context, queue string) error {
+	_, err := bounded(ctx, func() (struct{}, error) {
+		_, err := l.ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		l.mu.Lock()
+		finish := false
+		if l.pending == 0 && !l.expired && l.ch != nil {
+			finish = err == nil
+			l.expired = true // settled for good: later settles are no-ops
+		}
+		l.mu.Unlock()
+		if finish {
 			l.done()
 		}
-		l.expired = true // settled for good: later settles are no-ops
-	}
+		return struct{}{}, err
+	}, nil)
 	return err
 }
