@@ -52,7 +52,7 @@ VERSION_LDFLAGS = -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=
 build: ## Build the herald command (CLI and `herald serve`, the local adapter) into bin/, version-stamped
 	CGO_ENABLED=0 $(GO) build -ldflags "$(VERSION_LDFLAGS)" -o bin/herald ./cmd/herald
 
-# Deployment artifacts (README "Deploy"). One bootstrap serves every Herald
+# Deployment artifacts (docs/deploy.md). One bootstrap serves every Herald
 # function; HERALD_FUNCTION picks the routes. Each cloud's build links only
 # its own drivers (internal/cloudbuild): herald_aws the mem, SNS/SQS and
 # DynamoDB ones, herald_gcp the mem, Pub/Sub, Firestore, RabbitMQ and NATS
