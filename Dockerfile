@@ -2,9 +2,9 @@
 # binary on distroless, running as a non-root user. HERALD_FUNCTION
 # (default all) picks the routes; see docs/configuration.md. Built with
 # -tags herald_gcp (HERALD_TAGS, the Makefile's CLOUDRUN_TAGS), it opens
-# mem, gcppubsub, rabbit and nats topic URLs and mem and firestore store
-# URLs; for every driver, build with --build-arg HERALD_TAGS=
-# (docs/deploy.md).
+# mem, gcppubsub, rabbit and nats topic URLs and mem, firestore and
+# postgres (Cloud SQL) store URLs; for every driver, build with
+# --build-arg HERALD_TAGS= (docs/deploy.md).
 #
 #   docker build -t herald .
 #   docker run -p 8080:8080 -e HERALD_TOPIC_URL=mem://h -e HERALD_STORE_URL=mem://h/key \

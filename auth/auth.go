@@ -23,6 +23,12 @@
 // "event-consumer-service:" (as in
 // "event-consumer-service:inspect-and-replay-all-dlq"); both spellings are
 // accepted.
+//
+// Tokens are static (StaticTokens: HERALD_TOKENS and the development
+// token) or JWTs from an identity provider, whose scopes are these same
+// permissions (package auth/jwtauth); Chain asks the static table first,
+// then the JWT verifier. ParseBearer reads the Authorization header for
+// both the REST and the gRPC middleware.
 package auth
 
 import (
@@ -159,6 +165,61 @@ func (t StaticTokens) Authenticate(_ context.Context, token string) (*Principal,
 		}
 	}
 	return nil, herr.New(herr.Unauthenticated, "the bearer token is missing, invalid or expired")
+}
+
+// Known reports whether perm is a permission Herald checks: one of the
+// names above (the consumer-service ones also with ServicePrefix),
+// publish:PATTERN or receive:PATTERN with a non-empty PATTERN, or "*".
+func Known(perm string) bool {
+	switch perm {
+	case PermAll, PermReadEvents, PermManageDestinations, PermRunJobs:
+		return true
+	}
+	switch strings.TrimPrefix(perm, ServicePrefix) {
+	case PermConsumeDurableQueues, PermCreateDurableQueues, PermDeleteDurableQueues, PermInspectDeadLetters:
+		return true
+	}
+	for _, prefix := range []string{PermPublishPrefix, PermReceivePrefix} {
+		if pattern, ok := strings.CutPrefix(perm, prefix); ok && pattern != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Chain is an Authenticator that asks Static first and then, when the
+// token is not one of the static tokens, JWT (nil for none). Static
+// tokens (HERALD_TOKENS, the development token) so keep working beside an
+// identity provider, for service accounts and local use.
+type Chain struct {
+	Static StaticTokens
+	JWT    Authenticator
+}
+
+// Authenticate implements Authenticator: a static token's principal, else
+// JWT's answer (herr.Unauthenticated or herr.Unavailable), else
+// herr.Unauthenticated.
+func (c Chain) Authenticate(ctx context.Context, token string) (*Principal, error) {
+	p, err := c.Static.Authenticate(ctx, token)
+	if err == nil || c.JWT == nil {
+		return p, err
+	}
+	return c.JWT.Authenticate(ctx, token)
+}
+
+// ParseBearer returns the token of an Authorization header value that
+// uses the Bearer scheme (RFC 6750, section 2.1). The scheme name is
+// case-insensitive (RFC 9110, section 11.1) and is followed by one or
+// more spaces or tabs; surrounding whitespace is dropped. ok is false for
+// another scheme or an empty token.
+func ParseBearer(header string) (token string, ok bool) {
+	const scheme = "Bearer"
+	h := strings.TrimLeft(header, " \t")
+	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) || (h[len(scheme)] != ' ' && h[len(scheme)] != '\t') {
+		return "", false
+	}
+	token = strings.Trim(h[len(scheme):], " \t")
+	return token, token != ""
 }
 
 type ctxKey struct{}

@@ -173,7 +173,7 @@ func (s *Service) pull(ctx context.Context, p *auth.Principal, r PullRequest) (*
 		return nil, err
 	}
 	if c.Type != leasestore.TypeDurableConsumer {
-		return nil, herr.New(herr.Malformed, "the event destination is of type %s; pull and acknowledge are only supported for %s destinations", c.Type, leasestore.TypeDurableConsumer)
+		return nil, herr.New(herr.Malformed, "the event destination is of type %s; pull and acknowledge are only supported for durable consumer destinations (type %s)", c.Type, leasestore.TypeDurableConsumer)
 	}
 	src := &brokerSource{svc: s, broker: s.cfg.Broker, sub: c.Subscription, groups: c.Filters, wait: s.cfg.ReceiveWait}
 	return s.cfg.Store.Pull(ctx, leasestore.PullParams{

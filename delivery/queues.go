@@ -132,7 +132,7 @@ var queueIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
 // the id.
 func ValidateQueueID(id string) error {
 	if !queueIDPattern.MatchString(id) {
-		return herr.New(herr.InvalidArgument, "queue_id must match ^[A-Za-z0-9._-]{1,200}$ (1 to 200 letters, digits, '.', '_' or '-')")
+		return herr.InField(herr.New(herr.InvalidArgument, "queue_id must match ^[A-Za-z0-9._-]{1,200}$ (1 to 200 letters, digits, '.', '_' or '-')"), "queue_id")
 	}
 	return nil
 }
@@ -148,7 +148,7 @@ func ValidateReconnectToken(field, token string) error {
 		ok = token[i] >= 0x21 && token[i] <= 0x7e
 	}
 	if !ok {
-		return herr.New(herr.InvalidArgument, "%s must be 1 to 200 printable ASCII characters (0x21-0x7E: no spaces, no control characters, nothing non-ASCII)", field)
+		return herr.InField(herr.New(herr.InvalidArgument, "%s must be 1 to 200 printable ASCII characters (0x21-0x7E: no spaces, no control characters, nothing non-ASCII)", field), field)
 	}
 	return nil
 }
@@ -333,7 +333,7 @@ func (s *Service) setFilters(ctx context.Context, c *leasestore.Consumer, field 
 		return nil
 	}
 	if !SameGroups(c.Filters, current) {
-		return herr.New(herr.InvalidArgument, "%s does not match the filters the queue has", field)
+		return herr.InField(herr.New(herr.InvalidArgument, "%s does not match the filters the queue has", field), field)
 	}
 	if err := s.cfg.Broker.UpdateSubscription(ctx, c.Subscription, next); err != nil {
 		if herr.CodeOf(err) == herr.NotFound {

@@ -145,10 +145,11 @@ var EventTypePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,256}$`)
 const EventTypeRule = "1-256 characters of letters, digits, '.', '_' or '-'"
 
 // Validate checks groups against the rules above. Errors are
-// herr.InvalidArgument with a message naming the offending field.
+// herr.InvalidArgument with a message naming the offending field, which
+// herr.FieldOf also gives as a path from field ([field, 0, "event_type"]).
 func (gs Groups) Validate(field string) error {
 	if len(gs) > MaxGroups {
-		return herr.New(herr.InvalidArgument, "%s: at most %d filter groups are allowed, got %d", field, MaxGroups, len(gs))
+		return herr.InField(herr.New(herr.InvalidArgument, "%s: at most %d filter groups are allowed, got %d", field, MaxGroups, len(gs)), field)
 	}
 	total := 0
 	for _, g := range gs {
@@ -158,24 +159,24 @@ func (gs Groups) Validate(field string) error {
 		}
 	}
 	if total > MaxTotalBytes {
-		return herr.New(herr.InvalidArgument, "%s: event types and resource ids together take %d bytes; at most %d are allowed", field, total, MaxTotalBytes)
+		return herr.InField(herr.New(herr.InvalidArgument, "%s: event types and resource ids together take %d bytes; at most %d are allowed", field, total, MaxTotalBytes), field)
 	}
 	for i, g := range gs {
 		if !EventTypePattern.MatchString(g.EventType) {
 			return herr.InField(herr.New(herr.InvalidArgument, "%s[%d].event_type must be %s", field, i, EventTypeRule), field, i, "event_type")
 		}
 		if len(g.Filters) > MaxFiltersPerGroup {
-			return herr.New(herr.InvalidArgument, "%s[%d].filters: at most %d filters are allowed", field, i, MaxFiltersPerGroup)
+			return herr.InField(herr.New(herr.InvalidArgument, "%s[%d].filters: at most %d filters are allowed", field, i, MaxFiltersPerGroup), field, i, "filters")
 		}
 		for j, f := range g.Filters {
 			if len(f.ResourceID) > MaxResourceIDLength {
-				return herr.New(herr.InvalidArgument, "%s[%d].filters[%d].resource_id is longer than %d bytes", field, i, j, MaxResourceIDLength)
+				return herr.InField(herr.New(herr.InvalidArgument, "%s[%d].filters[%d].resource_id is longer than %d bytes", field, i, j, MaxResourceIDLength), field, i, "filters", j, "resource_id")
 			}
 			if (f.FilterType == Eq || f.FilterType == Unspecified) && f.ResourceID == "" {
-				return herr.New(herr.InvalidArgument, "%s[%d].filters[%d].resource_id must not be empty for an eq filter", field, i, j)
+				return herr.InField(herr.New(herr.InvalidArgument, "%s[%d].filters[%d].resource_id must not be empty for an eq filter", field, i, j), field, i, "filters", j, "resource_id")
 			}
 			if _, ok := typeNames[f.FilterType]; !ok {
-				return herr.New(herr.InvalidArgument, "%s[%d].filters[%d].filter_type is unknown", field, i, j)
+				return herr.InField(herr.New(herr.InvalidArgument, "%s[%d].filters[%d].filter_type is unknown", field, i, j), field, i, "filters", j, "filter_type")
 			}
 		}
 	}

@@ -147,6 +147,7 @@ func TestValidate(t *testing.T) {
 		err := tc.groups.Validate("fg")
 		requireCode(t, err, "invalid_argument", tc.name)
 		require.Contains(t, err.Error(), tc.field, tc.name)
+		require.Equal(t, "fg", herr.FieldOf(err)[0], "%s: the field path starts at the parameter", tc.name)
 	}
 }
 

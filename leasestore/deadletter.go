@@ -404,7 +404,10 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, id string) (ReplayOutcome,
 	}
 	sum := sha256.Sum256([]byte(dl.Key))
 	pid := "dl-" + base64.RawURLEncoding.EncodeToString(sum[:16])
-	pd := newPayloadDoc(dl.Origin, pid, [][]byte{dl.Body}, []int64{s.nowMs()})
+	pd := &payloadDoc{
+		Key: payloadKey(dl.Origin, pid), Kind: kindPayload, Consumer: dl.Origin,
+		Events: [][]byte{dl.Body}, Published: []int64{s.nowMs()},
+	}
 	if err := s.coll.Put(ctx, pd); err != nil {
 		return ReplayFailed, storeErr(err)
 	}

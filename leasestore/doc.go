@@ -34,12 +34,7 @@
 //	                                  sessions, message TTL and max length
 //	key "p:<consumer id>:<payload>"   kind "payload"     encoded events that
 //	                                  leases of the consumer refer to (a lease
-//	                                  names its payload and an offset), with
-//	                                  their enqueue times, packed into one
-//	                                  binary value "batch" and compressed
-//	                                  with zstd when that saves an eighth
-//	                                  (batch.go; older records hold lists
-//	                                  "events" and "published", still read)
+//	                                  names its payload and an offset)
 //	key "d:<consumer id>:<incarnation>:<position>"
 //	                                  kind "deadletter"  one dead-lettered
 //	                                  event (see DeadLetter)
@@ -64,10 +59,7 @@
 // revision read), which every backend (memdocstore, DynamoDB, Firestore)
 // performs atomically; no transaction across records and no in-process lock
 // decides correctness. Two store clients racing on one consumer both read,
-// one write wins, the other re-reads and tries again. Within one Store,
-// concurrent Acknowledge and Settle calls of one consumer do not race:
-// they queue, and one writer applies all that are queued to one read and
-// writes once (coalesce.go).
+// one write wins, the other re-reads and tries again.
 //
 // # Cost
 //

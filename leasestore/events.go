@@ -253,11 +253,13 @@ func (s *Store) PullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 			if payloadID == "" {
 				payloadID = uuid.NewString()
 			}
-			events := make([][]byte, n)
-			for i := range n {
-				events[i] = received[i].Body
+			pd := &payloadDoc{
+				Key: payloadKey(d.ID, payloadID), Kind: kindPayload, Consumer: d.ID,
+				Events: make([][]byte, n), Published: published[:n:n],
 			}
-			pd := newPayloadDoc(d.ID, payloadID, events, published[:n:n])
+			for i := range n {
+				pd.Events[i] = received[i].Body
+			}
 			if err := s.coll.Put(ctx, pd); err != nil {
 				return false, storeErr(err)
 			}
@@ -345,8 +347,14 @@ type SettleResult struct {
 // fails with herr.NotFound for an unknown consumer.
 func (s *Store) Settle(ctx context.Context, consumer string, acks, nacks []EventRef) (SettleResult, error) {
 	var res SettleResult
-	err := s.settle(ctx, consumer, func(d *consumerDoc, freed *[]string) bool {
-		res = SettleResult{}
+	var freed []string
+	err := s.retry(ctx, func() (bool, error) {
+		res, freed = SettleResult{}, nil
+		d, err := s.get(ctx, consumer)
+		if err != nil {
+			return false, err
+		}
+		d.pruneSessions(s.nowMs())
 		current := func(r EventRef) int {
 			i := d.lease(r.LeaseID)
 			if i < 0 || d.Leases[i].Generation != r.Generation || d.Leases[i].Dying != "" {
@@ -360,7 +368,7 @@ func (s *Store) Settle(ctx context.Context, consumer string, acks, nacks []Event
 				res.Skipped++
 				continue
 			}
-			*freed = append(*freed, d.Leases[i].payloadID())
+			freed = append(freed, d.Leases[i].payloadID())
 			d.commit(i)
 			res.Acked++
 		}
@@ -375,10 +383,17 @@ func (s *Store) Settle(ctx context.Context, consumer string, acks, nacks []Event
 			res.Nacked++
 		}
 		res.Committed = d.Committed
-		return res.Acked > 0 || res.Nacked > 0
+		if res.Acked == 0 && res.Nacked == 0 {
+			freed = nil
+			return true, nil
+		}
+		freed = d.unreferenced(freed)
+		return s.write(ctx, s.coll.Replace, d)
 	})
 	if err != nil {
 		return SettleResult{}, err
 	}
+	// Best effort: an orphaned payload is unreachable and harmless.
+	s.deletePayloads(ctx, consumer, freed)
 	return res, nil
 }

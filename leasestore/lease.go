@@ -253,11 +253,10 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 			if leaseID == "" {
 				leaseID = uuid.NewString()
 			}
-			events := make([][]byte, n)
+			pd := &payloadDoc{Key: payloadKey(d.ID, leaseID), Kind: kindPayload, Consumer: d.ID, Events: make([][]byte, n)}
 			for i := range n {
-				events[i] = received[i].Body
+				pd.Events[i] = received[i].Body
 			}
-			pd := newPayloadDoc(d.ID, leaseID, events, nil)
 			if err := s.coll.Put(ctx, pd); err != nil {
 				return false, storeErr(err)
 			}
@@ -319,7 +318,6 @@ var errPayloadGone = herr.New(herr.Aborted, "the lease was settled meanwhile; re
 const (
 	hookPullRead      = "pull-read"      // right after each read of the consumer record
 	hookPullReclaimed = "pull-reclaimed" // right after a reclaim is written
-	hookSettleRead    = "settle-read"    // right after a coalesced settlement reads the consumer
 )
 
 // testHook, when set, runs at each hook point with the point and the
@@ -364,20 +362,15 @@ func (s *Store) getPayload(ctx context.Context, consumer, id string) (*payloadDo
 		}
 		return nil, storeErr(err)
 	}
-	if len(pd.Batch.Events) == 0 && len(pd.OldEvents) > 0 {
-		pd.Batch = eventBatch{Events: pd.OldEvents, Published: pd.OldPublished}
-		pd.OldEvents, pd.OldPublished = nil, nil
-	}
 	return pd, nil
 }
 
 // events returns l's events from its payload record pd.
 func (pd *payloadDoc) events(l *leaseRec) ([][]byte, error) {
-	ev := pd.Batch.Events
-	if l.Offset < 0 || l.Offset+l.Count > int64(len(ev)) {
-		return nil, herr.New(herr.Internal, "lease %s refers to events %d–%d of a payload of %d", l.ID, l.Offset, l.Offset+l.Count-1, len(ev))
+	if l.Offset < 0 || l.Offset+l.Count > int64(len(pd.Events)) {
+		return nil, herr.New(herr.Internal, "lease %s refers to events %d–%d of a payload of %d", l.ID, l.Offset, l.Offset+l.Count-1, len(pd.Events))
 	}
-	return ev[l.Offset : l.Offset+l.Count : l.Offset+l.Count], nil
+	return pd.Events[l.Offset : l.Offset+l.Count : l.Offset+l.Count], nil
 }
 
 func (s *Store) load(ctx context.Context, consumer string, l *leaseRec) (*Lease, error) {
@@ -449,37 +442,42 @@ func (s *Store) Acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 		return nil, herr.New(herr.InvalidArgument, "status must be ok or failed")
 	}
 	var res *AckResult
-	var wrongType error
-	err := s.settle(ctx, p.Consumer, func(d *consumerDoc, freed *[]string) bool {
-		if p.Type != "" && d.Type != p.Type {
-			wrongType = herr.New(herr.Malformed, "the event destination is of type %s; pull and acknowledge are only supported for %s destinations", d.Type, p.Type)
-			return false
+	var freed []string
+	err := s.retry(ctx, func() (bool, error) {
+		freed = nil
+		d, err := s.get(ctx, p.Consumer)
+		if err != nil {
+			return false, err
 		}
+		if p.Type != "" && d.Type != p.Type {
+			return false, herr.New(herr.Malformed, "the event destination is of type %s; pull and acknowledge are only supported for durable consumer destinations (type %s)", d.Type, p.Type)
+		}
+		d.pruneSessions(s.nowMs())
 		i := d.lease(p.LeaseID)
 		if i < 0 || d.Leases[i].Generation != p.Generation || d.Leases[i].Dying != "" {
 			res = &AckResult{Outcome: OutcomeStale, Committed: d.Committed}
-			return false
+			return true, nil
 		}
 		l := &d.Leases[i]
 		switch p.Status {
 		case StatusOK:
-			*freed = append(*freed, l.payloadID())
+			pid := l.payloadID()
 			d.commit(i)
+			freed = d.unreferenced([]string{pid})
 			res = &AckResult{Outcome: OutcomeCommitted, Committed: d.Committed}
 		case StatusFailed:
 			res = &AckResult{Outcome: OutcomeRequeued, Committed: d.Committed}
 			if l.Requeued {
-				return false
+				return true, nil
 			}
 			l.Requeued, l.Worker = true, ""
 		}
-		return true
+		return s.write(ctx, s.coll.Replace, d)
 	})
-	if err == nil {
-		err = wrongType
-	}
 	if err != nil {
 		return nil, err
 	}
+	// Best effort: an orphaned payload is unreachable and harmless.
+	s.deletePayloads(ctx, p.Consumer, freed)
 	return res, nil
 }

@@ -91,34 +91,22 @@ type span struct {
 // payloadDoc holds encoded events that one or more leases of a consumer
 // refer to (each by an offset and a count).
 type payloadDoc struct {
-	Key      string `docstore:"key"`
-	Kind     string `docstore:"kind"`
-	Consumer string `docstore:"consumer"`
-	// Batch holds the events and each one's enqueue time (its
-	// publishedat, or the replay time of a replayed dead letter; 0 when
-	// unknown), packed and compressed (see eventBatch).
-	Batch eventBatch `docstore:"batch"`
-	// OldEvents and OldPublished are where payloads written before
-	// eventBatch hold the same; getPayload moves them into Batch.
-	OldEvents    [][]byte `docstore:"events,omitempty"`
-	OldPublished []int64  `docstore:"published,omitempty"`
+	Key      string   `docstore:"key"`
+	Kind     string   `docstore:"kind"`
+	Consumer string   `docstore:"consumer"`
+	Events   [][]byte `docstore:"events"`
+	// Published holds each event's enqueue time in Unix ms (its
+	// publishedat, or the replay time of a replayed dead letter); 0 when
+	// unknown. Absent in older records.
+	Published []int64 `docstore:"published"`
 
 	DocstoreRevision any
 }
 
-// newPayloadDoc returns consumer's payload record id holding events and
-// their enqueue times (published may be nil).
-func newPayloadDoc(consumer, id string, events [][]byte, published []int64) *payloadDoc {
-	return &payloadDoc{
-		Key: payloadKey(consumer, id), Kind: kindPayload, Consumer: consumer,
-		Batch: eventBatch{Events: events, Published: published},
-	}
-}
-
 // publishedAt returns the enqueue time of event i (Unix ms), 0 if unknown.
 func (p *payloadDoc) publishedAt(i int64) int64 {
-	if i < int64(len(p.Batch.Published)) {
-		return p.Batch.Published[i]
+	if i < int64(len(p.Published)) {
+		return p.Published[i]
 	}
 	return 0
 }

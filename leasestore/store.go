@@ -78,9 +78,8 @@ type Options struct {
 // for concurrent use, and any number of Stores (in any number of processes)
 // may share one collection.
 type Store struct {
-	coll    *docstore.Collection
-	opts    Options
-	settler settler // coalesces concurrent settlements (coalesce.go)
+	coll *docstore.Collection
+	opts Options
 }
 
 // New returns a Store over coll. The Store does not own coll: closing it is

@@ -294,9 +294,9 @@ func TestOcctooSDKFlows(t *testing.T) {
 		s := sdk{c}
 		status, q := c.createQueue(t, "compat-queue", nil)
 		require.Equal(t, http.StatusCreated, status)
-		require.Contains(t, readProblem(t, s.pull(t, q.QueueID, "w", 20, 60), http.StatusBadRequest), "only supported for DURABLE_CONSUMER")
+		require.Contains(t, readProblem(t, s.pull(t, q.QueueID, "w", 20, 60), http.StatusBadRequest), "only supported for durable consumer destinations")
 		stale := sdkBatch{LeaseID: uuid.New()}
-		require.Contains(t, readProblem(t, s.acknowledge(t, q.QueueID, stale, "ok"), http.StatusBadRequest), "only supported for DURABLE_CONSUMER")
+		require.Contains(t, readProblem(t, s.acknowledge(t, q.QueueID, stale, "ok"), http.StatusBadRequest), "only supported for durable consumer destinations")
 	})
 
 	t.Run("an unknown or deleted destination is not found", func(t *testing.T) {

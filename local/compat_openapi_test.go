@@ -535,10 +535,12 @@ func TestNotificationsOpenAPIQueues(t *testing.T) {
 	k.call(t, "DELETE", "/api/v1beta/queues/durable?queue_id="+url.QueryEscape(created.QueueID), c.token, nil, http.StatusNotFound)
 	k.call(t, "PATCH", "/api/v1beta/queues/durable", c.token, map[string]any{"queue_id": "compat-none",
 		"current_filter_groups": []any{}, "new_filter_groups": []any{}}, http.StatusNotFound)
-	k.call(t, "DELETE", "/api/v1beta/queues/durable?queue_id=bad%20id", c.token, nil, http.StatusUnprocessableEntity)
+	r = k.call(t, "DELETE", "/api/v1beta/queues/durable?queue_id=bad%20id", c.token, nil, http.StatusUnprocessableEntity)
+	require.Contains(t, string(r.Body), `"loc":["query","queue_id"]`)
 	k.call(t, "POST", "/api/v1beta/queues/durable", "", map[string]any{}, http.StatusUnauthorized)
-	k.call(t, "POST", "/api/v1beta/queues/durable", c.token, map[string]any{"filter_groups": []any{map[string]any{"event_type": "a",
-		"filters": []any{map[string]any{"filter_type": "eq", "resource_id": ""}}}}}, http.StatusUnprocessableEntity)
+	r = k.call(t, "POST", "/api/v1beta/queues/durable", c.token, map[string]any{"filter_groups": []any{map[string]any{"event_type": "a b",
+		"filters": []any{}}}}, http.StatusUnprocessableEntity)
+	require.Contains(t, string(r.Body), `"loc":["body","filter_groups",0,"event_type"]`)
 	k.call(t, "GET", durablePath("compat-none"), c.token, nil, http.StatusNotFound)
 	k.call(t, "GET", durablePath("bad id"), c.token, nil, http.StatusUnprocessableEntity)
 	k.call(t, "GET", durablePath("compat-none"), "", nil, http.StatusUnauthorized)

@@ -390,23 +390,31 @@ func TestStreamPermissionsE2E(t *testing.T) {
 		require.Equal(t, []int{2}, nValues(t, s.events(t, 1)))
 	})
 
-	t.Run("seed 000 pulls withhold what the caller may not read", func(t *testing.T) {
+	t.Run("durable-consumer pulls never settle what the caller may not read", func(t *testing.T) {
 		id := admin.create(t, nil)
-		admin.publish(t, ev("users.created", "", map[string]any{"n": 1}))
-		admin.publish(t, ev("orders.created", "", map[string]any{"n": 2}))
-		admin.publish(t, ev("users.created", "", map[string]any{"n": 3}))
-		l := orders.pullLease(t, id, "limit", "10")
+		admin.publish(t, ev("orders.created", "", map[string]any{"n": 1}))
+		admin.publish(t, ev("users.created", "", map[string]any{"n": 2}))
+		admin.publish(t, ev("orders.created", "", map[string]any{"n": 3}))
+		l := orders.pullLease(t, id, "limit", "1")
 		heads := l.heads(t)
 		require.Len(t, heads, 1)
 		require.Equal(t, "orders.created", heads[0].Type)
+		orders.ack(t, id, l.LeaseID, l.Generation, "ok")
+		// users.created is next: 403 naming it, and nothing is settled.
+		for _, c := range []*client{orders, none} {
+			r := c.pull(t, id, "limit", "10")
+			require.Equal(t, http.StatusForbidden, r.Status, "%s", r.Body)
+			require.Contains(t, string(r.Body), "users.created")
+		}
+		require.Equal(t, "001.00000000000000000001", admin.getDest(t, id).Committed)
+		// A worker that may read them gets both, in order.
+		l = admin.pullLease(t, id, "limit", "10")
+		heads = l.heads(t)
+		require.Len(t, heads, 2)
+		require.Equal(t, "users.created", heads[0].Type)
 		require.Equal(t, "001.00000000000000000002", heads[0].Sequence, "the event keeps its position")
-		a := orders.ack(t, id, l.LeaseID, l.Generation, "ok")
-		require.Equal(t, "001.00000000000000000003", a.Committed, "the withheld events are settled with the lease")
-		// A lease of nothing but unreadable events is skipped entirely.
-		admin.publish(t, ev("users.created", "", map[string]any{"n": 4}))
-		r := none.pull(t, id)
-		require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
-		require.Equal(t, "001.00000000000000000004", admin.getDest(t, id).Committed)
+		a := admin.ack(t, id, l.LeaseID, l.Generation, "ok")
+		require.Equal(t, "001.00000000000000000003", a.Committed)
 	})
 
 	t.Run("access_token authenticates the SSE endpoints only, and is never echoed", func(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/auth/jwtauth"
 	"github.com/heraldevents/herald/functions/app"
 	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/jobs"
@@ -48,6 +49,12 @@ type Config struct {
 	Source   string // HERALD_SOURCE: CloudEvents source of published events
 	// Tokens are more bearer tokens (HERALD_TOKENS, HERALD_TOKENS_FILE).
 	Tokens auth.StaticTokens
+	// JWT accepts an identity provider's JWTs beside the tokens when its
+	// Issuer or JWKSURL is set (the HERALD_JWT_* variables; docs/auth.md).
+	JWT jwtauth.Config
+	// CORSOrigins are the browser origins allowed to call Herald and open
+	// its WebSocket (HERALD_CORS_ORIGINS; default none).
+	CORSOrigins []string
 	// ReceiveWait is how long a pull waits at the broker
 	// (HERALD_RECEIVE_WAIT; default 0).
 	ReceiveWait time.Duration
@@ -67,6 +74,12 @@ type Config struct {
 	// ClaimRetention is how long the idle-queue reaper keeps a
 	// claim-check claim (HERALD_CLAIM_RETENTION; default 336h).
 	ClaimRetention time.Duration
+	// MaxInflightBytes and MaxConcurrentPublishes are the admission
+	// bounds (HERALD_MAX_INFLIGHT_BYTES, default 64 MiB;
+	// HERALD_MAX_CONCURRENT_PUBLISHES, default 256); 0 means the default,
+	// negative no bound.
+	MaxInflightBytes       int64
+	MaxConcurrentPublishes int64
 	// QueueMessageTTL and QueueMaxLength configure queues created from
 	// now on (HERALD_QUEUE_MESSAGE_TTL, HERALD_QUEUE_MAX_LENGTH; 0 = none).
 	QueueMessageTTL time.Duration
@@ -116,7 +129,9 @@ func ConfigFromEnv() Config {
 		WSPingInterval:    c.WSPingInterval,
 		HTTP2PingInterval: c.HTTP2PingInterval,
 		LogLevel:          c.LogLevel,
-		envErr:            err,
+		JWT:               c.JWT, CORSOrigins: c.CORSOrigins,
+		MaxInflightBytes: c.MaxInflightBytes, MaxConcurrentPublishes: c.MaxConcurrentPublishes,
+		envErr: err,
 	}
 }
 
@@ -169,6 +184,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		WSPingInterval:    cfg.WSPingInterval,
 		HTTP2PingInterval: cfg.HTTP2PingInterval,
 		LogLevel:          cfg.LogLevel,
+		JWT:               cfg.JWT, CORSOrigins: cfg.CORSOrigins,
+		MaxInflightBytes: cfg.MaxInflightBytes, MaxConcurrentPublishes: cfg.MaxConcurrentPublishes,
 	}, app.Options{Now: cfg.Now, Logger: cfg.Logger, SessionTTL: cfg.SessionTTL})
 	if err != nil {
 		return nil, err
@@ -207,7 +224,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // Serve serves on ln until ctx is done.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.cfg.DevToken == DefaultDevToken {
-		s.cfg.Logger.Warn("HERALD_DEV_TOKEN is not set: the built-in default token grants every permission; use it only on this machine")
+		s.cfg.Logger.Warn("HERALD_DEV_TOKEN is not set: the built-in default token grants every permission; use it only for local development, never on a shared or public address")
 	}
 	s.cfg.Logger.Info("herald listening", "addr", "http://"+ln.Addr().String(), "topic", config.Redact(s.cfg.TopicURL), "store", config.Redact(s.cfg.StoreURL))
 	reapCtx, stopReaper := context.WithCancel(ctx)

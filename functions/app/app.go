@@ -17,6 +17,8 @@ import (
 
 	"gocloud.dev/docstore"
 
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/auth/jwtauth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/functions/config"
@@ -48,6 +50,10 @@ type App struct {
 	broker  pubsubx.Broker       // nil when the function does not use one
 	coll    *docstore.Collection // nil when the function does not use one
 	logger  *slog.Logger
+	authn   auth.Authenticator
+	jwt     *jwtauth.Verifier // nil without an identity provider
+	// admission sheds load past the configured bounds; nil when off.
+	admission *httpx.Admission
 }
 
 // minLevel drops records below min (HERALD_LOG_LEVEL) before the wrapped
@@ -68,6 +74,10 @@ func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
 func (h minLevel) WithGroup(name string) slog.Handler {
 	return minLevel{h.Handler.WithGroup(name), h.min}
 }
+
+// Admission returns the App's load-shedding bounds and counters, or nil
+// when they are off (config.Config.Admission).
+func (a *App) Admission() *httpx.Admission { return a.admission }
 
 // Open opens what cfg.Function needs (the broker for publish, pull and
 // destinations; the store for pull, acknowledge, destinations and jobs)
@@ -115,10 +125,29 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		},
 		Now: opts.Now, Logger: opts.Logger,
 	})
+	chain := auth.Chain{Static: cfg.Authenticator()}
+	if cfg.JWTEnabled() {
+		jc := cfg.JWT
+		jc.Logger = opts.Logger
+		if a.jwt, err = jwtauth.New(jc); err != nil {
+			_ = a.Close()
+			return nil, err
+		}
+		chain.JWT = a.jwt
+		if jc.Issuer == "" {
+			opts.Logger.Warn(config.EnvJWTJWKSURL + " is set without " + config.EnvJWTIssuer + ": tokens of any issuer signed by those keys are accepted")
+		}
+	}
+	a.authn = chain
+	a.admission = cfg.Admission()
 	a.handler = accesslog.Middleware(opts.Logger,
-		router.ForFunction(a.svc, cfg.Authenticator(), cfg.Function, router.Options{Ready: a.readiness(opts.Logger)}))
+		router.Build(a.svc, chain, cfg.Function, router.Options{Ready: a.readiness(opts.Logger), CORSOrigins: cfg.CORSOrigins, Admission: a.admission}))
 	return a, nil
 }
+
+// Authenticator returns what resolves bearer tokens: the static tokens,
+// then the identity provider's JWTs when one is configured.
+func (a *App) Authenticator() auth.Authenticator { return a.authn }
 
 // readiness returns the Checker of GET /health/ready and gRPC health: the
 // broker and the store, where the function uses them.
@@ -165,6 +194,9 @@ func (a *App) RunJob(ctx context.Context, name string) (*jobs.Result, error) {
 // Close releases the broker and the store (saving a file-backed store).
 func (a *App) Close() error {
 	var errs []error
+	if a.jwt != nil {
+		errs = append(errs, a.jwt.Close())
+	}
 	if a.broker != nil {
 		errs = append(errs, a.broker.Close())
 	}
@@ -204,6 +236,13 @@ const PingAckTimeout = 15 * time.Second
 // says, so that idle gRPC streams are not cut by idle timeouts between
 // the client and Herald.
 //
+// Timeouts: httpx.ReadHeaderTimeout for the headers, httpx.ReadTimeout
+// for the whole request (streams are exempt: their routes lift it,
+// httpx.Unbounded), httpx.IdleTimeout for a keep-alive connection without
+// a request. There is no write timeout: streams write for hours, and a
+// client that stops reading is bounded by the streams' own write
+// deadlines and keep-alives.
+//
 // Long-lived requests — WebSockets, gRPC streams, SSE — are tracked with
 // an httpx.LongLived in the server's base context: on shutdown they are
 // told to go away (a WebSocket closes with 1001, a gRPC stream ends
@@ -213,7 +252,8 @@ const PingAckTimeout = 15 * time.Second
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions) error {
 	longLived := httpx.NewLongLived()
 	srv := &http.Server{
-		Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		Handler: h, ReadHeaderTimeout: httpx.ReadHeaderTimeout,
+		ReadTimeout: httpx.ReadTimeout, IdleTimeout: httpx.IdleTimeout,
 		BaseContext: func(net.Listener) context.Context { return httpx.WithLongLived(context.Background(), longLived) },
 	}
 	logger := o.Logger

@@ -39,7 +39,9 @@ import (
 	"time"
 
 	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/auth/jwtauth"
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/leasestore"
 )
@@ -100,6 +102,22 @@ const (
 	EnvHTTP2PingInterval = "HERALD_HTTP2_PING_INTERVAL"
 	// EnvLogLevel is read by every entrypoint.
 	EnvLogLevel = "HERALD_LOG_LEVEL"
+	// The identity-provider variables (package auth/jwtauth, docs/auth.md).
+	EnvJWTIssuer           = "HERALD_JWT_ISSUER"
+	EnvJWTJWKSURL          = "HERALD_JWT_JWKS_URL"
+	EnvJWTAudience         = "HERALD_JWT_AUDIENCE"
+	EnvJWTPermissionsClaim = "HERALD_JWT_PERMISSIONS_CLAIM"
+	EnvJWTPrincipalClaim   = "HERALD_JWT_PRINCIPAL_CLAIM"
+	EnvJWTAlgorithms       = "HERALD_JWT_ALGORITHMS"
+	EnvJWTScopePrefix      = "HERALD_JWT_SCOPE_PREFIX"
+	EnvJWTGrants           = "HERALD_JWT_GRANTS"
+	// EnvCORSOrigins lists the browser origins allowed to call Herald
+	// (CORS) and to open its WebSocket.
+	EnvCORSOrigins = "HERALD_CORS_ORIGINS"
+	// EnvMaxInflightBytes and EnvMaxConcurrentPublishes are the admission
+	// bounds of the servers (local, Cloud Run; functions/httpx.Admission).
+	EnvMaxInflightBytes       = "HERALD_MAX_INFLIGHT_BYTES"
+	EnvMaxConcurrentPublishes = "HERALD_MAX_CONCURRENT_PUBLISHES"
 )
 
 // Defaults.
@@ -187,6 +205,21 @@ const (
 	// DefaultLogLevel logs one access line per request and every warning;
 	// warn keeps only warnings and errors (no access lines).
 	DefaultLogLevel = "info"
+	// DefaultMaxInflightBytes bounds the request body bytes one server
+	// process holds at once (64 MiB: two of the largest publish batches);
+	// past it requests get 503 with Retry-After (gRPC RESOURCE_EXHAUSTED).
+	// MinMaxInflightBytes and MaxMaxInflightBytes bound a non-zero
+	// HERALD_MAX_INFLIGHT_BYTES ("0" removes the bound).
+	DefaultMaxInflightBytes = 64 << 20
+	MinMaxInflightBytes     = 1 << 20
+	MaxMaxInflightBytes     = 64 << 30
+	// DefaultMaxConcurrentPublishes bounds the publish requests (REST and
+	// gRPC, single or batch) one server process handles at once; past it
+	// they get 503 with Retry-After (gRPC RESOURCE_EXHAUSTED).
+	// MaxMaxConcurrentPublishes bounds HERALD_MAX_CONCURRENT_PUBLISHES
+	// ("0" removes the bound).
+	DefaultMaxConcurrentPublishes = 256
+	MaxMaxConcurrentPublishes     = 100_000
 )
 
 // Var describes one environment variable.
@@ -231,6 +264,9 @@ var (
 	usesWS     = func(f router.Function) bool { return f == router.Websocket || f == router.All }
 	// usesLeases: functions that write leases (pulls and WebSocket streams).
 	usesLeases = func(f router.Function) bool { return f == router.Pull || f == router.Websocket || f == router.All }
+	// usesCORS: functions that answer browsers over HTTP (the API Gateway
+	// WebSocket function answers API Gateway events only).
+	usesCORS = func(f router.Function) bool { return f != router.Websocket }
 	// The WebSocket bridge runs where connections can be hijacked: the
 	// local adapter and Cloud Run (API Gateway pings on its own).
 	wsProfiles = []Profile{Local, CloudRun}
@@ -255,6 +291,33 @@ var vars = []Var{
 	{Name: EnvTokensFile, Unit: "path",
 		Meaning:  "a file holding more tokens in the HERALD_TOKENS format",
 		profiles: allProfiles},
+	{Name: EnvJWTIssuer, Unit: "URL", Deploy: true,
+		Meaning:  "the identity provider's issuer (iss); its /.well-known/openid-configuration names the signing keys; JWT bearer tokens are accepted beside the static ones when this or HERALD_JWT_JWKS_URL is set (docs/auth.md); https, or http to loopback",
+		profiles: allProfiles},
+	{Name: EnvJWTJWKSURL, Unit: "URL", Deploy: true,
+		Meaning:  "the signing keys' JWKS URL, instead of discovery (iss is then checked only if HERALD_JWT_ISSUER is set too)",
+		profiles: allProfiles},
+	{Name: EnvJWTAudience, Unit: "list", Deploy: true,
+		Meaning:  "required with either of the two above: comma-separated audiences; a token's aud (or, without aud, its client_id) must be one",
+		profiles: allProfiles},
+	{Name: EnvJWTPermissionsClaim, LocalDefault: jwtauth.DefaultPermissionsClaim, CloudDefault: jwtauth.DefaultPermissionsClaim, Unit: "claim", Deploy: true,
+		Meaning:  "the claim holding permissions: a space-separated string or an array (with `scope`, `scp` is read too)",
+		profiles: allProfiles},
+	{Name: EnvJWTPrincipalClaim, LocalDefault: jwtauth.DefaultPrincipalClaim, CloudDefault: jwtauth.DefaultPrincipalClaim, Unit: "claim", Deploy: true,
+		Meaning:  "the string claim that names the principal (principal_identity of published events)",
+		profiles: allProfiles},
+	{Name: EnvJWTAlgorithms, Unit: "list", Deploy: true,
+		Meaning:  "accepted signing algorithms, comma-separated (default every asymmetric one: RS256–512, PS256–512, ES256–512, EdDSA, as the keys allow); none and HMAC are never accepted",
+		profiles: allProfiles},
+	{Name: EnvJWTScopePrefix, Unit: "string", Deploy: true,
+		Meaning:  "cut from the front of each permission value before it is read, e.g. `herald/` for Amazon Cognito's RESOURCE-SERVER/SCOPE custom scopes; values without it grant nothing",
+		profiles: allProfiles},
+	{Name: EnvJWTGrants, Unit: "JSON", Deploy: true,
+		Meaning:  `more permissions by principal, for issuers that mint no scopes (Google ID tokens): {"<principal>": ["publish:app.*", …]}`,
+		profiles: allProfiles},
+	{Name: EnvCORSOrigins, Unit: "list", Deploy: true,
+		Meaning:  "browser origins (`https://app.example.com`, comma-separated; `*` for any) allowed to call the REST, stream and gRPC-Web endpoints (CORS) and to open the WebSocket; default none",
+		profiles: allProfiles, uses: usesCORS},
 	{Name: EnvTopicURL, LocalDefault: DefaultTopicURL, Unit: "URL", Deploy: true,
 		Meaning:  "broker URL (`mem://NAME?ackdeadline=60s`, or a cloud driver's URL); required in the cloud",
 		profiles: allProfiles, uses: usesBroker},
@@ -300,6 +363,12 @@ var vars = []Var{
 	{Name: EnvHTTP2PingInterval, LocalDefault: "30s", CloudDefault: "30s", Unit: "Go duration",
 		Meaning:  "servers (local, Cloud Run): an HTTP/2 connection (gRPC) that has sent no frame for this long gets a PING from the server, so idle streams survive load balancers' idle timeouts; 0s = none (0s, or 1s–10m)",
 		profiles: []Profile{Local, CloudRun}},
+	{Name: EnvMaxInflightBytes, LocalDefault: strconv.Itoa(DefaultMaxInflightBytes), CloudDefault: strconv.Itoa(DefaultMaxInflightBytes), Unit: "bytes",
+		Meaning:  "servers (local, Cloud Run): most request body bytes being processed at once; past it requests get 503 with Retry-After (gRPC RESOURCE_EXHAUSTED) unread, which bounds memory (docs/limits.md); 0 = no bound (0, or 1048576–68719476736)",
+		profiles: []Profile{Local, CloudRun}},
+	{Name: EnvMaxConcurrentPublishes, LocalDefault: strconv.Itoa(DefaultMaxConcurrentPublishes), CloudDefault: strconv.Itoa(DefaultMaxConcurrentPublishes), Unit: "requests",
+		Meaning:  "servers (local, Cloud Run): most publish requests (REST and gRPC, single or batch) being processed at once; past it they get 503 with Retry-After (gRPC RESOURCE_EXHAUSTED); 0 = no bound (0–100000)",
+		profiles: []Profile{Local, CloudRun}, uses: usesPub},
 	{Name: EnvWSPingInterval, LocalDefault: "30s", CloudDefault: "30s", Unit: "Go duration",
 		Meaning:  "how often GET /api/v1beta/events/websocket sends a WebSocket ping; a client that sends nothing (no pong, no frame) for two intervals is disconnected (local adapter and Cloud Run) (1s–5m)",
 		profiles: wsProfiles, uses: usesStream},
@@ -341,7 +410,13 @@ type Config struct {
 	// DevToken is HERALD_DEV_TOKEN ("" for none).
 	DevToken string
 	// Tokens are the tokens of HERALD_TOKENS and HERALD_TOKENS_FILE.
-	Tokens        auth.StaticTokens
+	Tokens auth.StaticTokens
+	// JWT configures the JWT verifier (the HERALD_JWT_* variables); none
+	// runs unless JWT.Issuer or JWT.JWKSURL is set (JWTEnabled).
+	JWT jwtauth.Config
+	// CORSOrigins is HERALD_CORS_ORIGINS: the browser origins allowed
+	// (nil for none; "*" for any).
+	CORSOrigins   []string
 	TopicURL      string
 	StoreURL      string
 	Source        string
@@ -383,6 +458,38 @@ type Config struct {
 	// LogLevel is HERALD_LOG_LEVEL: the least severe level logged (the
 	// zero value is slog.LevelInfo, the default).
 	LogLevel slog.Level
+	// MaxInflightBytes and MaxConcurrentPublishes are
+	// HERALD_MAX_INFLIGHT_BYTES and HERALD_MAX_CONCURRENT_PUBLISHES: 0
+	// means the default, negative no bound ("0"). Read them through
+	// Admission.
+	MaxInflightBytes       int64
+	MaxConcurrentPublishes int64
+}
+
+// Admission returns the server's load-shedding bounds (see
+// functions/httpx.Admission), or nil when both are off. A Lambda function
+// gets nil: Lambda runs one request per instance and sheds load itself.
+func (c Config) Admission() *httpx.Admission {
+	if c.Profile == Lambda {
+		return nil
+	}
+	pick := func(v, def int64) int64 {
+		switch {
+		case v < 0:
+			return 0
+		case v == 0:
+			return def
+		}
+		return v
+	}
+	a := &httpx.Admission{
+		MaxBytes:     pick(c.MaxInflightBytes, DefaultMaxInflightBytes),
+		MaxPublishes: pick(c.MaxConcurrentPublishes, DefaultMaxConcurrentPublishes),
+	}
+	if a.MaxBytes == 0 && a.MaxPublishes == 0 {
+		return nil
+	}
+	return a
 }
 
 // PingInterval returns how long an HTTP/2 connection may go without a
@@ -408,6 +515,9 @@ func (c Config) Authenticator() auth.StaticTokens {
 	}
 	return out
 }
+
+// JWTEnabled reports whether JWT bearer tokens are accepted.
+func (c Config) JWTEnabled() bool { return c.JWT.Issuer != "" || c.JWT.JWKSURL != "" }
 
 // UsesDefaultDevToken reports whether the development token is the
 // well-known default.
@@ -550,6 +660,23 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 		duration(EnvWSPollWait, 0, MaxWSPollWait, &c.WSPollWait)
 		duration(EnvWSSessionTTL, MinWSSessionTTL, MaxWSSessionTTL, &c.WSSessionTTL)
 	}
+	count := func(name string, lo, hi int64, dst *int64) {
+		s := val(name)
+		if s == "" || p == Lambda {
+			return
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		switch {
+		case err != nil || (n != 0 && (n < lo || n > hi)):
+			fail(name, "%q is not 0 or a whole number between %d and %d", s, lo, hi)
+		case n == 0:
+			*dst = -1 // "0": no bound
+		default:
+			*dst = n
+		}
+	}
+	count(EnvMaxInflightBytes, MinMaxInflightBytes, MaxMaxInflightBytes, &c.MaxInflightBytes)
+	count(EnvMaxConcurrentPublishes, 1, MaxMaxConcurrentPublishes, &c.MaxConcurrentPublishes)
 	if s := val(EnvHTTP2PingInterval); s != "" && p != Lambda {
 		d, err := time.ParseDuration(s)
 		switch {
@@ -626,9 +753,16 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 			addTokens(EnvTokensFile, b)
 		}
 	}
+	c.loadJWT(get, val, fail)
+	c.CORSOrigins = list(get(EnvCORSOrigins))
+	for _, o := range c.CORSOrigins {
+		if err := checkOrigin(o); err != nil {
+			fail(EnvCORSOrigins, "%v", err)
+		}
+	}
 	if p.Cloud() {
-		if len(owner) == 0 {
-			fail(EnvTokens, "no bearer token is configured: set %s (or %s, or %s)", EnvTokens, EnvTokensFile, EnvDevToken)
+		if len(owner) == 0 && !c.JWTEnabled() {
+			fail(EnvTokens, "no bearer token is configured: set %s (or %s, or %s), or an identity provider (%s)", EnvTokens, EnvTokensFile, EnvDevToken, EnvJWTIssuer)
 		}
 		if c.DevToken != "" && len(c.DevToken) < MinCloudTokenLength {
 			fail(EnvDevToken, "the token is shorter than %d characters", MinCloudTokenLength)
@@ -640,6 +774,60 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 		}
 	}
 	return c, errors.Join(errs...)
+}
+
+// loadJWT reads the HERALD_JWT_* variables into c.JWT.
+func (c *Config) loadJWT(get, val func(string) string, fail func(name, format string, args ...any)) {
+	c.JWT = jwtauth.Config{
+		Issuer: get(EnvJWTIssuer), JWKSURL: get(EnvJWTJWKSURL), Audiences: list(get(EnvJWTAudience)),
+		PermissionsClaim: val(EnvJWTPermissionsClaim), PrincipalClaim: val(EnvJWTPrincipalClaim),
+		Algorithms: list(get(EnvJWTAlgorithms)), ScopePrefix: get(EnvJWTScopePrefix),
+	}
+	if s := get(EnvJWTGrants); s != "" {
+		if err := json.Unmarshal([]byte(s), &c.JWT.Grants); err != nil {
+			fail(EnvJWTGrants, `must be a JSON object from principal to a list of permissions: {"<principal>": ["publish:app.*"]}`)
+		}
+		for id, perms := range c.JWT.Grants {
+			for _, perm := range perms {
+				if !knownPermission(perm) {
+					fail(EnvJWTGrants, "principal %q: unknown permission %q", id, perm)
+				}
+			}
+		}
+	}
+	if !c.JWTEnabled() {
+		for _, name := range []string{EnvJWTAudience, EnvJWTAlgorithms, EnvJWTScopePrefix, EnvJWTGrants} {
+			if get(name) != "" {
+				fail(name, "is set, but neither %s nor %s is", EnvJWTIssuer, EnvJWTJWKSURL)
+			}
+		}
+		return
+	}
+	if err := c.JWT.Validate(); err != nil {
+		// Each of Validate's errors starts with its variable.
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			name, msg, _ := strings.Cut(e.Error(), ": ")
+			fail(name, "%s", msg)
+		}
+	}
+}
+
+// list splits a comma- or space-separated value; "" is nil.
+func list(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
+}
+
+// checkOrigin accepts "*" or a serialized origin: scheme://host[:port],
+// without path, query or trailing slash (what a browser sends in Origin).
+func checkOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+		return fmt.Errorf("%q is not an origin such as https://app.example.com (scheme and host, no path)", o)
+	}
+	return nil
 }
 
 // tokenEntry is one principal in HERALD_TOKENS.
@@ -705,22 +893,7 @@ func entryProblem(err error) string {
 	}
 }
 
-func knownPermission(p string) bool {
-	switch p {
-	case auth.PermAll, auth.PermReadEvents, auth.PermManageDestinations, auth.PermRunJobs:
-		return true
-	}
-	switch strings.TrimPrefix(p, auth.ServicePrefix) {
-	case auth.PermConsumeDurableQueues, auth.PermCreateDurableQueues, auth.PermDeleteDurableQueues, auth.PermInspectDeadLetters:
-		return true
-	}
-	for _, prefix := range []string{auth.PermPublishPrefix, auth.PermReceivePrefix} {
-		if pattern, ok := strings.CutPrefix(p, prefix); ok && pattern != "" {
-			return true
-		}
-	}
-	return false
-}
+func knownPermission(p string) bool { return auth.Known(p) }
 
 // Redact drops the user info and query of a URL, for logs and errors.
 func Redact(u string) string {

@@ -18,8 +18,11 @@ var errorWriter = connect.NewErrorWriter()
 // Authenticate wraps an RPC handler so that it runs only for calls with
 // `authorization: Bearer <token>` metadata that a resolves, with the
 // principal in the request context (auth.FromContext). Other calls are
-// answered UNAUTHENTICATED in the caller's protocol before the request
-// body is read; the answer never repeats the token.
+// answered in the caller's protocol before the request body is read:
+// UNAUTHENTICATED for a missing or refused token (with the refusal's
+// description, "token expired"), UNAVAILABLE when the issuer's keys
+// cannot be fetched; the answer never repeats the token. A handler's
+// PERMISSION_DENIED is the RPC form of RFC 6750's insufficient_scope.
 //
 // It is net/http middleware rather than a connect.Interceptor because
 // connect decodes a unary request's body before unary interceptors run,

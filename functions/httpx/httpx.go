@@ -12,7 +12,7 @@
 // requires it, and the Occtoo .NET SDK reads RFC 9457 problem details. A
 // 422 on the notifications API (paths under /api/) instead carries detail
 // as that API's HTTPValidationError list, one {loc, msg, type} naming the
-// offending field (herr.Error.Field; ["body"] when no field is named):
+// offending field (herr.Error.Field, after "body" or "query"):
 //
 //	{"code": "invalid_argument", "message": "event_type is required",
 //	 "detail": [{"loc": ["body", "event", "event_type"],
@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/cloudevent"
@@ -131,11 +132,18 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// fieldProblems is the 422 detail list of err.
-func fieldProblems(err error, msg string) []FieldProblem {
+// fieldProblems is the 422 detail list of err. A field path that does not
+// say where it is gets "query" in front for GET and DELETE (whose
+// parameters are in the query string) and "body" otherwise, as FastAPI
+// writes locations.
+func fieldProblems(r *http.Request, err error, msg string) []FieldProblem {
 	loc := herr.FieldOf(err)
-	if len(loc) == 0 {
-		loc = []any{"body"}
+	if len(loc) == 0 || (loc[0] != "body" && loc[0] != "query" && loc[0] != "header") {
+		where := "body"
+		if r.Method == http.MethodGet || r.Method == http.MethodDelete {
+			where = "query"
+		}
+		loc = append([]any{where}, loc...)
 	}
 	kind := "value_error"
 	if strings.HasSuffix(msg, " is required") {
@@ -151,7 +159,11 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	status := Status(code)
 	body := ErrorBody{Code: code.String(), Message: herr.MessageOf(err)}
 	if status == http.StatusUnprocessableEntity && strings.HasPrefix(r.URL.Path, notificationsPrefix) {
-		body.Detail = fieldProblems(err, body.Message)
+		body.Detail = fieldProblems(r, err, body.Message)
+	}
+	var over *OverloadedError
+	if errors.As(err, &over) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
 	}
 	var full *leasestore.WindowFullError
 	if errors.As(err, &full) {
@@ -160,6 +172,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		body.InFlight, body.Committed, body.Dispatched = &n, &committed, &dispatched
 		secs := int((full.RetryAfter + 999_999_999) / 1_000_000_000)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+	}
+	if code == herr.PermissionDenied {
+		insufficientScope(w, r, err)
 	}
 	if status >= 500 {
 		slog.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
@@ -201,18 +216,28 @@ func ReadBody(r *http.Request, limit int64) ([]byte, error) {
 		// twice the body.
 		b := make([]byte, n)
 		if _, err := io.ReadFull(r.Body, b); err != nil {
-			return nil, herr.Wrap(herr.Malformed, err, "could not read the request body")
+			return nil, readErr(err)
 		}
 		return b, nil
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
-		return nil, herr.Wrap(herr.Malformed, err, "could not read the request body")
+		return nil, readErr(err)
 	}
 	if int64(len(b)) > limit {
 		return nil, herr.New(herr.InvalidArgument, "request body is larger than %d bytes", limit)
 	}
 	return b, nil
+}
+
+// readErr is the error of a body that could not be read: the client's
+// fault (herr.Malformed), unless Admission refused the bytes.
+func readErr(err error) error {
+	var over *OverloadedError
+	if errors.As(err, &over) {
+		return over
+	}
+	return herr.Wrap(herr.Malformed, err, "could not read the request body")
 }
 
 // DecodeJSON reads and decodes a JSON body into v by the strict rules of
@@ -230,19 +255,24 @@ func DecodeJSON(r *http.Request, limit int64, v any, opts ...strictjson.Option) 
 }
 
 // Authenticate wraps next so that it runs only for requests with a valid
-// bearer token, with the principal in the request context. Others get 401;
-// a request with two Authorization headers, or a token with a control
-// character, gets 400 (see BearerToken).
+// bearer token, with the principal in the request context. Answers follow
+// RFC 6750, section 3: no token is 401 with a bare Bearer challenge; two
+// Authorization headers, or a token with a control character, is 400 with
+// error="invalid_request" (see BearerToken); a token a refuses is 401 with
+// error="invalid_token" and the refusal's description ("token expired",
+// "wrong audience"); a verifier that cannot fetch the issuer's keys is 503
+// with Retry-After. A 403 from the handler gets error="insufficient_scope"
+// (WriteError).
 func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, err := BearerToken(r.Header.Values("Authorization"))
 		if err != nil {
 			if herr.CodeOf(err) == herr.Malformed {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_request"`)
+				w.Header().Set("WWW-Authenticate", challenge("invalid_request", ""))
 				WriteError(w, r, err)
 				return
 			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+			w.Header().Set("WWW-Authenticate", challenge("", ""))
 			msg := "an Authorization: Bearer <token> header is required"
 			if queryTokenAllowed(r.Context()) {
 				msg += " (clients that cannot set headers, such as browsers, may pass the token in the access_token query parameter)"
@@ -252,7 +282,12 @@ func Authenticate(a auth.Authenticator, next http.Handler) http.Handler {
 		}
 		p, err := a.Authenticate(r.Context(), token)
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
+			switch herr.CodeOf(err) {
+			case herr.Unauthenticated:
+				w.Header().Set("WWW-Authenticate", challenge("invalid_token", herr.MessageOf(err)))
+			case herr.Unavailable:
+				w.Header().Set("Retry-After", retryAfterKeys)
+			}
 			WriteError(w, r, err)
 			return
 		}
@@ -278,9 +313,8 @@ func BearerToken(values []string) (string, error) {
 	default:
 		return "", herr.New(herr.Malformed, "send one Authorization header, not %d", len(values))
 	}
-	scheme, token, ok := strings.Cut(values[0], " ")
-	token = strings.Trim(token, " \t")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+	token, ok := auth.ParseBearer(values[0])
+	if !ok {
 		return "", herr.New(herr.Unauthenticated, "an Authorization: Bearer <token> header is required")
 	}
 	for i := 0; i < len(token); i++ {

@@ -136,6 +136,11 @@ func TestWriteErrorDetail(t *testing.T) {
 		"loc": []any{"body", "events", 3.0, "event_type"}, "msg": "event_type is required", "type": "missing",
 	}}, m["detail"])
 
+	// A field without its place is in the query of a GET or DELETE.
+	rec = httptest.NewRecorder()
+	httpx.WriteError(rec, httptest.NewRequest("DELETE", "/api/v1beta/queues/durable?queue_id=x%20y", nil), herr.InField(herr.New(herr.InvalidArgument, "bad queue_id"), "queue_id"))
+	require.Equal(t, []any{map[string]any{"loc": []any{"query", "queue_id"}, "msg": "bad queue_id", "type": "value_error"}}, raw(rec)["detail"])
+
 	// Without a named field the location is the body.
 	rec = httptest.NewRecorder()
 	httpx.WriteError(rec, httptest.NewRequest("POST", "/api/v1beta/queues/durable", nil), herr.New(herr.InvalidArgument, "bad queue"))

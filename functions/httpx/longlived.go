@@ -2,7 +2,9 @@ package httpx
 
 import (
 	"context"
+	"net/http"
 	"sync"
+	"time"
 
 	"github.com/heraldevents/herald/herr"
 )
@@ -114,4 +116,32 @@ func StreamContext(ctx context.Context) (context.Context, func(), error) {
 // it) ended because the server is shutting down.
 func ShuttingDown(ctx context.Context) bool {
 	return ctx.Err() != nil && context.Cause(ctx) == ErrShuttingDown
+}
+
+// Server timeouts (app.Serve): a request must send its headers within
+// ReadHeaderTimeout and its whole body within ReadTimeout, so a body that
+// trickles in at a byte a second cannot hold a connection and its buffers
+// for ever, and a keep-alive connection with no request for IdleTimeout
+// is closed. A stream reads its request for as long as it lives: its route
+// is wrapped in Unbounded, which lifts the read deadline.
+const (
+	ReadHeaderTimeout = 10 * time.Second
+	// ReadTimeout leaves a 32 MiB publish batch 1 MiB/s.
+	ReadTimeout = 60 * time.Second
+	// IdleTimeout is longer than the idle timeouts of the load balancers
+	// in front of Herald (Google Cloud's is 600 s; AWS ALB's 60 s), so
+	// they, not Herald, close an idle connection: a server that closes
+	// first races the balancer's next request on it.
+	IdleTimeout = 620 * time.Second
+)
+
+// Unbounded wraps a streaming handler (SSE, WebSocket, gRPC streams) so
+// that the server's ReadTimeout does not cut it: it clears the request's
+// read deadline before next runs (over HTTP/1.1 and HTTP/2 alike). The
+// stream's own keep-alives bound a dead peer instead.
+func Unbounded(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+		next.ServeHTTP(w, r)
+	})
 }

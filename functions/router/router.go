@@ -4,8 +4,8 @@
 //
 // Routes are grouped by Function, the unit one deployment serves: a Lambda
 // function or Cloud Run service started with HERALD_FUNCTION=pull serves
-// only the pull routes (and GET /health, GET /health/ready); All serves
-// every route.
+// only the pull routes (and the health routes, GET /health,
+// GET /api/v1beta/health and GET /health/ready); All serves every route.
 //
 // The gRPC services of package functions/grpcapi are mounted on the same
 // handler: EventPublishingService with the publish routes,
@@ -32,6 +32,7 @@ import (
 	"github.com/heraldevents/herald/functions/queues"
 	"github.com/heraldevents/herald/functions/stream"
 	"github.com/heraldevents/herald/functions/wsbridge"
+	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
 	"github.com/heraldevents/herald/herr"
 )
 
@@ -189,11 +190,22 @@ var table = []route{
 	{Route{"GET", health.ReadyPath, All, true, false}, nil},
 }
 
-// Options are what ForFunction needs beyond the core service.
+// Options are what ForFunction and Build need beyond the core service.
 type Options struct {
 	// Ready checks the process's dependencies for GET /health/ready and
 	// gRPC health; nil means always ready (no dependency checked).
 	Ready *health.Checker
+	// CORSOrigins are the browser origins (HERALD_CORS_ORIGINS) whose
+	// pages may call every endpoint (CORS preflights are answered) and
+	// open the WebSocket; nil allows none, "*" any. The WebSocket always
+	// admits clients that send no Origin (not browsers) and pages of the
+	// server's own origin.
+	CORSOrigins []string
+	// Admission, when not nil, sheds load (httpx.Admission) on every route
+	// that takes a request body and on the gRPC publisher; the publish
+	// routes, REST and gRPC, also take its publish slots. Streams are not
+	// bounded by it: they hold their request open for hours.
+	Admission *httpx.Admission
 }
 
 // Routes returns every route, in the order they are documented.
@@ -223,6 +235,13 @@ func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function, opts .
 	if len(opts) > 0 {
 		o = opts[0]
 	}
+	return Build(svc, a, f, o)
+}
+
+// Build returns the handler for f's routes, adjusted by o.
+func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) http.Handler {
+	policy := corsPolicy(o.CORSOrigins)
+	admission := o.Admission
 	mux := http.NewServeMux()
 	for _, r := range table {
 		if !f.Serves(r.Route) {
@@ -234,11 +253,17 @@ func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function, opts .
 		} else {
 			h = r.handler(svc)
 		}
+		if ws, ok := h.(*wsbridge.Handler); ok {
+			ws.CheckOrigin = originCheck(policy)
+		}
 		if !r.Public {
 			h = httpx.Authenticate(a, h)
 		}
+		if r.Method != "GET" {
+			h = admission.Wrap(h, r.Function == Publish)
+		}
 		if r.QueryToken {
-			h = stream.AccessTokenFromQuery(h)
+			h = httpx.Unbounded(stream.AccessTokenFromQuery(h))
 		}
 		mux.Handle(r.Method+" "+r.Path, h)
 	}
@@ -249,10 +274,19 @@ func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function, opts .
 		Consumer: f.Serves(Route{Function: Pull}) || f.Serves(Route{Function: Destinations}),
 		Ready:    o.Ready,
 	}) {
-		mux.Handle(m.Path, m.Handler)
+		h := m.Handler
+		if m.Path == "/"+publisherv1betaconnect.EventPublishingServiceName+"/" {
+			h = admission.Wrap(h, true)
+		} else {
+			h = httpx.Unbounded(h) // the consumer's streams, health's Watch
+		}
+		mux.Handle(m.Path, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, herr.New(herr.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return mux
+	if policy == nil {
+		return mux
+	}
+	return policy.Handler(mux)
 }

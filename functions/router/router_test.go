@@ -18,7 +18,7 @@ import (
 	"github.com/heraldevents/herald/pubsubx/mem"
 )
 
-func newService(t *testing.T) *delivery.Service {
+func newService(t testing.TB) *delivery.Service {
 	t.Helper()
 	coll, err := memdocstore.OpenCollection("key", nil)
 	require.NoError(t, err)

@@ -15,7 +15,8 @@
 // body of package httpx: 401 without a valid bearer token (the
 // Authorization header, or the access_token query parameter for browsers,
 // which cannot set headers on a WebSocket), 426 for a GET that is not a
-// WebSocket upgrade, 501 when the server cannot hand the connection over
+// WebSocket upgrade, 403 for a browser page whose Origin is neither the
+// server's own nor in HERALD_CORS_ORIGINS (Handler.CheckOrigin), 501 when the server cannot hand the connection over
 // (behind API Gateway's HTTP API a Lambda cannot: use the API Gateway
 // WebSocket API, package functions/wslambda), 503 while the server shuts
 // down. The subprotocol wsframe.Subprotocol is selected when the client
@@ -80,6 +81,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,12 +124,15 @@ type Handler struct {
 	// Logger logs failures the client is not told the cause of; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// CheckOrigin decides whether a browser page's Origin may open the
+	// WebSocket; a refused one is answered 403 before the upgrade. nil
+	// admits requests without Origin and of the server's own origin only.
+	// The router sets it from HERALD_CORS_ORIGINS.
+	CheckOrigin func(*http.Request) bool
 }
 
-// upgrader accepts any origin: the endpoint authenticates by bearer token
-// (header or access_token parameter), never by cookie, so a page from
-// another origin gains nothing the token does not already grant, and
-// browser clients served from anywhere must be able to connect.
+// upgrader accepts any origin: Handler.CheckOrigin has decided before
+// the upgrade (with a JSON 403 the upgrader's own refusal would not give).
 var upgrader = websocket.Upgrader{
 	Subprotocols:    []string{wsframe.Subprotocol},
 	CheckOrigin:     func(*http.Request) bool { return true },
@@ -155,6 +161,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteJSON(w, http.StatusUpgradeRequired, httpx.ErrorBody{
 			Code:    herr.FailedPrecondition.String(),
 			Message: "this endpoint speaks WebSocket only: send a WebSocket upgrade request (see docs/websocket.md)",
+		})
+		return
+	}
+	if !h.originAllowed(r) {
+		httpx.WriteJSON(w, http.StatusForbidden, httpx.ErrorBody{
+			Code:    herr.PermissionDenied.String(),
+			Message: "this page's origin may not open the WebSocket: add it to HERALD_CORS_ORIGINS",
 		})
 		return
 	}
@@ -190,6 +203,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s := &session{svc: h.Service, p: p, conn: conn, ping: ping, log: log, wake: make(chan struct{}, 1)}
 	s.run(r.Context(), goingAway)
+}
+
+// originAllowed applies CheckOrigin, or its default: no Origin, or the
+// request's own host.
+func (h *Handler) originAllowed(r *http.Request) bool {
+	if h.CheckOrigin != nil {
+		return h.CheckOrigin(r)
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
 // session is one connection.

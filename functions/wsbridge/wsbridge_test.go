@@ -274,3 +274,28 @@ func requireErrorBody(t *testing.T, body []byte) {
 	require.NotEmpty(t, e.Code)
 	require.NotEmpty(t, e.Message)
 }
+
+// TestOriginDefault: without CheckOrigin, a browser page of another
+// origin is refused 403 before the upgrade; no Origin and the server's
+// own pass on (here to the 501 of a writer that cannot be hijacked).
+func TestOriginDefault(t *testing.T) {
+	t.Parallel()
+	call := func(origin string, check func(*http.Request) bool) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		up := httptest.NewRequest("GET", "http://herald.example:8080"+wsbridge.Path, nil)
+		for k, v := range map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="} {
+			up.Header.Set(k, v)
+		}
+		if origin != "" {
+			up.Header.Set("Origin", origin)
+		}
+		up = up.WithContext(auth.WithPrincipal(up.Context(), &auth.Principal{ID: "p", Permissions: []string{"*"}}))
+		(&wsbridge.Handler{CheckOrigin: check}).ServeHTTP(rec, up)
+		return rec
+	}
+	require.Equal(t, http.StatusForbidden, call("https://evil.example", nil).Code)
+	requireErrorBody(t, call("https://evil.example", nil).Body.Bytes())
+	require.Equal(t, http.StatusNotImplemented, call("", nil).Code, "no Origin: not a browser")
+	require.Equal(t, http.StatusNotImplemented, call("http://herald.example:8080", nil).Code, "the server's own origin")
+	require.Equal(t, http.StatusNotImplemented, call("https://evil.example", func(*http.Request) bool { return true }).Code, "CheckOrigin decides")
+}

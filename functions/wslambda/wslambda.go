@@ -165,7 +165,7 @@ type Config struct {
 	// connection records).
 	Service *delivery.Service
 	Store   *leasestore.Store
-	// Auth resolves bearer tokens (config.Config.Authenticator).
+	// Auth resolves bearer tokens (app.App.Authenticator: static tokens, then JWTs).
 	Auth auth.Authenticator
 	// Endpoints gives the management API client of an event.
 	Endpoints Endpoints

@@ -57,9 +57,11 @@
 //
 // Filters compare numbers by value, strings by bytes and times by instant;
 // a field of another type never matches. An "=" filter on an index field
-// uses its index. A query is one statement whose rows are read before
-// RunGetQuery returns (at most 100,000, else ResourceExhausted), so no
-// connection is held between calls of Next.
+// uses its index. A query without OrderBy or Offset reads pages of 500
+// documents in key order, one statement each, the next when Next needs it;
+// an ordered query is one statement whose rows are read at once (at most
+// 100,000, else ResourceExhausted). No connection is held between calls of
+// Next.
 //
 // # Bounds
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 	"sync"
@@ -264,6 +265,43 @@ func TestDriver(t *testing.T) {
 		require.Equal(t, gcerrors.FailedPrecondition, ErrorCode(err), "%v", err)
 		_, err = OpenCollection(ctx, pool, "bad-name", nil)
 		require.Equal(t, gcerrors.InvalidArgument, ErrorCode(err), "%v", err)
+	})
+
+	t.Run("an unordered query reads every page", func(t *testing.T) {
+		coll := openTest(t, pool, nil)
+		const n = 2*pageRows + 37
+		acts := coll.Actions()
+		for i := range n {
+			acts.Put(map[string]any{"key": fmt.Sprintf("k%05d", i), "kind": []string{"a", "b"}[i%2], "i": int64(i)})
+		}
+		require.NoError(t, acts.Do(ctx))
+		count := func(q *docstore.Query) (int, map[int64]bool) {
+			it := q.Get(ctx)
+			defer it.Stop()
+			seen := map[int64]bool{}
+			for {
+				doc := map[string]any{}
+				err := it.Next(ctx, doc)
+				if errors.Is(err, io.EOF) {
+					return len(seen), seen
+				}
+				require.NoError(t, err)
+				i := doc["i"].(int64)
+				require.False(t, seen[i], "document %d read twice", i)
+				seen[i] = true
+			}
+		}
+		got, _ := count(coll.Query())
+		require.Equal(t, n, got)
+		got, seen := count(coll.Query().Where("kind", "=", "b"))
+		require.Equal(t, n/2, got)
+		for i := range seen {
+			require.Equal(t, int64(1), i%2)
+		}
+		got, _ = count(coll.Query().Where("kind", "=", "a").Limit(pageRows + 3))
+		require.Equal(t, pageRows+3, got)
+		got, _ = count(coll.Query().Where("i", ">=", int64(n-5)).OrderBy("i", docstore.Descending))
+		require.Equal(t, 5, got)
 	})
 
 	t.Run("an equality filter on an index field uses the index", func(t *testing.T) {

@@ -14,14 +14,24 @@ import (
 	"gocloud.dev/gcerrors"
 )
 
-// maxQueryRows bounds how many documents one query reads: the iterator
-// holds them in memory, so that no connection stays checked out between
-// calls of Next.
+// maxQueryRows bounds how many documents an ordered query (OrderBy or
+// Offset) reads: its rows are read at once and held in memory, so that no
+// connection stays checked out between calls of Next.
 const maxQueryRows = 100_000
 
-// RunGetQuery implements driver.Collection.RunGetQuery. The query runs as
-// one statement bounded by the statement timeout; its rows (at most
-// maxQueryRows, else ResourceExhausted) are read before it returns.
+// pageRows is how many documents one statement of an unordered query
+// reads; the next page is read when Next has used them up.
+const pageRows = 500
+
+// RunGetQuery implements driver.Collection.RunGetQuery.
+//
+// A query without OrderBy or Offset reads pages of pageRows documents in
+// key order (WHERE … AND key > last ORDER BY key LIMIT n), the first one
+// before RunGetQuery returns and each further one when Next needs it, each
+// a statement bounded by the statement timeout; no connection is held in
+// between, so a query over any number of documents runs in bounded memory.
+// An ordered query is one statement whose rows (at most maxQueryRows, else
+// ResourceExhausted) are read before RunGetQuery returns.
 //
 // Filters compare like memdocstore: numbers by value whatever their Go
 // type, strings by bytes (COLLATE "C"), times by instant; a document whose
@@ -32,51 +42,34 @@ func (c *collection) RunGetQuery(ctx context.Context, q *driver.Query) (driver.D
 			return nil, err
 		}
 	}
-	sql, args, err := c.querySQL(q)
-	if err != nil {
-		return nil, err
-	}
-	qctx, cancel := c.bound(ctx)
-	defer cancel()
-	rows, err := c.pool.Query(qctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var results []storedRow
-	for rows.Next() {
-		var r storedRow
-		if err := rows.Scan(&r.rev, &r.raw); err != nil {
-			return nil, err
-		}
-		results = append(results, r)
-		if len(results) > maxQueryRows {
-			return nil, errorf(gcerrors.ResourceExhausted, nil, "pgdocstore: query matches more than %d documents; add a filter or a limit", maxQueryRows)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
 	fps := q.FieldPaths
 	if len(fps) > 0 && c.opts.KeyFunc == nil {
 		fps = append([][]string{{c.opts.KeyField}}, fps...)
 	}
-	return &iterator{c: c, rows: results, fps: fps}, nil
+	it := &iterator{c: c, q: q, fps: fps, paged: q.OrderByField == "" && q.Offset == 0, left: q.Limit}
+	if err := it.fetch(ctx); err != nil {
+		return nil, err
+	}
+	return it, nil
 }
 
 type storedRow struct {
+	key string
 	rev *int64
 	raw []byte
 }
 
-// QueryPlan implements driver.Collection.QueryPlan: the SQL text.
+// QueryPlan implements driver.Collection.QueryPlan: the SQL text (of the
+// first page, for a paged query).
 func (c *collection) QueryPlan(q *driver.Query) (string, error) {
-	sql, _, err := c.querySQL(q)
+	sql, _, err := c.querySQL(q, q.OrderByField == "" && q.Offset == 0, nil, q.Limit)
 	return sql, err
 }
 
-// querySQL builds a query's statement and arguments.
-func (c *collection) querySQL(q *driver.Query) (string, []any, error) {
+// querySQL builds a query's statement and arguments. A paged query reads
+// in key order after the key after (nil: from the start), at most limit
+// rows (0: no limit).
+func (c *collection) querySQL(q *driver.Query, paged bool, after *string, limit int) (string, []any, error) {
 	var (
 		where []string
 		args  []any
@@ -92,12 +85,18 @@ func (c *collection) querySQL(q *driver.Query) (string, []any, error) {
 		}
 		where = append(where, cond)
 	}
+	if after != nil {
+		where = append(where, "key > "+arg(*after)+"::text")
+	}
 	var b strings.Builder
-	b.WriteString("SELECT revision, doc FROM " + c.table)
+	b.WriteString("SELECT key, revision, doc FROM " + c.table)
 	if len(where) > 0 {
 		b.WriteString(" WHERE " + strings.Join(where, " AND "))
 	}
-	if q.OrderByField != "" {
+	switch {
+	case paged:
+		b.WriteString(" ORDER BY key")
+	case q.OrderByField != "":
 		e, err := pathSQL([]string{q.OrderByField})
 		if err != nil {
 			return "", nil, err
@@ -110,10 +109,10 @@ func (c *collection) querySQL(q *driver.Query) (string, []any, error) {
 			` (CASE WHEN jsonb_typeof(%[1]s) = 'string' THEN %[1]s #>> '{}' END) COLLATE "C"%[2]s,`+
 			" (%[1]s ->> '%[3]s')%[2]s, key", e, dir, tagTime)
 	}
-	if q.Limit > 0 {
-		b.WriteString(" LIMIT " + arg(q.Limit))
+	if limit > 0 {
+		b.WriteString(" LIMIT " + arg(limit))
 	}
-	if q.Offset > 0 {
+	if !paged && q.Offset > 0 {
 		b.WriteString(" OFFSET " + arg(q.Offset))
 	}
 	return b.String(), args, nil
@@ -208,17 +207,79 @@ func filterJSON(v any) (string, error) {
 	return string(raw), nil
 }
 
-// iterator walks the rows a query read.
+// iterator walks the rows a query read, reading the next page of a paged
+// query when the rows run out.
 type iterator struct {
-	c    *collection
-	rows []storedRow
-	fps  [][]string
+	c     *collection
+	q     *driver.Query
+	fps   [][]string
+	paged bool
+	left  int // rows the query's Limit still allows; 0 without a Limit
+	rows  []storedRow
+	after *string // the last key read, for the next page
+	done  bool    // no more rows in the table
+}
+
+// fetch reads the next page (paged) or every row (ordered).
+func (it *iterator) fetch(ctx context.Context) error {
+	limit := it.q.Limit
+	if it.paged {
+		limit = pageRows
+		if it.q.Limit > 0 {
+			limit = min(pageRows, it.left)
+		}
+	}
+	sql, args, err := it.c.querySQL(it.q, it.paged, it.after, limit)
+	if err != nil {
+		return err
+	}
+	qctx, cancel := it.c.bound(ctx)
+	defer cancel()
+	rows, err := it.c.pool.Query(qctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	it.rows = it.rows[:0]
+	for rows.Next() {
+		var r storedRow
+		if err := rows.Scan(&r.key, &r.rev, &r.raw); err != nil {
+			return err
+		}
+		it.rows = append(it.rows, r)
+		if !it.paged && len(it.rows) > maxQueryRows {
+			return errorf(gcerrors.ResourceExhausted, nil, "pgdocstore: ordered query matches more than %d documents; add a filter or a limit", maxQueryRows)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if !it.paged {
+		it.done = true
+		return nil
+	}
+	if it.q.Limit > 0 {
+		it.left -= len(it.rows)
+	}
+	if len(it.rows) < limit || (it.q.Limit > 0 && it.left <= 0) {
+		it.done = true
+	}
+	if n := len(it.rows); n > 0 {
+		last := it.rows[n-1].key
+		it.after = &last
+	}
+	return nil
 }
 
 // Next implements driver.DocumentIterator.Next.
-func (it *iterator) Next(_ context.Context, doc driver.Document) error {
-	if len(it.rows) == 0 {
-		return io.EOF
+func (it *iterator) Next(ctx context.Context, doc driver.Document) error {
+	for len(it.rows) == 0 {
+		if it.done {
+			return io.EOF
+		}
+		if err := it.fetch(ctx); err != nil {
+			return err
+		}
 	}
 	r := it.rows[0]
 	it.rows = it.rows[1:]
@@ -226,7 +287,7 @@ func (it *iterator) Next(_ context.Context, doc driver.Document) error {
 }
 
 // Stop implements driver.DocumentIterator.Stop.
-func (it *iterator) Stop() { it.rows = nil }
+func (it *iterator) Stop() { it.rows, it.done = nil, true }
 
 // As implements driver.DocumentIterator.As; there is nothing to expose.
 func (it *iterator) As(any) bool { return false }

@@ -51,7 +51,7 @@ type CostOptions struct {
 //     prices below (storage and network not included).
 //
 // Scenarios, on varied JSON events of about 1 KiB (RealisticEvents):
-// Pull100/workers=1 and =16 (seed 000 pulls of 100 acknowledged whole, 16
+// Pull100/workers=1 and =16 (durable-consumer pulls of 100 acknowledged whole, 16
 // workers on two store clients), Queue/streams=1 and =8 (a durable queue,
 // each stream a session pulling 10 and settling every event with its own
 // Settle), and InFlight=10 and =1000 (leases of 10 events, that many

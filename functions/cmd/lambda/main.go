@@ -63,7 +63,7 @@ func setup(ctx context.Context, logger *slog.Logger, lookup func(string) (string
 			return nil, fmt.Errorf("AWS configuration for the API Gateway management API: %w", err)
 		}
 		ws := wslambda.New(wslambda.Config{
-			Service: a.Service(), Store: a.Store(), Auth: cfg.Authenticator(),
+			Service: a.Service(), Store: a.Store(), Auth: a.Authenticator(),
 			Endpoints: wslambda.FactoryEndpoints(apigwmgmt.NewFactory(awsCfg, lookup)),
 			PollWait:  cfg.WSPollWait, SessionTTL: cfg.WSSessionTTL, Logger: logger,
 		})

@@ -86,13 +86,21 @@ resource "aws_lambda_function" "websocket" {
 
   environment {
     variables = {
-      HERALD_FUNCTION        = "websocket"
-      HERALD_TOKENS          = var.tokens
-      HERALD_TOPIC_URL       = "awssnssqs:///${var.topic_name}"
-      HERALD_STORE_URL       = "dynamodb://${var.lease_table_name}?partition_key=key"
-      HERALD_MAX_LEASE_BYTES = tostring(var.max_lease_bytes)
-      HERALD_WS_POLL_WAIT    = var.poll_wait
-      HERALD_WS_SESSION_TTL  = var.session_ttl
+      HERALD_FUNCTION              = "websocket"
+      HERALD_TOKENS                = var.tokens
+      HERALD_JWT_ISSUER            = var.jwt.issuer
+      HERALD_JWT_JWKS_URL          = var.jwt.jwks_url
+      HERALD_JWT_AUDIENCE          = var.jwt.audience
+      HERALD_JWT_PERMISSIONS_CLAIM = var.jwt.permissions_claim
+      HERALD_JWT_PRINCIPAL_CLAIM   = var.jwt.principal_claim
+      HERALD_JWT_ALGORITHMS        = var.jwt.algorithms
+      HERALD_JWT_SCOPE_PREFIX      = var.jwt.scope_prefix
+      HERALD_JWT_GRANTS            = length(var.jwt.grants) == 0 ? "" : jsonencode(var.jwt.grants)
+      HERALD_TOPIC_URL             = "awssnssqs:///${var.topic_name}"
+      HERALD_STORE_URL             = "dynamodb://${var.lease_table_name}?partition_key=key"
+      HERALD_MAX_LEASE_BYTES       = tostring(var.max_lease_bytes)
+      HERALD_WS_POLL_WAIT          = var.poll_wait
+      HERALD_WS_SESSION_TTL        = var.session_ttl
     }
   }
 }

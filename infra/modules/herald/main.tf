@@ -148,6 +148,42 @@ resource "google_cloud_run_v2_service" "herald" {
         value = tostring(var.max_lease_bytes)
       }
       env {
+        name  = "HERALD_JWT_ISSUER"
+        value = var.jwt.issuer
+      }
+      env {
+        name  = "HERALD_JWT_JWKS_URL"
+        value = var.jwt.jwks_url
+      }
+      env {
+        name  = "HERALD_JWT_AUDIENCE"
+        value = var.jwt.audience
+      }
+      env {
+        name  = "HERALD_JWT_PERMISSIONS_CLAIM"
+        value = var.jwt.permissions_claim
+      }
+      env {
+        name  = "HERALD_JWT_PRINCIPAL_CLAIM"
+        value = var.jwt.principal_claim
+      }
+      env {
+        name  = "HERALD_JWT_ALGORITHMS"
+        value = var.jwt.algorithms
+      }
+      env {
+        name  = "HERALD_JWT_SCOPE_PREFIX"
+        value = var.jwt.scope_prefix
+      }
+      env {
+        name  = "HERALD_JWT_GRANTS"
+        value = length(var.jwt.grants) == 0 ? "" : jsonencode(var.jwt.grants)
+      }
+      env {
+        name  = "HERALD_CORS_ORIGINS"
+        value = join(",", var.cors_origins)
+      }
+      env {
         name = "HERALD_TOKENS"
         value_source {
           secret_key_ref {

@@ -114,3 +114,24 @@ variable "public" {
   type        = bool
   default     = true
 }
+
+variable "jwt" {
+  description = "An identity provider whose JWTs are accepted beside the tokens (docs/auth.md): the HERALD_JWT_* variables. issuer (or jwks_url) and audience switch it on; audience is comma-separated; grants maps a principal to more permissions."
+  type = object({
+    issuer            = optional(string, "")
+    jwks_url          = optional(string, "")
+    audience          = optional(string, "")
+    permissions_claim = optional(string, "scope")
+    principal_claim   = optional(string, "sub")
+    algorithms        = optional(string, "")
+    scope_prefix      = optional(string, "")
+    grants            = optional(map(list(string)), {})
+  })
+  default = {}
+}
+
+variable "cors_origins" {
+  description = "HERALD_CORS_ORIGINS: browser origins (https://app.example.com) allowed to call Herald and open its WebSocket; empty for none."
+  type        = list(string)
+  default     = []
+}

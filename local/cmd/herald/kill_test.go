@@ -72,6 +72,15 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the binary herald built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // herald builds this command once per test binary.
 func herald(t *testing.T) string {
 	t.Helper()

@@ -53,7 +53,7 @@ type EventPublishingServiceClient interface {
 	// PERMISSION_DENIED; a broker failure is an OK answer with
 	// result.success false and a failure_reason.
 	PublishEvent(context.Context, *connect.Request[v1beta.PublishEventRequest]) (*connect.Response[v1beta.PublishEventResponse], error)
-	// BatchPublishEvents publishes up to 100 events in parallel. Each event
+	// BatchPublishEvents publishes up to 1,000 events in parallel. Each event
 	// has its own result: some may succeed while others fail.
 	BatchPublishEvents(context.Context, *connect.Request[v1beta.BatchPublishEventsRequest]) (*connect.Response[v1beta.BatchPublishEventsResponse], error)
 }
@@ -111,7 +111,7 @@ type EventPublishingServiceHandler interface {
 	// PERMISSION_DENIED; a broker failure is an OK answer with
 	// result.success false and a failure_reason.
 	PublishEvent(context.Context, *connect.Request[v1beta.PublishEventRequest]) (*connect.Response[v1beta.PublishEventResponse], error)
-	// BatchPublishEvents publishes up to 100 events in parallel. Each event
+	// BatchPublishEvents publishes up to 1,000 events in parallel. Each event
 	// has its own result: some may succeed while others fail.
 	BatchPublishEvents(context.Context, *connect.Request[v1beta.BatchPublishEventsRequest]) (*connect.Response[v1beta.BatchPublishEventsResponse], error)
 }

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every fuzz target of the parsers that take outside input for a few
+# seconds each (FUZZTIME, default 5s). A crasher Go finds is written under
+# the package's testdata/fuzz/<Target>/ and fails this step: commit that
+# file with the fix, and `go test` replays it as a regression case from
+# then on.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzztime="${FUZZTIME:-5s}"
+targets=(
+  ./internal/strictjson:FuzzUnmarshal
+  ./internal/strictjson:FuzzCheckObject
+  ./functions/router:FuzzRESTBodies
+  ./functions/httpx:FuzzBearerToken
+  ./functions/wsframe:FuzzDecode
+  ./filter:FuzzParse
+  ./delivery:FuzzReconnectToken
+  ./delivery:FuzzQueueID
+  ./delivery:FuzzEventValidate
+  ./delivery:FuzzCheckText
+  ./cloudevent:FuzzParseSequence
+  ./pubsubx/mem:FuzzOpenURL
+)
+for t in "${targets[@]}"; do
+  pkg="${t%%:*}" name="${t##*:}"
+  echo "-- fuzz $pkg $name ($fuzztime)"
+  go test "$pkg" -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -parallel 2
+done
