@@ -1,10 +1,10 @@
 # Herald's Cloud Run image: the functions/cmd/cloudrun server, a static
 # binary on distroless, running as a non-root user. HERALD_FUNCTION
-# (default all) picks the routes; see README "Configuration". Built with
+# (default all) picks the routes; see docs/configuration.md. Built with
 # -tags herald_gcp (HERALD_TAGS, the Makefile's CLOUDRUN_TAGS), it opens
 # mem, gcppubsub, rabbit and nats topic URLs and mem, firestore and
-# postgres (Cloud SQL) store URLs; for every driver, build with --build-arg HERALD_TAGS= (README
-# "Deploy").
+# postgres (Cloud SQL) store URLs; for every driver, build with
+# --build-arg HERALD_TAGS= (docs/deploy.md).
 #
 #   docker build -t herald .
 #   docker run -p 8080:8080 -e HERALD_TOPIC_URL=mem://h -e HERALD_STORE_URL=mem://h/key \

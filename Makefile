@@ -26,7 +26,7 @@ test-short: ## Run the in-memory tests only (no real servers), with the race det
 	$(GO) test -race -count=1 -timeout 10m $$($(GO) list ./... | grep -v -E '$(SHORT_SKIP)')
 
 .PHONY: bench
-bench: ## Run the end-to-end HTTP benchmark and the backend benchmarks; prints events/s and latencies
+bench: ## Run the end-to-end benchmarks in bench/ (publish, pull+acknowledge, SSE/gRPC/WebSocket streams over local.Start, in memory); prints events/s, latencies, allocs/event
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./bench/...
 
 .PHONY: bench-peer
@@ -59,7 +59,7 @@ VERSION_LDFLAGS = -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=
 build: ## Build the herald command (CLI and `herald serve`, the local adapter) into bin/, version-stamped
 	CGO_ENABLED=0 $(GO) build -ldflags "$(VERSION_LDFLAGS)" -o bin/herald ./cmd/herald
 
-# Deployment artifacts (README "Deploy"). One bootstrap serves every Herald
+# Deployment artifacts (docs/deploy.md). One bootstrap serves every Herald
 # function; HERALD_FUNCTION picks the routes. Each cloud's build links only
 # its own drivers (internal/cloudbuild): herald_aws the mem, SNS/SQS and
 # DynamoDB ones, herald_gcp the mem, Pub/Sub, Firestore, RabbitMQ and NATS
@@ -110,3 +110,25 @@ generate: $(BUF) ## Lint and format-check proto/ with buf, then regenerate gen/ 
 	$(BUF) lint
 	$(BUF) format --diff --exit-code
 	$(BUF) generate
+
+# Releases are built by GoReleaser (.goreleaser.yaml), pinned like buf and
+# built into bin/tools/; cyclonedx-gomod makes the SBOMs offline. On a
+# commit tagged vX.Y.Z, `make release` builds that version; elsewhere, or
+# with SNAPSHOT=1, a snapshot version (what CI builds). Nothing is
+# published: the artifacts are in dist/release/.
+GORELEASER_VERSION ?= v2.15.1
+GORELEASER         := bin/tools/goreleaser-$(GORELEASER_VERSION)/goreleaser
+CYCLONEDX_VERSION  ?= v1.10.0
+CYCLONEDX_DIR      := bin/tools/cyclonedx-gomod-$(CYCLONEDX_VERSION)
+SNAPSHOT           ?= $(if $(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null),,1)
+
+$(GORELEASER):
+	GOBIN=$(CURDIR)/$(dir $(GORELEASER)) $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
+
+$(CYCLONEDX_DIR)/cyclonedx-gomod:
+	GOBIN=$(CURDIR)/$(CYCLONEDX_DIR) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_VERSION)
+
+.PHONY: release
+release: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod ## Build versioned archives (local adapter, Lambda bootstrap, Cloud Run server; linux/darwin, amd64/arm64), checksums and SBOMs into dist/release/
+	$(GORELEASER) check
+	PATH="$(CURDIR)/$(CYCLONEDX_DIR):$$PATH" $(GORELEASER) release --clean $(if $(SNAPSHOT),--snapshot) --parallelism 2

@@ -31,7 +31,7 @@ import (
 	"github.com/heraldevents/herald/functions/router"
 )
 
-// Defaults of the local adapter (README "Configuration"; the table lives in
+// Defaults of the local adapter (docs/configuration.md; the table lives in
 // package functions/config).
 const (
 	DefaultAddr     = config.DefaultAddr

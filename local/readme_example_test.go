@@ -8,8 +8,8 @@ import (
 	"github.com/heraldevents/herald/local"
 )
 
-// TestOrderFlow is the README's "Herald in your own tests" example, kept
-// here so it always compiles and passes as printed.
+// TestOrderFlow is the example of docs/testing.md ("Herald in your own
+// tests"), kept here so it always compiles and passes as printed.
 func TestOrderFlow(t *testing.T) {
 	h := local.Start(t) // h.URL, h.Token
 	req, _ := http.NewRequest("POST", h.URL+"/api/v1beta/events",

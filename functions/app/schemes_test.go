@@ -21,7 +21,7 @@ import (
 	"github.com/heraldevents/herald/pubsubx"
 )
 
-// wantSchemes is what each build opens (README "Deploy", "Builds").
+// wantSchemes is what each build opens (docs/deploy.md, "Builds").
 var wantSchemes = map[cloudbuild.Build]struct{ topic, store []string }{
 	cloudbuild.Default: {[]string{"awssnssqs", "gcppubsub", "mem", "nats", "rabbit"}, []string{"dynamodb", "firestore", "mem", "postgres", "postgresql"}},
 	cloudbuild.AWS:     {[]string{"awssnssqs", "mem"}, []string{"dynamodb", "mem"}},

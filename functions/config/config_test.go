@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -228,19 +227,13 @@ func TestReadBy(t *testing.T) {
 	require.NotContains(t, local, config.EnvFunction)
 }
 
-// TestREADMEListsEveryVariable keeps the README's configuration table in
-// step with the code.
-func TestREADMEListsEveryVariable(t *testing.T) {
+// TestDocsListEveryVariable keeps the configuration table of
+// docs/configuration.md in step with the code.
+func TestDocsListEveryVariable(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/configuration.md")
 	require.NoError(t, err)
-	readme := string(b)
-	i := strings.Index(readme, "## Configuration")
-	require.GreaterOrEqual(t, i, 0, "README has a Configuration section")
-	section := readme[i:]
-	if j := strings.Index(section[3:], "\n## "); j >= 0 {
-		section = section[:j+3]
-	}
+	section := string(b)
 	rows := regexp.MustCompile("(?m)^\\| `([A-Z0-9_]+)` \\|").FindAllStringSubmatch(section, -1)
 	var listed []string
 	for _, r := range rows {
@@ -250,7 +243,7 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 	for _, v := range config.Vars() {
 		want = append(want, v.Name)
 	}
-	require.ElementsMatch(t, want, listed, "README configuration table vs config.Vars")
+	require.ElementsMatch(t, want, listed, "docs/configuration.md table vs config.Vars")
 }
 
 // TestStreamVariables checks seed 002's lifetimes, the delivery limit and

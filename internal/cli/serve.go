@@ -17,7 +17,7 @@ func (a *app) serveCmd() *cobra.Command {
 		Long: `serve runs the local adapter: every Herald function on one port, with the
 periodic jobs, over in-memory drivers unless HERALD_TOPIC_URL and
 HERALD_STORE_URL name others. It is configured by the HERALD_* variables
-(docs: README "Configuration"): HERALD_ADDR (default 127.0.0.1:8080),
+(docs/configuration.md): HERALD_ADDR (default 127.0.0.1:8080),
 HERALD_DEV_TOKEN (default dev-token), … It stops on Ctrl-C or SIGTERM,
 letting open requests finish.`,
 		Example: `  herald serve

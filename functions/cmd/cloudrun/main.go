@@ -1,7 +1,7 @@
 // Command cloudrun is Herald's Google Cloud Run server: the same handlers
 // as the Lambda bootstrap, served on 0.0.0.0:$PORT (default 8080).
 // HERALD_FUNCTION chooses the routes it serves (default all); the other
-// variables are in README "Configuration". The broker and the store are
+// variables are in docs/configuration.md. The broker and the store are
 // opened once at start and shared by every request. On SIGTERM it stops
 // accepting requests and lets those in flight finish (Cloud Run allows
 // 10 seconds).

@@ -3,7 +3,7 @@
 // `make lambda`). The herald_aws tag links only the mem, awssnssqs and
 // dynamodb drivers (internal/cloudbuild); built without it, it opens every
 // scheme (RabbitMQ on Amazon MQ, NATS). HERALD_FUNCTION chooses the routes it serves; the other
-// variables are in README "Configuration". The broker and the store are
+// variables are in docs/configuration.md. The broker and the store are
 // opened once, at init, and shared by every invocation of the process.
 //
 // It accepts API Gateway HTTP API (payload 2.0) events; for the jobs

@@ -3,7 +3,7 @@
 // (cmd/herald), kept at this path for the scripts that build it; its
 // arguments are serve's (--addr, --help).
 //
-// Configuration is by environment (README "Configuration"): HERALD_ADDR
+// Configuration is by environment (docs/configuration.md): HERALD_ADDR
 // (default 127.0.0.1:8080), HERALD_DEV_TOKEN (default dev-token),
 // HERALD_TOPIC_URL (default mem://herald), HERALD_STORE_URL (default
 // mem://herald/key), HERALD_SOURCE (default /herald).
