@@ -475,6 +475,42 @@ func TestServe(t *testing.T) {
 	require.NoError(t, cmd.Wait(), "serve stops cleanly on SIGTERM")
 }
 
+// TestServeDefaultTokenOnAnyLoopbackPort: `herald serve` on a free port
+// with its default token, and commands given only HERALD_URL (by IP and by
+// localhost) use that token rather than none.
+func TestServeDefaultTokenOnAnyLoopbackPort(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0")
+	cmd.Env = env()
+	errPipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill() }()
+	sc := bufio.NewScanner(errPipe)
+	port := ""
+	for port == "" && sc.Scan() {
+		if m := regexp.MustCompile(`addr=http://127\.0\.0\.1:(\d+)`).FindStringSubmatch(sc.Text()); m != nil {
+			port = m[1]
+		}
+	}
+	require.NotEmpty(t, port, "serve logged no address")
+	require.NotEqual(t, "8080", port)
+	go func() { _, _ = io.Copy(io.Discard, errPipe) }()
+
+	for _, u := range []string{"http://127.0.0.1:" + port, "http://localhost:" + port + "/"} {
+		c := exec.CommandContext(ctx, bin, "publish", "--type", "served.default")
+		c.Env = env("HERALD_URL=" + u)
+		out, err := c.CombinedOutput()
+		require.NoError(t, err, "HERALD_URL=%s: %s", u, out)
+		assert.Contains(t, string(out), "published served.default")
+	}
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "serve stops cleanly on SIGTERM")
+}
+
 // TestProgressBarOnATerminal runs `dlq replay --all` and `publish --file`
 // with standard error on a pseudo-terminal: both draw a progress bar
 // there (and only there: the other tests' pipes get none).
