@@ -159,6 +159,8 @@ func TestUsageErrors(t *testing.T) {
 		{"dlq", "replay"},
 		{"dlq", "replay", "id", "--all"},
 		{"--url", "ftp://x", "consumers", "list"},
+		{"consumers", "create", "--filters", `[{"event_type":"a.b","filters":[{"filter_typ":"eq","resource_id":"/x"}]}]`},
+		{"consumers", "create", "--filters", `[{"Event_Type":"a.b"}]`},
 	} {
 		r := herald(t, h, args...)
 		assert.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
@@ -258,7 +260,9 @@ func TestPublishFile(t *testing.T) {
 		`{"specversion":"1.0","id":"x","source":"/s","type":"bulk.cloudevent","subject":"/c/1","data":{"ok":true}}`,
 		``,
 		`not json`,
-		`{"event_type":"bad type!"}`)
+		`{"event_type":"bad type!"}`,
+		`{"event_type":"typo.t","mesage":{"n":3}}`,
+		`{"Event_Type":"case.t"}`)
 	file := filepath.Join(t.TempDir(), "events.jsonl")
 	require.NoError(t, os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
 
@@ -275,11 +279,23 @@ func TestPublishFile(t *testing.T) {
 	}
 	s := jsonOf[summary](t, r)
 	assert.Equal(t, 151, s.Published)
-	assert.Equal(t, 2, s.Failed)
-	require.Len(t, s.Failures, 2)
+	assert.Equal(t, 4, s.Failed)
+	require.Len(t, s.Failures, 4)
+	// Lines that do not decode fail before anything is sent, so they come
+	// first; the server's refusal follows.
 	assert.Equal(t, 153, s.Failures[0].Line)
-	assert.Equal(t, 154, s.Failures[1].Line)
-	assert.Equal(t, "bad type!", s.Failures[1].EventType)
+	assert.Equal(t, 155, s.Failures[1].Line)
+	assert.Contains(t, s.Failures[1].Reason, `unknown field "mesage"`, "a misspelt member is not dropped")
+	assert.Equal(t, 156, s.Failures[2].Line)
+	assert.Contains(t, s.Failures[2].Reason, `unknown field "Event_Type"`, "member names are case-sensitive")
+	assert.Equal(t, 154, s.Failures[3].Line)
+	assert.Equal(t, "bad type!", s.Failures[3].EventType)
+
+	// Standard input, the reviewer's case: nothing is published, exit 1.
+	r = heraldIn(t, h, strings.NewReader(`{"event_type":"typo.t","mesage":{"n":3}}`+"\n"), "publish", "--file", "-")
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "published 0, failed 1")
+	assert.Contains(t, r.stdout, `unknown field "mesage"`)
 
 	// Standard input, table output.
 	r = heraldIn(t, h, strings.NewReader(`{"event_type":"stdin.item"}`+"\n"), "publish", "--file", "-")
