@@ -458,6 +458,14 @@ func TestDeadLetters(t *testing.T) {
 	r = herald(t, h, "dlq", "replay", "no-such-dead-letter")
 	assert.Equal(t, 1, r.code, r.stdout)
 	assert.Regexp(t, `REPLAY_FAILED\s+1`, r.stdout)
+	assert.Contains(t, r.stdout, "no-such-dead-letter: REPLAY_FAILED: no dead letter has this id")
+
+	// Discarding it: it is gone either way (DISCARDED, exit 0), and the
+	// server's detail that it was not there is shown.
+	r = herald(t, h, "dlq", "discard", "no-such-dead-letter")
+	assert.Equal(t, 0, r.code, r.stdout)
+	assert.Regexp(t, `DISCARDED\s+1`, r.stdout)
+	assert.Contains(t, r.stdout, "no-such-dead-letter: DISCARDED: it was not in the dead-letter queue")
 }
 
 // TestServe runs `herald serve` as make run does and talks to it.

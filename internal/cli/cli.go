@@ -9,7 +9,7 @@
 //	0  success
 //	1  an error, or some items failed (events not published, dead letters not replayed)
 //	2  usage: an unknown command or flag, a missing or bad argument
-//	3  not found: the consumer, queue, dead letter or reconnect token does not exist
+//	3  not found: the consumer, queue or reconnect token does not exist
 //	4  refused: no, wrong or insufficient token (401, 403)
 //	5  unavailable: Herald could not be reached, or answered 503, after retries
 package cli
