@@ -76,13 +76,14 @@ func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua
 func New(baseURL string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
 	if err != nil {
-		return nil, fmt.Errorf("herald client: base URL: %w", err)
+		// url.Parse's error quotes the URL, credentials and all.
+		return nil, errors.New("herald client: base URL does not parse as a URL")
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("herald client: base URL %q must be http:// or https:// with a host", baseURL)
+		return nil, fmt.Errorf("herald client: base URL %q must be http:// or https:// with a host", u.Redacted())
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("herald client: base URL %q must have no query or fragment", baseURL)
+		return nil, fmt.Errorf("herald client: base URL %q must have no query or fragment", u.Redacted())
 	}
 	c := &Client{base: u, timeout: DefaultTimeout, retry: DefaultRetryPolicy, userAgent: "herald-go-client"}
 	for _, o := range opts {
@@ -132,6 +133,8 @@ type response struct {
 
 // do runs req with retries and decodes a 2xx JSON answer into out (when
 // out is non-nil and the answer has a body). A non-2xx answer is an *Error.
+// A wait before a retry that would outlast ctx's deadline is not begun: the
+// last failure is returned at once.
 func (c *Client) do(ctx context.Context, req request, out any) (response, error) {
 	var body []byte
 	if req.body != nil {
@@ -156,7 +159,13 @@ func (c *Client) do(ctx context.Context, req request, out any) (response, error)
 		if !retryable || attempt >= c.retry.MaxAttempts {
 			return response{}, last
 		}
-		if err := sleep(ctx, c.retry.delay(attempt, retryAfter)); err != nil {
+		wait := c.retry.delay(attempt, retryAfter)
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			// No attempt could start before the context ends: the
+			// failure (a 429 and its Retry-After) is the answer now.
+			return response{}, last
+		}
+		if err := sleep(ctx, wait); err != nil {
 			return response{}, last
 		}
 	}

@@ -123,6 +123,22 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	assert.Equal(t, int32(1), n.Load(), "no attempt before the Retry-After")
 }
 
+// TestRetryAfterPastTheDeadlineReturnsAtOnce: a Retry-After the context's
+// deadline would cut short is not slept through; the 429 is the answer
+// while the context is still live.
+func TestRetryAfterPastTheDeadlineReturnsAtOnce(t *testing.T) {
+	t.Parallel()
+	srv, n := failing(t, status(429, "Retry-After", "3600"))
+	c, err := client.New(srv.URL, client.WithRetry(client.RetryPolicy{MaxAttempts: 4, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = c.ListConsumers(ctx)
+	assert.Equal(t, 429, client.StatusCode(err))
+	assert.NoError(t, ctx.Err(), "the call returned before its deadline, not at it")
+	assert.Equal(t, int32(1), n.Load())
+}
+
 type countingSource struct{ n atomic.Int32 }
 
 func (s *countingSource) Token() (*oauth2.Token, error) {
@@ -168,6 +184,17 @@ func TestNewRejectsBadURLs(t *testing.T) {
 	for _, u := range []string{"", "ftp://x", "127.0.0.1:8080", "http://h/?q=1"} {
 		_, err := client.New(u)
 		assert.Error(t, err, u)
+	}
+}
+
+// TestNewErrorsHideCredentials: a bad base URL's error never shows its
+// password.
+func TestNewErrorsHideCredentials(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"ftp://user:pw-secret@h/x", "http://user:pw-secret@h/?q=1", "http://user:pw-secret@h/%zz", "http://user:pw-secret@h:bad/"} {
+		_, err := client.New(u)
+		require.Error(t, err, u)
+		assert.NotContains(t, err.Error(), "pw-secret", u)
 	}
 }
 

@@ -168,6 +168,9 @@ func TestDeadLettersE2E(t *testing.T) {
 	for _, body := range []string{`{"actions":[]}`, `{}`, `{"actions":[{"id":"x","action":"EXPLODE"}]}`, `{"actions":[{"id":"","action":"LEAVE"}]}`} {
 		c.expectError(t, http.StatusUnprocessableEntity, "POST", "/api/v1beta/dead-letters/actions", body)
 	}
+	bad := c.expectError(t, http.StatusUnprocessableEntity, "POST", "/api/v1beta/dead-letters/actions",
+		`{"actions":[{"id":"x","action":"LEAVE"},{"id":"y","action":"EXPLODE"}]}`)
+	require.Equal(t, []any{map[string]any{"loc": []any{"body", "actions", float64(1), "action"}, "msg": bad.Message, "type": "value_error"}}, bad.Detail)
 	c.expectError(t, http.StatusBadRequest, "POST", "/api/v1beta/dead-letters/actions", `{"actions":`)
 	for _, l := range []string{"0", "101", "-1"} {
 		c.expectError(t, http.StatusUnprocessableEntity, "GET", "/api/v1beta/dead-letters?limit="+l, nil)

@@ -159,6 +159,8 @@ func TestUsageErrors(t *testing.T) {
 		{"dlq", "replay"},
 		{"dlq", "replay", "id", "--all"},
 		{"--url", "ftp://x", "consumers", "list"},
+		{"consumers", "create", "--filters", `[{"event_type":"a.b","filters":[{"filter_typ":"eq","resource_id":"/x"}]}]`},
+		{"consumers", "create", "--filters", `[{"Event_Type":"a.b"}]`},
 	} {
 		r := herald(t, h, args...)
 		assert.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
@@ -258,7 +260,9 @@ func TestPublishFile(t *testing.T) {
 		`{"specversion":"1.0","id":"x","source":"/s","type":"bulk.cloudevent","subject":"/c/1","data":{"ok":true}}`,
 		``,
 		`not json`,
-		`{"event_type":"bad type!"}`)
+		`{"event_type":"bad type!"}`,
+		`{"event_type":"typo.t","mesage":{"n":3}}`,
+		`{"Event_Type":"case.t"}`)
 	file := filepath.Join(t.TempDir(), "events.jsonl")
 	require.NoError(t, os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
 
@@ -275,11 +279,23 @@ func TestPublishFile(t *testing.T) {
 	}
 	s := jsonOf[summary](t, r)
 	assert.Equal(t, 151, s.Published)
-	assert.Equal(t, 2, s.Failed)
-	require.Len(t, s.Failures, 2)
+	assert.Equal(t, 4, s.Failed)
+	require.Len(t, s.Failures, 4)
+	// Lines that do not decode fail before anything is sent, so they come
+	// first; the server's refusal follows.
 	assert.Equal(t, 153, s.Failures[0].Line)
-	assert.Equal(t, 154, s.Failures[1].Line)
-	assert.Equal(t, "bad type!", s.Failures[1].EventType)
+	assert.Equal(t, 155, s.Failures[1].Line)
+	assert.Contains(t, s.Failures[1].Reason, `unknown field "mesage"`, "a misspelt member is not dropped")
+	assert.Equal(t, 156, s.Failures[2].Line)
+	assert.Contains(t, s.Failures[2].Reason, `unknown field "Event_Type"`, "member names are case-sensitive")
+	assert.Equal(t, 154, s.Failures[3].Line)
+	assert.Equal(t, "bad type!", s.Failures[3].EventType)
+
+	// Standard input, the reviewer's case: nothing is published, exit 1.
+	r = heraldIn(t, h, strings.NewReader(`{"event_type":"typo.t","mesage":{"n":3}}`+"\n"), "publish", "--file", "-")
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "published 0, failed 1")
+	assert.Contains(t, r.stdout, `unknown field "mesage"`)
 
 	// Standard input, table output.
 	r = heraldIn(t, h, strings.NewReader(`{"event_type":"stdin.item"}`+"\n"), "publish", "--file", "-")
@@ -442,6 +458,14 @@ func TestDeadLetters(t *testing.T) {
 	r = herald(t, h, "dlq", "replay", "no-such-dead-letter")
 	assert.Equal(t, 1, r.code, r.stdout)
 	assert.Regexp(t, `REPLAY_FAILED\s+1`, r.stdout)
+	assert.Contains(t, r.stdout, "no-such-dead-letter: REPLAY_FAILED: no dead letter has this id")
+
+	// Discarding it: it is gone either way (DISCARDED, exit 0), and the
+	// server's detail that it was not there is shown.
+	r = herald(t, h, "dlq", "discard", "no-such-dead-letter")
+	assert.Equal(t, 0, r.code, r.stdout)
+	assert.Regexp(t, `DISCARDED\s+1`, r.stdout)
+	assert.Contains(t, r.stdout, "no-such-dead-letter: DISCARDED: it was not in the dead-letter queue")
 }
 
 // TestServe runs `herald serve` as make run does and talks to it.
@@ -470,6 +494,42 @@ func TestServe(t *testing.T) {
 	out, err := c.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "published served.ok")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "serve stops cleanly on SIGTERM")
+}
+
+// TestServeDefaultTokenOnAnyLoopbackPort: `herald serve` on a free port
+// with its default token, and commands given only HERALD_URL (by IP and by
+// localhost) use that token rather than none.
+func TestServeDefaultTokenOnAnyLoopbackPort(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0")
+	cmd.Env = env()
+	errPipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill() }()
+	sc := bufio.NewScanner(errPipe)
+	port := ""
+	for port == "" && sc.Scan() {
+		if m := regexp.MustCompile(`addr=http://127\.0\.0\.1:(\d+)`).FindStringSubmatch(sc.Text()); m != nil {
+			port = m[1]
+		}
+	}
+	require.NotEmpty(t, port, "serve logged no address")
+	require.NotEqual(t, "8080", port)
+	go func() { _, _ = io.Copy(io.Discard, errPipe) }()
+
+	for _, u := range []string{"http://127.0.0.1:" + port, "http://localhost:" + port + "/"} {
+		c := exec.CommandContext(ctx, bin, "publish", "--type", "served.default")
+		c.Env = env("HERALD_URL=" + u)
+		out, err := c.CombinedOutput()
+		require.NoError(t, err, "HERALD_URL=%s: %s", u, out)
+		assert.Contains(t, string(out), "published served.default")
+	}
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait(), "serve stops cleanly on SIGTERM")

@@ -157,7 +157,7 @@ func (h *Handler) Act(w http.ResponseWriter, r *http.Request) {
 		}
 		act, err := delivery.ParseDeadLetterAction(a.Action)
 		if err != nil {
-			httpx.WriteError(w, r, herr.New(herr.InvalidArgument, "actions[%d].action must be REPLAY, DISCARD or LEAVE", i))
+			httpx.WriteError(w, r, herr.InField(herr.New(herr.InvalidArgument, "actions[%d].action must be REPLAY, DISCARD or LEAVE", i), "body", "actions", i, "action"))
 			return
 		}
 		reqs[i] = delivery.DeadLetterRequest{ID: a.ID, Action: act}

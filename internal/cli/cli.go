@@ -9,7 +9,7 @@
 //	0  success
 //	1  an error, or some items failed (events not published, dead letters not replayed)
 //	2  usage: an unknown command or flag, a missing or bad argument
-//	3  not found: the consumer, queue, dead letter or reconnect token does not exist
+//	3  not found: the consumer, queue or reconnect token does not exist
 //	4  refused: no, wrong or insufficient token (401, 403)
 //	5  unavailable: Herald could not be reached, or answered 503, after retries
 package cli
@@ -21,6 +21,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 
@@ -210,18 +212,35 @@ func (a *app) baseURL() string {
 	return DefaultURL
 }
 
-// bearer is --token, HERALD_TOKEN, HERALD_DEV_TOKEN, or the local default
-// for the default URL.
+// bearer is --token, HERALD_TOKEN, HERALD_DEV_TOKEN, or the local
+// adapter's default token when the URL's host is loopback (localhost,
+// 127.0.0.0/8 or ::1, any port): `herald serve` listens there, on whichever
+// port HERALD_ADDR gives it.
 func (a *app) bearer() string {
 	for _, t := range []string{a.token, a.io.Getenv("HERALD_TOKEN"), a.io.Getenv("HERALD_DEV_TOKEN")} {
 		if t != "" {
 			return t
 		}
 	}
-	if strings.TrimRight(a.baseURL(), "/") == DefaultURL {
+	if loopbackURL(a.baseURL()) {
 		return localDevToken
 	}
 	return ""
+}
+
+// loopbackURL says whether raw is a URL whose host is localhost, in
+// 127.0.0.0/8 or ::1. A URL that does not parse is not loopback.
+func loopbackURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // client returns a client of the deployment.

@@ -81,7 +81,9 @@ func (a *app) dlqAction(name, action, success, short string) *cobra.Command {
 		Short: short,
 		Long: short + `. With --all the whole dead-letter queue is listed first, then acted on
 100 at a time, with a progress bar on a terminal. A summary counts the
-outcomes; the exit code is 1 when any dead letter was not ` + success + `.`,
+outcomes, then lists each outcome that carries a detail (a dead letter
+that was already gone is ` + success + ` too for discard, with a detail saying
+so). The exit code is 1 when any dead letter was not ` + success + `, else 0.`,
 		Example: "  herald dlq " + name + " 3f1c6a52-2a8e-4d1b-9a63-0f5e1c7b2d40\n  herald dlq " + name + " --all",
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -133,8 +135,10 @@ outcomes; the exit code is 1 when any dead letter was not ` + success + `.`,
 	return cmd
 }
 
-// printOutcomes prints the count of each outcome, and the ones that did
-// not succeed with their detail.
+// printOutcomes prints the count of each outcome, then every outcome that
+// has a detail or is not a success, with its detail: the server's detail
+// is the only place it says, for instance, that a discarded id was not
+// there.
 func (a *app) printOutcomes(outcomes []client.DeadLetterOutcome, asked int) error {
 	counts := map[string]int{}
 	for _, o := range outcomes {
@@ -162,8 +166,12 @@ func (a *app) printOutcomes(outcomes []client.DeadLetterOutcome, asked int) erro
 		return err
 	}
 	for _, o := range outcomes {
-		if o.Outcome != client.OutcomeReplayed && o.Outcome != client.OutcomeDiscarded && o.Outcome != client.OutcomeLeft {
-			fmt.Fprintf(a.io.Out, "%s: %s %s\n", o.ID, o.Outcome, o.Detail)
+		success := o.Outcome == client.OutcomeReplayed || o.Outcome == client.OutcomeDiscarded || o.Outcome == client.OutcomeLeft
+		switch {
+		case o.Detail != "":
+			fmt.Fprintf(a.io.Out, "%s: %s: %s\n", o.ID, o.Outcome, o.Detail)
+		case !success:
+			fmt.Fprintf(a.io.Out, "%s: %s\n", o.ID, o.Outcome)
 		}
 	}
 	return nil

@@ -1,11 +1,10 @@
 package cli
 
 import (
-	"encoding/json"
-
 	"github.com/spf13/cobra"
 
 	"github.com/heraldevents/herald/client"
+	"github.com/heraldevents/herald/internal/strictjson"
 )
 
 // filterFlags are the shorthand filter flags and the JSON escape hatch.
@@ -33,7 +32,7 @@ func (f *filterFlags) groups(jsonFlag string) ([]client.FilterGroup, error) {
 			return nil, usagef("--%s cannot be combined with --type, --prefix, --lazy-prefix or --eq", jsonFlag)
 		}
 		var gs []client.FilterGroup
-		if err := json.Unmarshal([]byte(f.jsonGroups), &gs); err != nil {
+		if err := strictjson.Unmarshal([]byte(f.jsonGroups), &gs); err != nil {
 			return nil, usagef("--%s is not a JSON array of filter groups: %v", jsonFlag, err)
 		}
 		return gs, nil

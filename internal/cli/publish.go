@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldevents/herald/client"
+	"github.com/heraldevents/herald/internal/strictjson"
 )
 
 // maxLineBytes bounds one line of a --file: an event's message is at most
@@ -116,10 +117,9 @@ func resultJSON(r client.PublishResult) publishResult {
 	return out
 }
 
-// fileLine is a line of a --file in either accepted shape.
+// fileLine is a line of a --file in the notifications API's shape (a
+// CloudEvent line is told apart by its specversion member).
 type fileLine struct {
-	SpecVersion string `json:"specversion"`
-	// The notifications API's Event.
 	EventType  string          `json:"event_type"`
 	Message    json.RawMessage `json:"message"`
 	OccurredAt string          `json:"occurred_at"`
@@ -128,18 +128,25 @@ type fileLine struct {
 	} `json:"resource"`
 }
 
-// parseLine reads one line as an event.
+// parseLine reads one line as an event. A notifications-API line is
+// decoded by the strict rules the server applies (internal/strictjson): a
+// member that is misspelt or in the wrong case ("mesage", "Event_Type") is
+// an error, not silently dropped.
 func parseLine(b []byte) (event.Event, error) {
-	var l fileLine
-	if err := json.Unmarshal(b, &l); err != nil {
+	var members map[string]json.RawMessage
+	if err := strictjson.Unmarshal(b, &members); err != nil {
 		return event.Event{}, fmt.Errorf("not a JSON object: %v", err)
 	}
-	if l.SpecVersion != "" {
+	if _, ok := members["specversion"]; ok {
 		var e event.Event
 		if err := json.Unmarshal(b, &e); err != nil {
 			return e, fmt.Errorf("not a CloudEvent: %v", err)
 		}
 		return e, nil
+	}
+	var l fileLine
+	if err := strictjson.Unmarshal(b, &l); err != nil {
+		return event.Event{}, fmt.Errorf("not an event of the notifications API: %v", err)
 	}
 	e := event.New()
 	e.SetType(l.EventType)

@@ -330,3 +330,32 @@ func TestDriver(t *testing.T) {
 		require.Contains(t, plan.String(), table+"_kind_idx", plan.String())
 	})
 }
+
+// TestOrderedQueryHasASQLLimit: an ordered query (OrderBy or Offset)
+// without a Limit, or with one past the bound, asks for at most
+// maxQueryRows+1 rows, so the server never streams an unbounded result.
+func TestOrderedQueryHasASQLLimit(t *testing.T) {
+	t.Parallel()
+	c := &collection{table: `"t"`}
+	for _, tc := range []struct {
+		name string
+		q    driver.Query
+		want int
+	}{
+		{"order by, no limit", driver.Query{OrderByField: "n", OrderAscending: true}, maxQueryRows + 1},
+		{"offset, no limit", driver.Query{Offset: 3}, maxQueryRows + 1},
+		{"order by, limit 5", driver.Query{OrderByField: "n", Limit: 5}, 5},
+		{"order by, limit past the bound", driver.Query{OrderByField: "n", Limit: 10 * maxQueryRows}, maxQueryRows + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sql, args, err := c.querySQL(&tc.q, false, nil, tc.q.Limit)
+			require.NoError(t, err)
+			require.Contains(t, sql, " LIMIT $")
+			limitArg := args[len(args)-1]
+			if tc.q.Offset > 0 {
+				limitArg = args[len(args)-2]
+			}
+			require.Equal(t, tc.want, limitArg, sql)
+		})
+	}
+}

@@ -68,7 +68,8 @@ func (c *collection) QueryPlan(q *driver.Query) (string, error) {
 
 // querySQL builds a query's statement and arguments. A paged query reads
 // in key order after the key after (nil: from the start), at most limit
-// rows (0: no limit).
+// rows (0: no limit). An ordered query reads at most limit rows, and never
+// more than maxQueryRows+1.
 func (c *collection) querySQL(q *driver.Query, paged bool, after *string, limit int) (string, []any, error) {
 	var (
 		where []string
@@ -108,6 +109,11 @@ func (c *collection) querySQL(q *driver.Query, paged bool, after *string, limit 
 		fmt.Fprintf(&b, " ORDER BY (CASE WHEN jsonb_typeof(%[1]s) = 'number' THEN (%[1]s)::numeric END)%[2]s,"+
 			` (CASE WHEN jsonb_typeof(%[1]s) = 'string' THEN %[1]s #>> '{}' END) COLLATE "C"%[2]s,`+
 			" (%[1]s ->> '%[3]s')%[2]s, key", e, dir, tagTime)
+	}
+	if !paged && (limit <= 0 || limit > maxQueryRows+1) {
+		// One row past the bound is enough to report ResourceExhausted;
+		// the server never streams more than that.
+		limit = maxQueryRows + 1
 	}
 	if limit > 0 {
 		b.WriteString(" LIMIT " + arg(limit))
