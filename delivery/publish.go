@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/cloudevent"
@@ -26,6 +27,7 @@ import (
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/internal/lograte"
 	"github.com/heraldevents/herald/internal/strictjson"
+	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
 )
@@ -202,10 +204,22 @@ func (s *Service) publish(ctx, sendCtx context.Context, p *auth.Principal, e Eve
 	if len(data) == 0 {
 		data = json.RawMessage("{}")
 	}
+	ctx, op := telemetry.StartPublish(ctx, e.EventType)
+	sendCtx = trace.ContextWithSpan(sendCtx, trace.SpanFromContext(ctx))
+	pub, err := s.send(ctx, sendCtx, p, e, now, data)
+	op.EndPublish(ctx, err)
+	return pub, err
+}
+
+// send encodes e, with the trace context of ctx's publish span, and sends
+// it.
+func (s *Service) send(ctx, sendCtx context.Context, p *auth.Principal, e Event, now time.Time, data json.RawMessage) (*Published, error) {
 	id := uuid.NewString()
+	traceparent, tracestate := telemetry.TraceContext(ctx)
 	body, err := cloudevent.Encode(cloudevent.Input{
 		ID: id, Source: s.cfg.Source, Type: e.EventType, Subject: e.ResourceID,
 		Time: e.OccurredAt, PublishedAt: now, PrincipalIdentity: p.ID, Data: compact(data),
+		TraceParent: traceparent, TraceState: tracestate,
 	})
 	if err != nil {
 		return nil, herr.Wrap(herr.InvalidArgument, err, "event is not a valid CloudEvent")
@@ -213,6 +227,12 @@ func (s *Service) publish(ctx, sendCtx context.Context, p *auth.Principal, e Eve
 	msg := &pubsubx.Message{Body: body, Metadata: map[string]string{
 		pubsubx.AttrEventType: e.EventType, pubsubx.AttrEventID: id,
 	}}
+	if traceparent != "" {
+		msg.Metadata[telemetry.KeyTraceParent] = traceparent
+		if tracestate != "" {
+			msg.Metadata[telemetry.KeyTraceState] = tracestate
+		}
+	}
 	if e.ResourceID != "" {
 		msg.Metadata[pubsubx.AttrResourceID] = e.ResourceID
 	}
