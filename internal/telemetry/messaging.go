@@ -1,8 +1,8 @@
 package telemetry
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -151,20 +151,35 @@ func (o *Op) Delivered(ctx context.Context, events [][]byte, redelivered int) {
 }
 
 // producer returns the span context in an encoded event's traceparent
-// and tracestate, or an invalid one.
+// and tracestate extension attributes, or an invalid one. It scans rather
+// than decodes: Herald's encoder writes the extensions before data, so the
+// first "traceparent" key is the event's own, and a value that is not a
+// W3C traceparent is refused by the propagator.
 func producer(event []byte) trace.SpanContext {
-	var tc struct {
-		TraceParent string `json:"traceparent"`
-		TraceState  string `json:"tracestate"`
-	}
-	if json.Unmarshal(event, &tc) != nil || tc.TraceParent == "" {
+	tp := stringField(event, `"traceparent":"`)
+	if tp == "" {
 		return trace.SpanContext{}
 	}
-	c := propagation.MapCarrier{KeyTraceParent: tc.TraceParent}
-	if tc.TraceState != "" {
-		c[KeyTraceState] = tc.TraceState
+	c := propagation.MapCarrier{KeyTraceParent: tp}
+	if ts := stringField(event, `"tracestate":"`); ts != "" {
+		c[KeyTraceState] = ts
 	}
 	return trace.SpanContextFromContext(propagator.Extract(context.Background(), c))
+}
+
+// stringField returns the JSON string after the first key (given with its
+// opening quote of the value), or "" when absent or escaped.
+func stringField(b []byte, key string) string {
+	i := bytes.Index(b, []byte(key))
+	if i < 0 {
+		return ""
+	}
+	rest := b[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 || j > 512 || bytes.IndexByte(rest[:j], '\\') >= 0 {
+		return ""
+	}
+	return string(rest[:j])
 }
 
 // SetQueueKind names the kind of queue (durable, non_durable) a stream
