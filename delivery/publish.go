@@ -204,6 +204,9 @@ func (s *Service) publish(ctx, sendCtx context.Context, p *auth.Principal, e Eve
 	if len(data) == 0 {
 		data = json.RawMessage("{}")
 	}
+	if !telemetry.Enabled() {
+		return s.send(ctx, sendCtx, p, e, now, data)
+	}
 	ctx, op := telemetry.StartPublish(ctx, e.EventType)
 	sendCtx = trace.ContextWithSpan(sendCtx, trace.SpanFromContext(ctx))
 	pub, err := s.send(ctx, sendCtx, p, e, now, data)

@@ -29,6 +29,9 @@ func redelivered(l *leasestore.Lease) int {
 // streamDelivered records a consumer span for ds, handed to a stream
 // session, linked to each event's producer span.
 func streamDelivered(ctx context.Context, kind StreamKind, ds []Delivery) {
+	if !telemetry.Enabled() {
+		return
+	}
 	ctx, op := telemetry.StartReceive(ctx, "stream")
 	op.SetQueueKind(kind.telemetryName())
 	bodies := make([][]byte, len(ds))
@@ -46,6 +49,9 @@ func streamDelivered(ctx context.Context, kind StreamKind, ds []Delivery) {
 // startSettle starts the span of a stream settlement; the returned func
 // ends it with the report's counts as acknowledgement outcomes.
 func startSettle(ctx context.Context) (context.Context, func(*SettleReport, error)) {
+	if !telemetry.Enabled() {
+		return ctx, func(*SettleReport, error) {}
+	}
 	ctx, op := telemetry.StartSettle(ctx, "settle")
 	return ctx, func(rep *SettleReport, err error) {
 		if err != nil {

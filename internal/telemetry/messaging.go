@@ -73,17 +73,25 @@ func init() {
 }
 
 // Op is one messaging operation in flight: its span and its start, for
-// the duration histogram. The zero Op (from a nil-safe call) is valid.
+// the duration histogram.
 type Op struct {
 	span  trace.Span
 	name  string
 	start time.Time
+	off   bool // telemetry is off: every method returns at once
 }
+
+// offOp is every Op while telemetry is off: starting one then allocates
+// nothing and builds no attributes.
+var offOp = &Op{off: true}
 
 // StartPublish starts the producer span of publishing one event of type
 // eventType. TraceParent and TraceState give what to write into the event
 // and its broker message; End records the outcome.
 func StartPublish(ctx context.Context, eventType string) (context.Context, *Op) {
+	if !Enabled() {
+		return ctx, offOp
+	}
 	ctx, span := tracer.Start(ctx, "publish", trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(system, attribute.String(attrOperation, "publish"), attribute.String(attrOpType, "send"), attribute.String(attrEventType, eventType)))
 	return ctx, &Op{span: span, name: "publish", start: time.Now()}
@@ -105,6 +113,9 @@ func TraceContext(ctx context.Context) (traceparent, tracestate string) {
 // EndPublish ends a publish: the span's status and the sent counter by
 // outcome.
 func (o *Op) EndPublish(ctx context.Context, err error) {
+	if o.off {
+		return
+	}
 	outcome := "ok"
 	if err != nil {
 		outcome = "error"
@@ -120,6 +131,9 @@ func (o *Op) EndPublish(ctx context.Context, err error) {
 // StartReceive starts the consumer span of one pull or stream read
 // (operation "pull" or "stream").
 func StartReceive(ctx context.Context, operation string) (context.Context, *Op) {
+	if !Enabled() {
+		return ctx, offOp
+	}
 	ctx, span := tracer.Start(ctx, "receive "+operation, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(system, attribute.String(attrOperation, operation), attribute.String(attrOpType, "receive")))
 	return ctx, &Op{span: span, name: operation, start: time.Now()}
@@ -131,6 +145,9 @@ func StartReceive(ctx context.Context, operation string) (context.Context, *Op) 
 // to each event's producer span read from its traceparent extension
 // attribute.
 func (o *Op) Delivered(ctx context.Context, events [][]byte, redelivered int) {
+	if o.off {
+		return
+	}
 	if len(events) == 0 {
 		return
 	}
@@ -185,12 +202,18 @@ func stringField(b []byte, key string) string {
 // SetQueueKind names the kind of queue (durable, non_durable) a stream
 // operation reads.
 func (o *Op) SetQueueKind(kind string) {
+	if o.off {
+		return
+	}
 	o.span.SetAttributes(attribute.String(attrQueueKind, kind))
 }
 
 // End ends a receive or settle operation: the span's status and the
 // operation duration.
 func (o *Op) End(ctx context.Context, err error) {
+	if o.off {
+		return
+	}
 	outcome := "ok"
 	if err != nil {
 		outcome = "error"
@@ -205,6 +228,9 @@ func (o *Op) End(ctx context.Context, err error) {
 // StartSettle starts the span of an acknowledgement (operation "ack" or
 // "nack"); End it, after Acknowledged.
 func StartSettle(ctx context.Context, operation string) (context.Context, *Op) {
+	if !Enabled() {
+		return ctx, offOp
+	}
 	ctx, span := tracer.Start(ctx, operation, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(system, attribute.String(attrOperation, operation), attribute.String(attrOpType, "settle")))
 	return ctx, &Op{span: span, name: operation, start: time.Now()}
@@ -213,6 +239,9 @@ func StartSettle(ctx context.Context, operation string) (context.Context, *Op) {
 // Acknowledged counts n acknowledgements with outcome (committed,
 // requeued, stale, error) and sets it on the span.
 func (o *Op) Acknowledged(ctx context.Context, outcome string, n int) {
+	if o.off {
+		return
+	}
 	if n <= 0 {
 		return
 	}
@@ -223,13 +252,16 @@ func (o *Op) Acknowledged(ctx context.Context, outcome string, n int) {
 // Processed records how long a stream consumer took from delivery to
 // acknowledgement.
 func Processed(ctx context.Context, transport string, d time.Duration) {
+	if !Enabled() {
+		return
+	}
 	processDuration.Record(ctx, d.Seconds(), metric.WithAttributes(system, attribute.String(attrTransport, transport)))
 }
 
 // DeadLettered counts n events dead-lettered for reason (DELIVERY_LIMIT,
 // EXPIRED, MAXLEN).
 func DeadLettered(ctx context.Context, reason string, n int) {
-	if n > 0 {
+	if n > 0 && Enabled() {
 		deadLetters.Add(ctx, int64(n), metric.WithAttributes(system, attribute.String(attrReason, reason)))
 	}
 }
@@ -237,6 +269,9 @@ func DeadLettered(ctx context.Context, reason string, n int) {
 // SessionOpened counts an open stream session of transport (sse, grpc,
 // websocket, …) until the returned func is called.
 func SessionOpened(ctx context.Context, transport string) (closed func()) {
+	if !Enabled() {
+		return func() {}
+	}
 	opts := metric.WithAttributes(system, attribute.String(attrTransport, transport))
 	sessions.Add(ctx, 1, opts)
 	return func() { sessions.Add(context.WithoutCancel(ctx), -1, opts) }
