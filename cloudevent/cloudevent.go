@@ -35,6 +35,10 @@ const (
 	ExtPublishedAt       = "publishedat"
 	ExtPrincipalIdentity = "principalidentity"
 	ExtSequence          = "sequence"
+	// ExtTraceParent and ExtTraceState are the CloudEvents
+	// distributed-tracing extension: the publisher's W3C trace context.
+	ExtTraceParent = "traceparent"
+	ExtTraceState  = "tracestate"
 )
 
 // Decode parses an encoded event with the SDK. Tests and tools use it; the

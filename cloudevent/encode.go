@@ -18,6 +18,11 @@ type Input struct {
 	PublishedAt       time.Time       // stamped by the publish handler
 	PrincipalIdentity string          // who published
 	Data              json.RawMessage // message: a JSON object, already validated
+	// TraceParent and TraceState are the W3C trace context of the
+	// publisher's span, written as the CloudEvents distributed-tracing
+	// extension attributes traceparent and tracestate; "" writes none.
+	TraceParent string
+	TraceState  string
 }
 
 // Encode returns the structured JSON encoding of in, built and validated
@@ -42,6 +47,12 @@ func Encode(in Input) ([]byte, error) {
 	e.SetExtension(ExtPublishedAt, in.PublishedAt.UTC())
 	if in.PrincipalIdentity != "" {
 		e.SetExtension(ExtPrincipalIdentity, in.PrincipalIdentity)
+	}
+	if in.TraceParent != "" {
+		e.SetExtension(ExtTraceParent, in.TraceParent)
+		if in.TraceState != "" {
+			e.SetExtension(ExtTraceState, in.TraceState)
+		}
 	}
 	e.SetDataContentType(cloudevents.ApplicationJSON)
 	// Set the encoded data directly: SetData would base64 a []byte and

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/cloudevent"
@@ -25,6 +26,7 @@ import (
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/internal/lograte"
 	"github.com/heraldevents/herald/internal/strictjson"
+	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
 )
@@ -183,16 +185,31 @@ func (s *Service) Publish(ctx context.Context, p *auth.Principal, e Event) (*Pub
 }
 
 // publish is Publish with sendCtx, ctx bounded by the publish timeout,
-// for the broker's part.
+// for the broker's part. With telemetry on, the event gets a producer
+// span whose trace context it carries (internal/telemetry).
 func (s *Service) publish(ctx, sendCtx context.Context, p *auth.Principal, e Event) (*Published, error) {
+	ctx, op := telemetry.StartPublish(ctx, e.EventType)
 	msg, pub, err := s.prepare(ctx, p, e)
+	if err == nil {
+		if err = s.cfg.Broker.Send(spanned(sendCtx, ctx), msg); err != nil {
+			err = s.sendFailed(ctx, sendCtx, err, e.EventType)
+		}
+	}
+	op.EndPublish(ctx, err)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Broker.Send(sendCtx, msg); err != nil {
-		return nil, s.sendFailed(ctx, sendCtx, err, e.EventType)
-	}
 	return pub, nil
+}
+
+// spanned returns sendCtx carrying the span of ctx (a publish span), so
+// that broker calls are its children; sendCtx itself when telemetry is
+// off.
+func spanned(sendCtx, ctx context.Context) context.Context {
+	if !telemetry.Enabled() {
+		return sendCtx
+	}
+	return trace.ContextWithSpan(sendCtx, trace.SpanFromContext(ctx))
 }
 
 // prepare validates, authorizes and encodes e into the message to send
@@ -213,10 +230,18 @@ func (s *Service) prepare(ctx context.Context, p *auth.Principal, e Event) (*pub
 	if len(data) == 0 {
 		data = json.RawMessage("{}")
 	}
+	return s.encode(ctx, p, e, now, data)
+}
+
+// encode encodes e into its message, with the trace context of ctx's
+// publish span, storing its claim first when it needs one.
+func (s *Service) encode(ctx context.Context, p *auth.Principal, e Event, now time.Time, data json.RawMessage) (*pubsubx.Message, *Published, error) {
 	id := uuid.NewString()
+	traceparent, tracestate := telemetry.TraceContext(ctx)
 	body, err := cloudevent.Encode(cloudevent.Input{
 		ID: id, Source: s.cfg.Source, Type: e.EventType, Subject: e.ResourceID,
 		Time: e.OccurredAt, PublishedAt: now, PrincipalIdentity: p.ID, Data: compact(data),
+		TraceParent: traceparent, TraceState: tracestate,
 	})
 	if err != nil {
 		return nil, nil, herr.Wrap(herr.InvalidArgument, err, "event is not a valid CloudEvent")
@@ -224,6 +249,12 @@ func (s *Service) prepare(ctx context.Context, p *auth.Principal, e Event) (*pub
 	msg := &pubsubx.Message{Body: body, Metadata: map[string]string{
 		pubsubx.AttrEventType: e.EventType, pubsubx.AttrEventID: id,
 	}}
+	if traceparent != "" {
+		msg.Metadata[telemetry.KeyTraceParent] = traceparent
+		if tracestate != "" {
+			msg.Metadata[telemetry.KeyTraceState] = tracestate
+		}
+	}
 	if e.ResourceID != "" {
 		msg.Metadata[pubsubx.AttrResourceID] = e.ResourceID
 	}
@@ -303,21 +334,31 @@ func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []
 	out := make([]BatchResult, len(events))
 	msgs := make([]*pubsubx.Message, 0, len(events))
 	index := make([]int, 0, len(events)) // index[k] is the event of msgs[k]
+	type span struct {
+		ctx context.Context
+		op  *telemetry.Op
+	}
+	spans := make([]span, 0, len(events)) // spans[k] is the publish span of msgs[k]
 	for i := range events {
-		msg, pub, err := s.prepare(ctx, p, events[i])
+		ectx, op := telemetry.StartPublish(ctx, events[i].EventType)
+		msg, pub, err := s.prepare(ectx, p, events[i])
 		if err != nil {
+			op.EndPublish(ectx, err)
 			out[i].Err = err
 			continue
 		}
 		out[i].Published = pub
 		msgs = append(msgs, msg)
 		index = append(index, i)
+		spans = append(spans, span{ectx, op})
 	}
 	for k, err := range pubsubx.SendBatch(sendCtx, s.cfg.Broker, msgs) {
 		if err != nil {
 			i := index[k]
-			out[i] = BatchResult{Err: s.sendFailed(ctx, sendCtx, err, events[i].EventType)}
+			err = s.sendFailed(ctx, sendCtx, err, events[i].EventType)
+			out[i] = BatchResult{Err: err}
 		}
+		spans[k].op.EndPublish(spans[k].ctx, err)
 	}
 	return out
 }

@@ -186,6 +186,9 @@ func (s *Service) PollSession(ctx context.Context, p *auth.Principal, st *Sessio
 		if len(out) > 0 || len(leases) == 0 || len(withheld) > 0 {
 			// Withheld events went back for other sessions: pulling again
 			// now would only take them back (see Stream).
+			if len(out) > 0 {
+				streamDelivered(ctx, st.Kind, out)
+			}
 			return out, nil
 		}
 		// Everything pulled was poison: pull again within what is left of
@@ -343,7 +346,9 @@ func (s *Service) SettleRefs(ctx context.Context, st *SessionState, ackRefs, nac
 // settleRefs settles refs on queue and corrects rep by what the store
 // settled; store errors are mapped by sessionErr. Stream.Settle's second
 // half too.
-func (s *Service) settleRefs(ctx context.Context, kind StreamKind, queue string, ackRefs, nackRefs []leasestore.EventRef, rep SettleReport) (SettleReport, error) {
+func (s *Service) settleRefs(ctx context.Context, kind StreamKind, queue string, ackRefs, nackRefs []leasestore.EventRef, rep SettleReport) (_ SettleReport, err error) {
+	ctx, end := startSettle(ctx)
+	defer func() { end(&rep, err) }()
 	res, err := s.cfg.Store.Settle(ctx, queue, ackRefs, nackRefs)
 	if err != nil {
 		return SettleReport{}, sessionErr(kind, queue, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
 )
@@ -130,6 +131,9 @@ type Stream struct {
 	life   context.Context // done once the session is lost or closed
 	cancel context.CancelFunc
 	hbDone chan struct{}
+	// sessionClosed ends the session's count in the open-sessions metric
+	// (nil before it is counted).
+	sessionClosed func()
 
 	mu       sync.Mutex
 	err      error // why the session was lost
@@ -170,6 +174,7 @@ func (s *Service) OpenStream(ctx context.Context, p *auth.Principal, r StreamReq
 		return nil, st.sessionErr(err)
 	}
 	st.life, st.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	st.sessionClosed = telemetry.SessionOpened(st.life, r.Kind.telemetryName())
 	st.src.async = newAsyncReceiver(st.life)
 	go st.heartbeat()
 	return st, nil
@@ -373,6 +378,7 @@ func (st *Stream) Next(ctx context.Context) ([]Delivery, error) {
 			}
 		}
 		if len(out) > 0 {
+			streamDelivered(ctx, st.kind, out)
 			return out, nil
 		}
 		if len(withheld) > 0 {
@@ -505,6 +511,9 @@ func (st *Stream) Close(ctx context.Context) error {
 	st.closed = true
 	st.tags = map[int64]leasestore.EventRef{}
 	st.mu.Unlock()
+	if st.sessionClosed != nil {
+		st.sessionClosed()
+	}
 	st.cancel()
 	<-st.hbDone
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

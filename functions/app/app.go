@@ -26,6 +26,7 @@ import (
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
 )
@@ -87,7 +88,7 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	opts.Logger = slog.New(minLevel{opts.Logger.Handler(), cfg.LogLevel})
+	opts.Logger = slog.New(telemetry.LogHandler(minLevel{opts.Logger.Handler(), cfg.LogLevel}))
 	a := &App{cfg: cfg, logger: opts.Logger}
 	var err error
 	if cfg.Profile.Cloud() {
@@ -140,8 +141,8 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 	}
 	a.authn = chain
 	a.admission = cfg.Admission()
-	a.handler = accesslog.Middleware(opts.Logger,
-		router.Build(a.svc, chain, cfg.Function, router.Options{Ready: a.readiness(opts.Logger), CORSOrigins: cfg.CORSOrigins, Admission: a.admission}))
+	a.handler = telemetry.Handler(accesslog.Middleware(opts.Logger, telemetry.Route(
+		router.Build(a.svc, chain, cfg.Function, router.Options{Ready: a.readiness(opts.Logger), CORSOrigins: cfg.CORSOrigins, Admission: a.admission}))))
 	return a, nil
 }
 
@@ -170,7 +171,8 @@ func (a *App) Config() config.Config { return a.cfg }
 func (a *App) Logger() *slog.Logger { return a.logger }
 
 // Handler returns the handler of the configured function's routes, each
-// request logged by package functions/accesslog.
+// request logged by package functions/accesslog and, when telemetry is on
+// (package internal/telemetry), traced and measured by otelhttp.
 func (a *App) Handler() http.Handler { return a.handler }
 
 // Service returns the core service.

@@ -66,6 +66,7 @@ import (
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta/consumerv1betaconnect"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/telemetry"
 )
 
 // Mount is one handler and the path prefix it serves, e.g.
@@ -96,13 +97,13 @@ func Mounts(svc *delivery.Service, a auth.Authenticator, s Services) []Mount {
 	var names []string
 	if s.Publisher {
 		path, h := publisherv1betaconnect.NewEventPublishingServiceHandler(&Publisher{Service: svc},
-			readLimits())
+			readLimits(), telemetry.ConnectHandlerOption())
 		mounts = append(mounts, Mount{path, Authenticate(a, h)})
 		names = append(names, publisherv1betaconnect.EventPublishingServiceName)
 	}
 	if s.Consumer {
 		path, h := consumerv1betaconnect.NewEventConsumerServiceHandler(&Consumer{Service: svc},
-			connect.WithReadMaxBytes(maxSingleRequestBytes))
+			connect.WithReadMaxBytes(maxSingleRequestBytes), telemetry.ConnectHandlerOption())
 		mounts = append(mounts, Mount{path, Authenticate(a, h)})
 		names = append(names, consumerv1betaconnect.EventConsumerServiceName)
 	}

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/internal/version"
 	"github.com/heraldevents/herald/local"
 )
@@ -29,6 +32,11 @@ letting open requests finish.`,
 			if addr != "" {
 				cfg.Addr = addr
 			}
+			tel, err := telemetry.Setup(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer shutdownTelemetry(tel)
 			srv, err := local.New(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -39,6 +47,13 @@ letting open requests finish.`,
 	}
 	cmd.Flags().StringVar(&addr, "addr", "", "listen address host:port (overrides HERALD_ADDR)")
 	return cmd
+}
+
+// shutdownTelemetry flushes what telemetry holds on exit, within 5 s.
+func shutdownTelemetry(t *telemetry.Telemetry) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = t.Shutdown(ctx)
 }
 
 func (a *app) versionCmd() *cobra.Command {

@@ -26,10 +26,14 @@ import (
 
 	"github.com/heraldevents/herald/functions/app"
 	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/internal/telemetry"
 )
 
 // shutdownGrace is how long requests in flight may run after SIGTERM.
 const shutdownGrace = 8 * time.Second
+
+// telemetryGrace bounds the last export of spans and metrics on exit.
+const telemetryGrace = time.Second
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -48,6 +52,16 @@ func run(ctx context.Context, logger *slog.Logger, lookup func(string) (string, 
 	if err != nil {
 		return err
 	}
+	tel, err := telemetry.Setup(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Within what is left of Cloud Run's 10 s after SIGTERM.
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryGrace)
+		defer cancel()
+		_ = tel.Shutdown(flushCtx)
+	}()
 	a, err := app.Open(ctx, cfg, app.Options{Logger: logger})
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -28,16 +29,48 @@ import (
 	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/functions/wslambda"
 	"github.com/heraldevents/herald/functions/wslambda/apigwmgmt"
+	"github.com/heraldevents/herald/internal/telemetry"
 )
 
 func main() {
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	tel, err := telemetry.Setup(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "herald:", err)
+		os.Exit(1)
+	}
 	h, err := setup(context.Background(), logger, os.LookupEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "herald:", err)
 		os.Exit(1)
 	}
+	if telemetry.Enabled() {
+		lambda.Start(flushing{h, tel})
+		return
+	}
 	lambda.Start(h)
+}
+
+// flushTimeout bounds the export at the end of each invocation.
+const flushTimeout = 2 * time.Second
+
+// flushing exports spans and metrics before each invocation returns: a
+// function is frozen between invocations and sends nothing then, so a
+// background batch would wait until the next invocation, or be lost.
+// With OTLP to the collector extension on localhost, the flush is one
+// loopback round trip.
+type flushing struct {
+	h   *lambdafn.Handler
+	tel *telemetry.Telemetry
+}
+
+// Invoke implements lambda.Handler.
+func (f flushing) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	out, err := f.h.Invoke(ctx, payload)
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+	defer cancel()
+	_ = f.tel.ForceFlush(flushCtx)
+	return out, err
 }
 
 // setup reads the configuration and opens the function's backends.

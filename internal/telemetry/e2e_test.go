@@ -1,0 +1,264 @@
+package telemetry_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/heraldevents/herald/internal/telemetry"
+	"github.com/heraldevents/herald/local"
+)
+
+// receiver is an OTLP/HTTP trace receiver: it decodes what the SDK's
+// exporter posts to /v1/traces with the protocol's own protobuf types.
+type receiver struct {
+	mu    sync.Mutex
+	spans []*tracepb.Span
+}
+
+func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil || r.URL.Path != "/v1/traces" {
+		http.Error(w, "unexpected", http.StatusBadRequest)
+		return
+	}
+	var req coltrace.ExportTraceServiceRequest
+	if err := proto.Unmarshal(body, &req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	rc.mu.Lock()
+	for _, rs := range req.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			rc.spans = append(rc.spans, ss.Spans...)
+		}
+	}
+	rc.mu.Unlock()
+	out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+func (rc *receiver) named(name string) []*tracepb.Span {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var out []*tracepb.Span
+	for _, s := range rc.spans {
+		if s.Name == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (rc *receiver) byID(id []byte) *tracepb.Span {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, s := range rc.spans {
+		if bytes.Equal(s.SpanId, id) {
+			return s
+		}
+	}
+	return nil
+}
+
+func attr(s *tracepb.Span, key string) string {
+	for _, kv := range s.Attributes {
+		if kv.Key == key {
+			if v, ok := kv.Value.Value.(*commonpb.AnyValue_IntValue); ok {
+				return fmt.Sprint(v.IntValue)
+			}
+			return kv.Value.GetStringValue()
+		}
+	}
+	return ""
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	require.NoError(t, ln.Close())
+	return port
+}
+
+// TestPublishPullAckTelemetry runs publish → pull → ack and publish →
+// pull → nack through a local Herald with traces sent over OTLP/HTTP to a
+// receiver and metrics served to a Prometheus scrape. Setup installs the
+// global providers once per process, so this is the package's one
+// end-to-end test.
+func TestPublishPullAckTelemetry(t *testing.T) {
+	rc := &receiver{}
+	otlp := httptest.NewServer(rc)
+	defer otlp.Close()
+	promPort := freePort(t)
+	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.URL)
+	t.Setenv("OTEL_METRICS_EXPORTER", "prometheus")
+	t.Setenv("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
+	t.Setenv("OTEL_EXPORTER_PROMETHEUS_PORT", promPort)
+	t.Setenv("OTEL_SERVICE_NAME", "herald-telemetry-test")
+	ctx := context.Background()
+	tel, err := telemetry.Setup(ctx)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tel.Shutdown(ctx)) }()
+	require.True(t, telemetry.Enabled())
+
+	h := local.Start(t)
+	call := func(method, path string, body any) (int, []byte) {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, err := json.Marshal(body)
+			require.NoError(t, err)
+			rd = bytes.NewReader(b)
+		}
+		req, err := http.NewRequest(method, h.URL+path, rd)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+h.Token)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		out, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		return res.StatusCode, out
+	}
+	status, body := call("POST", "/v1/event-destinations", map[string]any{"type": "DURABLE_CONSUMER"})
+	require.Equal(t, http.StatusCreated, status, "%s", body)
+	var dest struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal(body, &dest))
+
+	type lease struct {
+		LeaseID    string            `json:"leaseId"`
+		Generation int64             `json:"generation"`
+		Events     []json.RawMessage `json:"events"`
+	}
+	type delivered struct {
+		TraceParent string `json:"traceparent"`
+	}
+	round := func(ackStatus, wantOutcome string) delivered {
+		status, body := call("POST", "/api/v1beta/events/batch", map[string]any{"events": []any{
+			map[string]any{"event_type": "telemetry.test", "message": map[string]any{"n": 1}},
+		}})
+		require.Equal(t, http.StatusOK, status, "%s", body)
+		status, body = call("POST", "/v1/event-destinations/"+dest.ID+"/pull?limit=10&workerId=w", nil)
+		require.Equal(t, http.StatusOK, status, "%s", body)
+		var l lease
+		require.NoError(t, json.Unmarshal(body, &l))
+		require.Len(t, l.Events, 1)
+		var d delivered
+		require.NoError(t, json.Unmarshal(l.Events[0], &d))
+		status, body = call("POST", "/v1/event-destinations/"+dest.ID+"/acknowledge",
+			map[string]any{"leaseId": l.LeaseID, "generation": l.Generation, "status": ackStatus})
+		require.Equal(t, http.StatusOK, status, "%s", body)
+		require.Contains(t, string(body), wantOutcome)
+		return d
+	}
+	first := round("ok", "committed")
+	// The nacked event comes back on the next pull: its lease is requeued.
+	round("failed", "requeued")
+	require.NoError(t, tel.ForceFlush(ctx))
+
+	// The delivered CloudEvent carries the publisher's trace context.
+	require.Regexp(t, `^00-[0-9a-f]{32}-[0-9a-f]{16}-01$`, first.TraceParent)
+	parts := strings.Split(first.TraceParent, "-")
+	publishes := rc.named("publish")
+	require.Len(t, publishes, 2)
+	var pub *tracepb.Span
+	for _, s := range publishes {
+		if fmt.Sprintf("%x", s.SpanId) == parts[2] {
+			pub = s
+		}
+	}
+	require.NotNil(t, pub, "no publish span %s among %v", parts[2], publishes)
+	require.Equal(t, parts[1], fmt.Sprintf("%x", pub.TraceId))
+	require.Equal(t, tracepb.Span_SPAN_KIND_PRODUCER, pub.Kind)
+	require.Equal(t, "telemetry.test", attr(pub, "herald.event_type"))
+	require.Equal(t, "herald", attr(pub, "messaging.system"))
+	// Its parent is the HTTP server span of the publish request, named by
+	// the route pattern.
+	parent := rc.byID(pub.ParentSpanId)
+	require.NotNil(t, parent)
+	require.Equal(t, tracepb.Span_SPAN_KIND_SERVER, parent.Kind)
+	require.Equal(t, "POST /api/v1beta/events/batch", parent.Name)
+
+	// The pull's consumer span is linked to the producer span.
+	var linked bool
+	for _, s := range rc.named("receive pull") {
+		require.Equal(t, tracepb.Span_SPAN_KIND_CONSUMER, s.Kind)
+		for _, l := range s.Links {
+			if bytes.Equal(l.SpanId, pub.SpanId) && bytes.Equal(l.TraceId, pub.TraceId) {
+				linked = true
+				require.Equal(t, "1", attr(s, "messaging.batch.message_count"))
+			}
+		}
+	}
+	require.True(t, linked, "no receive pull span links to the publish span")
+	acks, nacks := rc.named("ack"), rc.named("nack")
+	require.Len(t, acks, 1)
+	require.Equal(t, "committed", attr(acks[0], "herald.outcome"))
+	require.Len(t, nacks, 1)
+	require.Equal(t, "requeued", attr(nacks[0], "herald.outcome"))
+
+	// The Prometheus scrape counts what happened.
+	res, err := http.Get("http://127.0.0.1:" + promPort + "/metrics")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(res.Body)
+	require.NoError(t, err)
+	count := func(prefix string, labels map[string]string) float64 {
+		t.Helper()
+		var total float64
+		var found bool
+		for name, f := range families {
+			if !strings.HasPrefix(name, prefix) || f.GetType() != dto.MetricType_COUNTER {
+				continue
+			}
+			for _, m := range f.Metric {
+				if hasLabels(m, labels) {
+					total += m.GetCounter().GetValue()
+					found = true
+				}
+			}
+		}
+		require.True(t, found, "no counter %s%v in the scrape", prefix, labels)
+		return total
+	}
+	require.Equal(t, 2.0, count("messaging_client_sent_messages", map[string]string{"herald_outcome": "ok"}))
+	require.Equal(t, 2.0, count("messaging_client_consumed_messages", map[string]string{"messaging_operation_name": "pull"}))
+	require.Equal(t, 1.0, count("herald_acknowledgements", map[string]string{"herald_outcome": "committed"}))
+	require.Equal(t, 1.0, count("herald_acknowledgements", map[string]string{"herald_outcome": "requeued"}))
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	n := 0
+	for _, l := range m.Label {
+		if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
+			n++
+		}
+	}
+	return n == len(want)
+}

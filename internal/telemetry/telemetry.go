@@ -1,0 +1,152 @@
+// Package telemetry is Herald's OpenTelemetry: it sets up the SDK's trace
+// and meter providers from the standard OTEL_* environment variables,
+// through go.opentelemetry.io/contrib/exporters/autoexport, and holds the
+// spans and metrics that package delivery records (docs/telemetry.md).
+//
+// Telemetry is off unless OTEL_TRACES_EXPORTER or OTEL_METRICS_EXPORTER
+// names an exporter (otlp, prometheus or console; "none" is off), and
+// always off under OTEL_SDK_DISABLED=true. Off, the global providers stay
+// OpenTelemetry's no-ops: every span and instrument in this package costs
+// a call that does nothing, and no event carries a traceparent. (The
+// specification's default exporter is otlp; Herald reads an unset
+// variable as none, so that a deployment that never asked for telemetry
+// never dials a collector.)
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// Environment variables Herald reads itself; autoexport and the SDK read
+// the rest (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
+// OTEL_EXPORTER_OTLP_*, OTEL_EXPORTER_PROMETHEUS_HOST/_PORT, …).
+const (
+	EnvSDKDisabled     = "OTEL_SDK_DISABLED"
+	EnvTracesExporter  = "OTEL_TRACES_EXPORTER"
+	EnvMetricsExporter = "OTEL_METRICS_EXPORTER"
+)
+
+// DefaultServiceName is the service.name resource attribute unless
+// OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES says otherwise.
+const DefaultServiceName = "herald"
+
+// enabled reports whether Setup installed a provider of either signal.
+var enabled atomic.Bool
+
+// Enabled reports whether telemetry is on in this process: entrypoints
+// wrap their handlers with instrumentation only then, so that off costs
+// nothing per request.
+func Enabled() bool { return enabled.Load() }
+
+// Telemetry is what Setup installed. The zero value (telemetry off) is
+// valid: its methods do nothing.
+type Telemetry struct {
+	tp *sdktrace.TracerProvider // nil when traces are off
+	mp *sdkmetric.MeterProvider // nil when metrics are off
+}
+
+// Setup reads the OTEL_* variables from the process environment and, when
+// they turn a signal on, installs its SDK provider as the global one (with
+// the W3C trace-context and baggage propagators when traces are on). Call
+// it once per process, before app.Open; a second call installs nothing
+// more. Errors name the variable at fault.
+func Setup(ctx context.Context) (*Telemetry, error) {
+	return setup(ctx, os.LookupEnv)
+}
+
+func setup(ctx context.Context, lookup func(string) (string, bool)) (*Telemetry, error) {
+	t := &Telemetry{}
+	if v, _ := lookup(EnvSDKDisabled); strings.EqualFold(strings.TrimSpace(v), "true") {
+		return t, nil
+	}
+	traces, metrics := on(lookup, EnvTracesExporter), on(lookup, EnvMetricsExporter)
+	if !traces && !metrics {
+		return t, nil
+	}
+	if !enabled.CompareAndSwap(false, true) {
+		return t, nil
+	}
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", DefaultServiceName)),
+		resource.WithTelemetrySDK(), resource.WithFromEnv())
+	if err != nil && res == nil {
+		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
+	}
+	if traces {
+		exp, err := autoexport.NewSpanExporter(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvTracesExporter, err)
+		}
+		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+		otel.SetTracerProvider(t.tp)
+		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	}
+	if metrics {
+		r, err := autoexport.NewMetricReader(ctx)
+		if err != nil {
+			_ = t.Shutdown(ctx)
+			return nil, fmt.Errorf("%s: %w", EnvMetricsExporter, err)
+		}
+		t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(r), sdkmetric.WithResource(res))
+		otel.SetMeterProvider(t.mp)
+	}
+	return t, nil
+}
+
+// on reports whether the exporter list in variable name turns its signal
+// on: set, and not only "none".
+func on(lookup func(string) (string, bool), name string) bool {
+	v, _ := lookup(name)
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" && e != "none" {
+			return true
+		}
+	}
+	return false
+}
+
+// ForceFlush exports every finished span and the current metrics now. The
+// Lambda bootstrap calls it before each invocation returns: a frozen
+// function sends nothing. It honours ctx's deadline.
+func (t *Telemetry) ForceFlush(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	var errs []error
+	if t.tp != nil {
+		errs = append(errs, t.tp.ForceFlush(ctx))
+	}
+	if t.mp != nil {
+		errs = append(errs, t.mp.ForceFlush(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Shutdown flushes and stops the providers (and the Prometheus exporter's
+// listener). Entrypoints call it on exit, within ctx's deadline.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	var errs []error
+	if t.tp != nil {
+		errs = append(errs, t.tp.Shutdown(ctx))
+	}
+	if t.mp != nil {
+		errs = append(errs, t.mp.Shutdown(ctx))
+	}
+	return errors.Join(errs...)
+}
