@@ -170,6 +170,7 @@ import (
 
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/conntrack"
 	"github.com/heraldevents/herald/pubsubx"
 )
 
@@ -279,15 +280,13 @@ func Open(ctx context.Context, o Options) (pubsubx.Broker, error) {
 			return nil, herr.New(herr.InvalidArgument, "%s: endpoint %q is not an absolute URL", Scheme, o.Endpoint)
 		}
 	}
-	// The SDK's buildable client (it adds AWS_CA_BUNDLE and per-service
-	// timeouts to it), with idle connections for 16 concurrent sends and
-	// the concurrent settles of a receive instead of its 10.
-	var transport *http.Transport
-	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+	// The SDK's buildable client, so that the configuration can add
+	// AWS_CA_BUNDLE to it, with idle connections for 16 concurrent sends
+	// and the concurrent settles of a receive instead of its 10.
+	buildable := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 		tr.MaxIdleConnsPerHost = 64
-		transport = tr
 	})
-	loads := []func(*config.LoadOptions) error{config.WithHTTPClient(httpClient)}
+	loads := []func(*config.LoadOptions) error{config.WithHTTPClient(buildable)}
 	if o.Region != "" {
 		loads = append(loads, config.WithRegion(o.Region))
 	}
@@ -301,6 +300,19 @@ func Open(ctx context.Context, o Options) (pubsubx.Broker, error) {
 	if err != nil {
 		return nil, herr.Wrap(herr.InvalidArgument, err, Scheme+": cannot load the AWS configuration")
 	}
+	// Every clone of a buildable client gets a transport of its own (the
+	// SNS and SQS clients would each clone it), so Close could not reach
+	// their connections. Both clients share one frozen client instead,
+	// with the SDK's redirect and read-timeout rules, dialing through a
+	// tracker that Close closes.
+	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		buildable = bc
+	}
+	var conns *conntrack.Tracker
+	cfg.HTTPClient = buildable.WithTransportOptions(func(tr *http.Transport) {
+		conns = conntrack.New(tr.DialContext)
+		tr.DialContext = conns.Dial
+	}).Freeze()
 	if cfg.Region == "" {
 		return nil, herr.New(herr.InvalidArgument, "%s: no AWS region: set the region query parameter or AWS_REGION", Scheme)
 	}
@@ -311,7 +323,7 @@ func Open(ctx context.Context, o Options) (pubsubx.Broker, error) {
 	secs := int32(math.Ceil(o.AckDeadline.Seconds()))
 	return &broker{
 		topic:       o.Topic,
-		transport:   transport,
+		conns:       conns,
 		ackDeadline: secs,
 		sns:         sns.NewFromConfig(cfg, func(so *sns.Options) { so.BaseEndpoint = endpoint }),
 		sqs:         sqs.NewFromConfig(cfg, func(so *sqs.Options) { so.BaseEndpoint = endpoint }),
@@ -331,7 +343,7 @@ type broker struct {
 	topicMu       sync.Mutex
 	topicARN      string        // set once CreateTopic succeeded
 	topicCreating chan struct{} // non-nil while a caller creates the topic
-	transport     *http.Transport
+	conns         *conntrack.Tracker // every connection to SNS and SQS
 
 	queueURLs sync.Map // subscription name → queue URL
 }
@@ -1123,12 +1135,11 @@ func (b *broker) MaxMessageBytes() int { return MaxMessageBytes }
 
 var _ pubsubx.SizeLimited = (*broker)(nil)
 
+// Close makes every later call fail with herr.Unavailable and closes every
+// connection to SNS and SQS, idle or in use: calls in flight fail at once
+// (a message a cut receive had hidden comes back after the ack deadline).
+// It returns nil.
 func (b *broker) Close() error {
-	// Requests in flight end with their contexts; idle connections are
-	// closed now rather than after the transport's 90 s.
 	b.closed.Store(true)
-	if b.transport != nil {
-		b.transport.CloseIdleConnections()
-	}
-	return nil
+	return b.conns.Close()
 }
