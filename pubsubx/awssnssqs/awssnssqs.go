@@ -341,8 +341,8 @@ type broker struct {
 	// topicMu guards topicARN and topicCreating; it is never held across
 	// a request.
 	topicMu       sync.Mutex
-	topicARN      string        // set once CreateTopic succeeded
-	topicCreating chan struct{} // non-nil while a caller creates the topic
+	topicARN      string             // set once CreateTopic succeeded
+	topicCreating chan struct{}      // non-nil while a caller creates the topic
 	conns         *conntrack.Tracker // every connection to SNS and SQS
 
 	queueURLs sync.Map // subscription name → queue URL
