@@ -24,6 +24,7 @@ func TestReconnectable(t *testing.T) {
 		{connect.NewError(connect.CodeNotFound, errors.New("queue gone")), false},
 		{connect.NewError(connect.CodeUnauthenticated, errors.New("no token")), false},
 		{connect.NewError(connect.CodeInternal, fmt.Errorf("protocol error: %w", io.ErrUnexpectedEOF)), true},
+		{connect.NewError(connect.CodeInternal, fmt.Errorf("protocol error: incomplete envelope: %w", errors.New("http2: client conn is closed"))), true},
 		{errors.New("token source: issuer down"), false},
 	}
 	for _, c := range cases {

@@ -120,10 +120,18 @@ func reconnectable(err error) bool {
 	case connect.CodeUnavailable, connect.CodeResourceExhausted:
 		return true
 	case connect.CodeInternal:
-		return strings.HasPrefix(ce.Message(), brokerCancelled)
+		// connect reports a connection that died in the middle of a
+		// message as INTERNAL "protocol error: incomplete envelope", with
+		// the transport's own error (often HTTP/2's unexported "client
+		// conn is closed") inside: a transport failure too.
+		return strings.HasPrefix(ce.Message(), brokerCancelled) || strings.HasPrefix(ce.Message(), incompleteEnvelope)
 	}
 	return false
 }
+
+// incompleteEnvelope starts connect's message for a stream cut in the
+// middle of a message.
+const incompleteEnvelope = "protocol error: incomplete envelope"
 
 // transportFailure says whether err is the connection failing under a
 // stream (reset, cut in the middle of a message), which connect reports
