@@ -6,35 +6,30 @@ import (
 	"fmt"
 )
 
-// The lease table and the acked ranges are stored as one binary value each
-// rather than as lists of maps. A consumer may hold 1,000 leases and as
-// many acked ranges, and every pull and acknowledgement rewrites the whole
-// consumer record, so the record's size is what every state change costs:
+// A block's leases, a head's block index and its sessions are stored as
+// one binary value each rather than as lists of maps: DynamoDB bills the
+// attribute names inside every map of a list, and decoding nested maps
+// (docstore matches every field by name) costs far more CPU than one binary
+// value.
 //
-//   - DynamoDB counts the attribute names inside every map of a list and
-//     bills writes per KB, and a list of 1,000 maps encodes to about
-//     200 KB; the binary form is about a third of that.
-//   - Decoding 1,000 nested maps dominated the CPU of a pull (docstore
-//     matches every field of every map by name); one binary value decodes
-//     in microseconds.
+// Block leases (blockLeases): a version byte, a uvarint count, then per
+// lease its start and count (varints), its tag (8 bytes, big-endian), its
+// generation, attempt and expiry (varints), its worker key (uvarint length
+// and bytes) and a flags byte (bit 0: requeued; bit 1: session lease; bits
+// 2–3: the dead-letter reason of a dying lease, see reasonCodes).
 //
-// Format (version 2): a version byte, then a uvarint count, then per lease
-// its id and payload id (uvarint length and bytes; the payload id is empty
-// when it equals the lease id), offset, start, count, generation, attempt,
-// expires (varints), worker (uvarint length and bytes) and a flags byte
-// (bit 0: requeued; bit 1: session lease; bits 2–3: the dead-letter reason
-// of a dying lease, see reasonCodes). Version 1, written before leases
-// could share a payload, lacks the payload id and offset and is still
-// read. Per acked range: its start (varint) and length (uvarint).
+// Block index (blockIndex): a version byte, a uvarint count, then per entry
+// its start as a delta from the previous entry's, its count, held and until
+// (varints), its holder (uvarint length and bytes), its stamp (uvarint) and
+// a flags byte (bit 1: the holder is a session).
 //
 // Sessions (sessionList): a version byte, a uvarint count, then per session
 // its key (uvarint length and bytes), expiry (varint, Unix ms) and a flags
 // byte (bit 0: a tombstone, whose expiry is its removal time).
 
 const (
-	leaseTableV1  = 1
-	leaseTableV2  = 2
-	spanListV1    = 1
+	blockLeasesV1 = 1
+	blockIndexV1  = 1
 	sessionListV1 = 1
 	flagRequeued  = 1 << 0
 	flagSession   = 1 << 1
@@ -56,25 +51,19 @@ func reasonCode(r string) byte {
 	return 0
 }
 
-// leaseTable is the stored lease table: unacknowledged leases, by start.
-type leaseTable []leaseRec
+// blockLeases is a block's stored leases.
+type blockLeases []leaseRec
 
 // MarshalBinary implements encoding.BinaryMarshaler for docstore.
-func (t leaseTable) MarshalBinary() ([]byte, error) {
-	b := make([]byte, 0, 2+len(t)*90)
-	b = append(b, leaseTableV2)
+func (t blockLeases) MarshalBinary() ([]byte, error) {
+	b := make([]byte, 0, 2+len(t)*32)
+	b = append(b, blockLeasesV1)
 	b = binary.AppendUvarint(b, uint64(len(t)))
 	for i := range t {
 		l := &t[i]
-		b = appendString(b, l.ID)
-		payload := l.Payload
-		if payload == l.ID {
-			payload = ""
-		}
-		b = appendString(b, payload)
-		b = binary.AppendVarint(b, l.Offset)
 		b = binary.AppendVarint(b, l.Start)
 		b = binary.AppendVarint(b, l.Count)
+		b = binary.BigEndian.AppendUint64(b, l.Tag)
 		b = binary.AppendVarint(b, l.Generation)
 		b = binary.AppendVarint(b, l.Attempt)
 		b = binary.AppendVarint(b, l.Expires)
@@ -89,7 +78,7 @@ func (t leaseTable) MarshalBinary() ([]byte, error) {
 		if l.Dying != "" {
 			c := reasonCode(l.Dying)
 			if c == 0 {
-				return nil, fmt.Errorf("lease table: unknown dead-letter reason %q", l.Dying)
+				return nil, fmt.Errorf("block leases: unknown dead-letter reason %q", l.Dying)
 			}
 			flags |= c << reasonShift
 		}
@@ -99,21 +88,16 @@ func (t leaseTable) MarshalBinary() ([]byte, error) {
 }
 
 // UnmarshalBinary implements encoding.BinaryUnmarshaler for docstore.
-func (t *leaseTable) UnmarshalBinary(b []byte) error {
+func (t *blockLeases) UnmarshalBinary(b []byte) error {
 	r := reader{b: b}
-	v := r.byte()
-	if v != leaseTableV1 && v != leaseTableV2 {
-		return fmt.Errorf("lease table: unknown version %d", v)
+	if v := r.byte(); v != blockLeasesV1 {
+		return fmt.Errorf("block leases: unknown version %d", v)
 	}
 	n := r.count()
-	out := make(leaseTable, 0, n)
+	out := make(blockLeases, 0, n)
 	for i := 0; i < n && r.err == nil; i++ {
-		l := leaseRec{ID: r.string()}
-		if v == leaseTableV2 {
-			l.Payload, l.Offset = r.string(), r.varint()
-		}
-		l.Start, l.Count, l.Generation = r.varint(), r.varint(), r.varint()
-		l.Attempt, l.Expires, l.Worker = r.varint(), r.varint(), r.string()
+		l := leaseRec{Start: r.varint(), Count: r.varint(), Tag: r.uint64()}
+		l.Generation, l.Attempt, l.Expires, l.Worker = r.varint(), r.varint(), r.varint(), r.string()
 		flags := r.byte()
 		l.Requeued = flags&flagRequeued != 0
 		l.Session = flags&flagSession != 0
@@ -123,9 +107,55 @@ func (t *leaseTable) UnmarshalBinary(b []byte) error {
 		out = append(out, l)
 	}
 	if err := r.done(); err != nil {
-		return fmt.Errorf("lease table: %w", err)
+		return fmt.Errorf("block leases: %w", err)
 	}
 	*t = out
+	return nil
+}
+
+// MarshalBinary implements encoding.BinaryMarshaler for docstore.
+func (x blockIndex) MarshalBinary() ([]byte, error) {
+	b := make([]byte, 0, 2+len(x)*24)
+	b = append(b, blockIndexV1)
+	b = binary.AppendUvarint(b, uint64(len(x)))
+	var prev int64
+	for _, e := range x {
+		b = binary.AppendVarint(b, e.Start-prev)
+		prev = e.Start
+		b = binary.AppendVarint(b, e.Count)
+		b = binary.AppendVarint(b, e.Held)
+		b = binary.AppendVarint(b, e.Until)
+		b = appendString(b, e.Holder)
+		b = binary.AppendUvarint(b, e.Stamp)
+		var flags byte
+		if e.Session {
+			flags |= flagSession
+		}
+		b = append(b, flags)
+	}
+	return b, nil
+}
+
+// UnmarshalBinary implements encoding.BinaryUnmarshaler for docstore.
+func (x *blockIndex) UnmarshalBinary(b []byte) error {
+	r := reader{b: b}
+	if v := r.byte(); v != blockIndexV1 {
+		return fmt.Errorf("block index: unknown version %d", v)
+	}
+	n := r.count()
+	out := make(blockIndex, 0, n)
+	var prev int64
+	for i := 0; i < n && r.err == nil; i++ {
+		e := blockEntry{Start: prev + r.varint()}
+		prev = e.Start
+		e.Count, e.Held, e.Until, e.Holder, e.Stamp = r.varint(), r.varint(), r.varint(), r.string(), r.uvarint()
+		e.Session = r.byte()&flagSession != 0
+		out = append(out, e)
+	}
+	if err := r.done(); err != nil {
+		return fmt.Errorf("block index: %w", err)
+	}
+	*x = out
 	return nil
 }
 
@@ -174,41 +204,6 @@ func (s *sessionList) UnmarshalBinary(b []byte) error {
 	}
 	if err := r.done(); err != nil {
 		return fmt.Errorf("sessions: %w", err)
-	}
-	*s = out
-	return nil
-}
-
-// spanList is the stored list of acknowledged ranges above the cursor,
-// sorted and merged.
-type spanList []span
-
-// MarshalBinary implements encoding.BinaryMarshaler for docstore.
-func (s spanList) MarshalBinary() ([]byte, error) {
-	b := make([]byte, 0, 2+len(s)*8)
-	b = append(b, spanListV1)
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	for _, sp := range s {
-		b = binary.AppendVarint(b, sp.Start)
-		b = binary.AppendUvarint(b, uint64(sp.End-sp.Start))
-	}
-	return b, nil
-}
-
-// UnmarshalBinary implements encoding.BinaryUnmarshaler for docstore.
-func (s *spanList) UnmarshalBinary(b []byte) error {
-	r := reader{b: b}
-	if v := r.byte(); v != spanListV1 {
-		return fmt.Errorf("acked ranges: unknown version %d", v)
-	}
-	n := r.count()
-	out := make(spanList, 0, n)
-	for i := 0; i < n && r.err == nil; i++ {
-		start := r.varint()
-		out = append(out, span{Start: start, End: start + int64(r.uvarint())})
-	}
-	if err := r.done(); err != nil {
-		return fmt.Errorf("acked ranges: %w", err)
 	}
 	*s = out
 	return nil
@@ -274,6 +269,16 @@ func (r *reader) count() int {
 		return 0
 	}
 	return int(n)
+}
+
+func (r *reader) uint64() uint64 {
+	if len(r.b) < 8 {
+		r.fail(errShort)
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
 }
 
 func (r *reader) string() string {

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"gocloud.dev/docstore"
 	"gocloud.dev/gcerrors"
 
@@ -140,44 +139,38 @@ func publishedMs(in Incoming) int64 {
 	return 0
 }
 
-// finishDying moves the dying leases of d (as read, or as just written) to
-// the dead-letter queue: first one dead-letter record per event, under its
-// deterministic key, then one conditional write of the consumer record
-// that removes the leases and marks their positions acknowledged, so the
-// cursor passes them. A lost race re-reads and does it again (the records
-// are simply rewritten). A failure leaves the leases dying, and any
-// operation that meets them later finishes the job; as the records come
-// first, an event is never in neither place.
-func (s *Store) finishDying(ctx context.Context, d *consumerDoc) error {
+// finishDying moves the dying leases of block b of d (as read, or as just
+// written) to the dead-letter queue: first one dead-letter record per
+// event, under its deterministic key, then one conditional write of the
+// block that removes the leases, so the cursor passes their positions. A
+// lost race re-reads the block and does it again (the records are simply
+// rewritten). A failure leaves the leases dying, and any operation that
+// meets them later finishes the job; as the records come first, an event
+// is never in neither place.
+func (s *Store) finishDying(ctx context.Context, d *consumerDoc, b *blockDoc) error {
 	for attempt := 0; ; attempt++ {
-		var dying []leaseRec
-		for _, l := range d.Leases {
-			if l.Dying != "" {
-				dying = append(dying, l)
-			}
-		}
-		if len(dying) == 0 {
+		if b == nil || !b.hasDying() {
 			return nil
 		}
 		if err := faults.Check(faults.DeadLetterWrite, d.ID); err != nil {
 			return err
 		}
-		acts := s.coll.Actions()
-		payloads := map[string]*payloadDoc{}
-		for i := range dying {
-			l := &dying[i]
-			pd, ok := payloads[l.payloadID()]
-			if !ok {
-				var err error
-				if pd, err = s.getPayload(ctx, d.ID, l.payloadID()); err != nil {
-					if errors.Is(err, errPayloadGone) {
-						return herr.New(herr.Internal, "lease %s of %q is being dead-lettered, but its payload is gone", l.ID, d.ID)
-					}
-					return err
-				}
-				payloads[l.payloadID()] = pd
+		pd, err := s.getPayload(ctx, d.ID, b.Payload)
+		if err != nil {
+			if errors.Is(err, errPayloadGone) {
+				return herr.New(herr.Internal, "leases of %q are being dead-lettered, but their payload is gone", d.ID)
 			}
-			events, err := pd.events(l)
+			return err
+		}
+		acts := s.coll.Actions()
+		kept := b.Leases[:0:0]
+		for i := range b.Leases {
+			l := &b.Leases[i]
+			if l.Dying == "" {
+				kept = append(kept, *l)
+				continue
+			}
+			events, err := pd.events(b, l)
 			if err != nil {
 				return err
 			}
@@ -197,19 +190,16 @@ func (s *Store) finishDying(ctx context.Context, d *consumerDoc) error {
 		if err := faults.Check(faults.DeadLetterRemove, d.ID); err != nil {
 			return err
 		}
-		var freed []string
-		for _, l := range dying {
-			if i := d.lease(l.ID); i >= 0 {
-				freed = append(freed, l.payloadID())
-				d.commit(i)
-			}
-		}
-		ok, err := s.write(ctx, s.coll.Replace, d)
+		b.Leases = kept
+		ok, err := s.commit(ctx, d.ID, blockWrite(b))
 		if err != nil {
 			return err
 		}
 		if ok {
-			s.deletePayloads(ctx, d.ID, d.unreferenced(freed))
+			s.notes.note(d, b.Start, b.unsettled())
+			if len(b.Leases) == 0 {
+				s.deletePayload(ctx, d.ID, b.Payload)
+			}
 			return nil
 		}
 		if attempt >= s.opts.MaxRetries {
@@ -218,9 +208,11 @@ func (s *Store) finishDying(ctx context.Context, d *consumerDoc) error {
 		if err := sleep(ctx, backoff(attempt)); err != nil {
 			return err
 		}
-		if d, err = s.get(ctx, d.ID); err != nil {
+		bs, err := s.getBlocks(ctx, d, []int64{b.Start})
+		if err != nil {
 			return err
 		}
+		b = bs[b.Start]
 	}
 }
 
@@ -348,19 +340,31 @@ func (s *Store) getDeadLetter(ctx context.Context, id string) (*deadLetterDoc, e
 // whether the origin consumer exists, and whether it finished a move (which
 // rewrote dl's record).
 func (s *Store) finishOrigin(ctx context.Context, dl *deadLetterDoc) (exists, finished bool, err error) {
-	d, err := s.get(ctx, dl.Origin)
+	d, err := s.getAny(ctx, dl.Origin)
 	if herr.CodeOf(err) == herr.NotFound {
 		return false, false, nil
 	}
 	if err != nil {
 		return false, false, err
 	}
-	if d.Incarnation != dl.Incarnation {
+	if d.Incarnation != dl.Incarnation || d.Layout != layoutBlocks {
 		return true, false, nil
 	}
-	for _, l := range d.Leases {
+	i := d.Blocks.containing(dl.Position)
+	if i < 0 {
+		return true, false, nil
+	}
+	bs, err := s.getBlocks(ctx, d, []int64{d.Blocks[i].Start})
+	if err != nil {
+		return false, false, err
+	}
+	b := bs[d.Blocks[i].Start]
+	if b == nil {
+		return true, false, nil
+	}
+	for _, l := range b.Leases {
 		if l.Dying != "" && l.Start <= dl.Position && dl.Position < l.Start+l.Count {
-			return true, true, s.finishDying(ctx, d)
+			return true, true, s.finishDying(ctx, d, b)
 		}
 	}
 	return true, false, nil
@@ -369,12 +373,12 @@ func (s *Store) finishOrigin(ctx context.Context, dl *deadLetterDoc) (exists, fi
 // ReplayDeadLetter returns dead letter id's event to its exact origin
 // consumer (seed 002, ACTION_REPLAY: confirm-gated and no-loss):
 //
-//  1. a payload record holding the event, under a key derived from id;
-//  2. one conditional write of the origin consumer record adding a
-//     requeued single-event lease at the consumer's next position, with a
-//     fresh delivery budget (delivered next with Attempt 1) and, for a
-//     MessageTTL, an age that starts now;
-//  3. only then the dead letter is deleted.
+//  1. one atomic write of the origin consumer's head (a new position),
+//     a block holding a requeued single-event lease there, with a fresh
+//     delivery budget (delivered next with Attempt 1), and a payload record
+//     holding the event under a key derived from id (for a MessageTTL, its
+//     age starts now);
+//  2. only then the dead letter is deleted.
 //
 // If the move of the event to the dead-letter queue was interrupted (its
 // origin still holds it, marked), that move is finished first.
@@ -382,10 +386,10 @@ func (s *Store) finishOrigin(ctx context.Context, dl *deadLetterDoc) (exists, fi
 // Outcomes: ReplayReplayed; ReplayOriginQueueDeleted when no consumer has
 // the origin id (the dead letter is left); ReplayFailed with the store's
 // error when a step fails (the dead letter is left). A replay whose first
-// two steps succeeded and whose delete failed reports ReplayFailed too; the
+// step succeeded and whose delete failed reports ReplayFailed too; the
 // event is then on its consumer already, and replaying again does not add
-// it twice while that lease is open (step 2 finds it). A replay into a
-// consumer whose in-flight window is full is ReplayFailed with
+// it twice while that event is held (step 1 finds its payload). A replay
+// into a consumer whose in-flight window is full is ReplayFailed with
 // herr.ResourceExhausted. An unknown id is herr.NotFound (outcome "").
 func (s *Store) ReplayDeadLetter(ctx context.Context, id string) (ReplayOutcome, error) {
 	dl, err := s.getDeadLetter(ctx, id)
@@ -404,13 +408,6 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, id string) (ReplayOutcome,
 	}
 	sum := sha256.Sum256([]byte(dl.Key))
 	pid := "dl-" + base64.RawURLEncoding.EncodeToString(sum[:16])
-	pd := &payloadDoc{
-		Key: payloadKey(dl.Origin, pid), Kind: kindPayload, Consumer: dl.Origin,
-		Events: [][]byte{dl.Body}, Published: []int64{s.nowMs()},
-	}
-	if err := s.coll.Put(ctx, pd); err != nil {
-		return ReplayFailed, storeErr(err)
-	}
 	gone := false
 	err = s.retry(ctx, func() (bool, error) {
 		d, err := s.get(ctx, dl.Origin)
@@ -421,31 +418,43 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, id string) (ReplayOutcome,
 		if err != nil {
 			return false, err
 		}
-		if d.payloadRefs(pid) {
-			return true, nil // an earlier replay of this dead letter is still open
+		if _, err := s.getPayload(ctx, d.ID, pid); err == nil {
+			return true, nil // an earlier replay of this dead letter is still held
+		} else if !errors.Is(err, errPayloadGone) {
+			return false, err
 		}
-		if d.holding() >= MaxInFlight {
+		holding, err := s.holding(ctx, d, map[int64]*blockDoc{})
+		if err != nil {
+			return false, err
+		}
+		if holding >= MaxInFlight {
 			return false, herr.New(herr.ResourceExhausted, "consumer %q holds %d events, its in-flight window; replay when it has room", d.ID, MaxInFlight)
 		}
 		if err := faults.Check(faults.ReplayConsumerWrite, d.ID); err != nil {
 			return false, err
 		}
-		d.Leases = append(d.Leases, leaseRec{
-			ID: uuid.NewString(), Payload: pid, Start: d.Next, Count: 1, Requeued: true,
-		})
-		d.Next++
-		return s.write(ctx, s.coll.Replace, d)
+		pd := &payloadDoc{
+			Key: payloadKey(d.ID, pid), Kind: kindPayload, Consumer: d.ID,
+			Events: [][]byte{dl.Body}, Published: []int64{s.nowMs()},
+		}
+		r := &reservation{
+			incarnation: d.Incarnation, count: 1, nowMs: s.nowMs(),
+			extra: []write{{doc: pd, create: true}},
+			block: func(start int64) *blockDoc {
+				return &blockDoc{
+					Key: blockKey(d.ID, d.Incarnation, start), Kind: kindBlock, Consumer: d.ID,
+					Start: start, Count: 1, Payload: pid,
+					Leases: blockLeases{{Start: start, Count: 1, Tag: newTag(), Requeued: true}},
+				}
+			},
+		}
+		s.reserve(ctx, d.ID, r)
+		return r.ok, r.err
 	})
 	if gone {
-		_ = s.coll.Delete(context.WithoutCancel(ctx), &payloadDoc{Key: pd.Key})
 		return ReplayOriginQueueDeleted, nil
 	}
 	if err != nil {
-		if s.payloadWritten(context.WithoutCancel(ctx), dl.Origin, pid) == 0 {
-			// Certainly not on the consumer: drop the payload (kept when
-			// unsure, as a lease without its payload could not be delivered).
-			_ = s.coll.Delete(context.WithoutCancel(ctx), &payloadDoc{Key: pd.Key})
-		}
 		return ReplayFailed, err
 	}
 	if err := faults.Check(faults.ReplayDelete, dl.Origin); err != nil {

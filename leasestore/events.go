@@ -3,6 +3,7 @@ package leasestore
 import (
 	"context"
 	"errors"
+	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -71,31 +72,15 @@ func (s *Store) PullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 		received  []Incoming // custody held by this call until settled
 		published []int64    // enqueue times of received (Unix ms)
 		taken     int        // how many of received the payload holds
-		payloadID string
+		pid       string
+		last      *reservation
 		out       []*Lease
-		dying     *consumerDoc // the written record, when it marked leases dying
 		finished  bool
 	)
-	release := func() {
-		if len(received) == 0 {
-			return
-		}
-		bg := context.WithoutCancel(ctx)
-		n := 0
-		if payloadID != "" {
-			switch n = s.payloadWritten(bg, p.Consumer, payloadID); {
-			case n == 0:
-				_ = s.coll.Delete(bg, &payloadDoc{Key: payloadKey(p.Consumer, payloadID)})
-			case n < 0:
-				n = 0 // keep the payload: see Pull
-			}
-		}
-		_ = p.Source.Settle(bg, received, min(n, taken))
-		received = nil
-	}
+	release := func() { s.release(ctx, p.Consumer, p.Source, received, taken, pid, last) }
 
 	err := s.retry(ctx, func() (bool, error) {
-		out, dying = nil, nil
+		out = nil
 		d, err := s.get(ctx, p.Consumer)
 		if err != nil {
 			return false, err
@@ -113,29 +98,42 @@ func (s *Store) PullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 			}
 			return false, herr.New(herr.FailedPrecondition, "the session is not attached to %q: attach it first", p.Consumer)
 		}
-		if !finished && d.hasDying() {
+		live := d.sessionLive(nowMs)
+		var blocks map[int64]*blockDoc
+		if d.MaxLength > 0 {
+			// The queue's length counts every held event: read them all.
+			blocks, err = s.getBlocks(ctx, d, d.allStarts())
+		} else {
+			blocks, err = s.readCandidates(ctx, d, key, nowMs, live)
+		}
+		if err != nil {
+			return false, err
+		}
+		if !finished && s.finishAll(ctx, d, blocks) {
 			finished = true
-			_ = s.finishDying(ctx, d) // see Pull
-			return false, nil
+			return false, nil // see Pull
 		}
 		limit := p.Limit
 		ttl := d.MessageTTL
 		expired := func(publishedMs int64) bool {
 			return ttl > 0 && publishedMs > 0 && nowMs-publishedMs >= ttl
 		}
-		marked := false
-		mark := func(i int, reason string) {
-			d.markDying(i, reason, nowMs)
-			marked = true
+		dirty := map[*blockDoc]bool{}
+		mark := func(r leaseRef, reason string) {
+			r.b.markDying(r.i, reason, nowMs)
+			dirty[r.b] = true
 		}
 
 		// a. The delivery limit.
-		for _, i := range d.reclaimOrder(nowMs) {
-			if d.Leases[i].Attempt >= int64(s.opts.DeliveryLimit) {
-				mark(i, ReasonDeliveryLimit)
+		for _, r := range reclaimOrder(blocks, nowMs, live) {
+			if r.b.Leases[r.i].Attempt >= int64(s.opts.DeliveryLimit) {
+				mark(r, ReasonDeliveryLimit)
 			}
 		}
-		holding := d.holding()
+		holding, err := s.holding(ctx, d, blocks)
+		if err != nil {
+			return false, err
+		}
 		room := MaxInFlight - holding
 
 		// take decides how many received events go into leases, receiving
@@ -169,66 +167,72 @@ func (s *Store) PullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 		// b. MaxLength: intake first, then evict the oldest waiting events.
 		if maxLen := d.MaxLength; maxLen > 0 {
 			var leased, waiting int64
-			for i := range d.Leases {
-				switch l := &d.Leases[i]; {
-				case l.Dying != "":
-				case l.live(nowMs):
-					leased += l.Count
-				default:
-					waiting += l.Count
+			for _, b := range blocks {
+				if b == nil {
+					continue
+				}
+				for i := range b.Leases {
+					switch l := &b.Leases[i]; {
+					case l.Dying != "":
+					case l.live(nowMs, live):
+						leased += l.Count
+					default:
+						waiting += l.Count
+					}
 				}
 			}
 			if err := take(min(int64(limit), room, maxLen-leased)); err != nil {
 				return false, err
 			}
 			over := leased + waiting + int64(n) - maxLen
-			for _, i := range d.reclaimOrder(nowMs) {
+			for _, r := range reclaimOrder(blocks, nowMs, live) {
 				if over <= 0 {
 					break
 				}
-				if d.Leases[i].Count > over {
-					d.split(i, over, uuid.NewString())
+				if r.b.Leases[r.i].Count > over {
+					r.b.split(r.i, over)
 				}
-				over -= d.Leases[i].Count
-				mark(i, ReasonMaxLen)
+				over -= r.b.Leases[r.i].Count
+				mark(r, ReasonMaxLen)
 			}
 		}
 
 		// c. Redeliveries, oldest first, one event per lease.
-		work := d.reclaimOrder(nowMs)
+		work := reclaimOrder(blocks, nowMs, live)
 		payloads := map[string]*payloadDoc{}
 		for len(work) > 0 && len(out) < limit {
-			i := work[0]
+			r := work[0]
 			work = work[1:]
-			if d.Leases[i].Count > 1 {
-				work = append([]int{d.split(i, 1, uuid.NewString())}, work...)
+			if r.b.Leases[r.i].Count > 1 {
+				work = append([]leaseRef{{r.b, r.b.split(r.i, 1)}}, work...)
 			}
-			l := &d.Leases[i]
-			pd, ok := payloads[l.payloadID()]
+			l := &r.b.Leases[r.i]
+			pd, ok := payloads[r.b.Payload]
 			if !ok {
 				// Read before taking the lease (see Pull).
-				if pd, err = s.getPayload(ctx, d.ID, l.payloadID()); err != nil {
+				if pd, err = s.getPayload(ctx, d.ID, r.b.Payload); err != nil {
 					if errors.Is(err, errPayloadGone) {
-						return false, nil // committed since the read: re-read
+						return false, nil // settled since the read: re-read
 					}
 					return false, err
 				}
-				payloads[l.payloadID()] = pd
+				payloads[r.b.Payload] = pd
 			}
-			events, err := pd.events(l)
+			events, err := pd.events(r.b, l)
 			if err != nil {
 				return false, err
 			}
-			if expired(pd.publishedAt(l.Offset)) {
-				mark(i, ReasonExpired)
+			if expired(pd.publishedAt(l.Start - r.b.Start)) {
+				mark(r, ReasonExpired)
 				continue
 			}
 			l.Worker, l.Requeued, l.Session = key, false, true
 			l.Generation++
 			l.Attempt++
 			l.Expires = expires
+			dirty[r.b] = true
 			out = append(out, &Lease{
-				ID: l.ID, Generation: l.Generation, Attempt: l.Attempt, Start: l.Start,
+				ID: leaseID(r.b.Start, l), Generation: l.Generation, Attempt: l.Attempt, Start: l.Start,
 				Events: events, ExpiresAt: time.UnixMilli(expires),
 			})
 		}
@@ -239,74 +243,87 @@ func (s *Store) PullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 				return false, err
 			}
 		}
-		if len(out) == 0 && n == 0 && !marked {
+		if len(out) == 0 && n == 0 && len(dirty) == 0 {
 			if room <= 0 {
-				retryAfter := time.Second
-				if e := d.earliestExpiry(nowMs); e > 0 {
-					retryAfter = max(retryAfter, time.Duration(e-nowMs)*time.Millisecond)
-				}
-				return false, &WindowFullError{InFlight: holding, RetryAfter: retryAfter}
+				return false, s.windowFull(ctx, d, blocks, holding, nowMs, live)
 			}
 			return true, nil // nothing to hand out
 		}
-		if n > 0 && n != taken {
-			if payloadID == "" {
-				payloadID = uuid.NewString()
+		if n == 0 {
+			ok, err := s.commitBlocks(ctx, d, dirty)
+			if !ok || err != nil {
+				return false, err
 			}
-			pd := &payloadDoc{
-				Key: payloadKey(d.ID, payloadID), Kind: kindPayload, Consumer: d.ID,
-				Events: make([][]byte, n), Published: published[:n:n],
+			s.finishMarked(ctx, d, dirty, nil)
+			return true, nil
+		}
+		if n != taken {
+			if pid == "" {
+				pid = uuid.NewString()
 			}
-			for i := range n {
-				pd.Events[i] = received[i].Body
-			}
-			if err := s.coll.Put(ctx, pd); err != nil {
-				return false, storeErr(err)
+			if err := s.putPayload(ctx, d.ID, pid, received[:n], published[:n:n]); err != nil {
+				return false, err
 			}
 			taken = n
 		}
-		for j := range n {
-			l := leaseRec{ID: uuid.NewString(), Payload: payloadID, Offset: int64(j), Start: d.Next, Count: 1}
-			d.Next++
-			switch {
-			case expired(published[j]):
-				d.Leases = append(d.Leases, l)
-				mark(len(d.Leases)-1, ReasonExpired)
-				continue
-			case len(out) < limit:
-				l.Worker, l.Session, l.Attempt, l.Expires = key, true, 1, expires
+		var extra []write
+		for b := range dirty {
+			extra = append(extra, blockWrite(b))
+		}
+		handed := len(out)
+		var nb *blockDoc
+		last = &reservation{
+			incarnation: d.Incarnation, count: int64(n), checkRoom: true, nowMs: nowMs,
+			refresh: newRefresh(d, blocks), extra: extra, basis: d,
+			block: func(start int64) *blockDoc {
+				nb = &blockDoc{
+					Key: blockKey(d.ID, d.Incarnation, start), Kind: kindBlock, Consumer: d.ID,
+					Start: start, Count: int64(n), Payload: pid, Leases: make(blockLeases, 0, n),
+				}
+				given := handed
+				for j := range n {
+					l := leaseRec{Start: start + int64(j), Count: 1, Tag: newTag()}
+					switch {
+					case expired(published[j]):
+						l.Dying, l.Expires = ReasonExpired, nowMs
+					case given < limit:
+						l.Worker, l.Session, l.Attempt, l.Expires = key, true, 1, expires
+						given++
+					default:
+						l.Requeued = true // taken in under MaxLength, waiting
+					}
+					nb.Leases = append(nb.Leases, l)
+				}
+				return nb
+			},
+		}
+		s.reserve(ctx, d.ID, last)
+		if last.err != nil || !last.ok {
+			return false, last.err
+		}
+		for j := range nb.Leases {
+			if l := &nb.Leases[j]; l.Session {
 				out = append(out, &Lease{
-					ID: l.ID, Attempt: 1, Start: l.Start, Events: [][]byte{received[j].Body},
+					ID: leaseID(nb.Start, l), Attempt: 1, Start: l.Start, Events: [][]byte{received[j].Body},
 					ExpiresAt: time.UnixMilli(expires),
 				})
-			default:
-				l.Requeued = true // taken in under MaxLength, waiting
 			}
-			d.Leases = append(d.Leases, l)
 		}
-		ok, err := s.write(ctx, s.coll.Replace, d)
-		if !ok || err != nil {
-			return false, err
+		// Custody of the first n has passed to leases: only now ack them
+		// at the broker. A failed ack means a duplicate later, which
+		// at-least-once allows.
+		_ = p.Source.Settle(ctx, received, n)
+		received = nil
+		for b := range dirty {
+			s.notes.note(d, b.Start, b.unsettled())
 		}
-		if marked {
-			dying = d
+		if nb.hasDying() {
+			dirty[nb] = true
 		}
-		if received != nil {
-			// Custody of the first n has passed to leases: only now ack
-			// them at the broker. A failed ack means a duplicate later,
-			// which at-least-once allows.
-			_ = p.Source.Settle(ctx, received, n)
-			if n == 0 && payloadID != "" {
-				s.deletePayloads(ctx, d.ID, []string{payloadID})
-			}
-			received = nil
-		}
+		s.finishMarked(ctx, d, dirty, nil)
 		return true, nil
 	})
 	release()
-	if dying != nil {
-		_ = s.finishDying(ctx, dying) // best effort, see Pull
-	}
 	return out, err
 }
 
@@ -329,8 +346,8 @@ type SettleResult struct {
 	Committed int64
 }
 
-// Settle settles leases of consumer in one conditional write (seed 002,
-// ConsumeDurableEventsWithAcks): acks first, then nacks, so a ref in both
+// Settle settles leases of consumer with one conditional write per block
+// they belong to (seed 002, ConsumeDurableEventsWithAcks): acks first, then nacks, so a ref in both
 // is acknowledged.
 //
 //   - An ack of a lease's current generation commits it, as Acknowledge
@@ -346,54 +363,113 @@ type SettleResult struct {
 // settling session. A call whose refs change nothing writes nothing. It
 // fails with herr.NotFound for an unknown consumer.
 func (s *Store) Settle(ctx context.Context, consumer string, acks, nacks []EventRef) (SettleResult, error) {
-	var res SettleResult
-	var freed []string
-	err := s.retry(ctx, func() (bool, error) {
-		res, freed = SettleResult{}, nil
-		d, err := s.get(ctx, consumer)
-		if err != nil {
-			return false, err
-		}
-		d.pruneSessions(s.nowMs())
-		current := func(r EventRef) int {
-			i := d.lease(r.LeaseID)
-			if i < 0 || d.Leases[i].Generation != r.Generation || d.Leases[i].Dying != "" {
-				return -1
-			}
-			return i
-		}
-		for _, r := range acks {
-			i := current(r)
-			if i < 0 {
-				res.Skipped++
-				continue
-			}
-			freed = append(freed, d.Leases[i].payloadID())
-			d.commit(i)
-			res.Acked++
-		}
-		for _, r := range nacks {
-			i := current(r)
-			if i < 0 || d.Leases[i].Requeued {
-				res.Skipped++
-				continue
-			}
-			l := &d.Leases[i]
-			l.Requeued, l.Worker = true, ""
-			res.Nacked++
-		}
-		res.Committed = d.Committed
-		if res.Acked == 0 && res.Nacked == 0 {
-			freed = nil
-			return true, nil
-		}
-		freed = d.unreferenced(freed)
-		return s.write(ctx, s.coll.Replace, d)
-	})
+	d, err := s.get(ctx, consumer)
 	if err != nil {
 		return SettleResult{}, err
 	}
-	// Best effort: an orphaned payload is unreachable and harmless.
-	s.deletePayloads(ctx, consumer, freed)
+	type refs struct{ acks, nacks []EventRef }
+	byBlock := map[int64]*refs{}
+	var res SettleResult
+	group := func(rs []EventRef, nack bool) {
+		for _, r := range rs {
+			bst, _, _, ok := parseLeaseID(r.LeaseID)
+			if !ok {
+				res.Skipped++
+				continue
+			}
+			g := byBlock[bst]
+			if g == nil {
+				g = &refs{}
+				byBlock[bst] = g
+			}
+			if nack {
+				g.nacks = append(g.nacks, r)
+			} else {
+				g.acks = append(g.acks, r)
+			}
+		}
+	}
+	group(acks, false)
+	group(nacks, true)
+	starts := make([]int64, 0, len(byBlock))
+	for st := range byBlock {
+		starts = append(starts, st)
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
+	known := map[int64]*blockDoc{}
+	var lowered []int64
+	for _, bst := range starts {
+		g := byBlock[bst]
+		var acked, nacked, skipped int
+		var b *blockDoc
+		err := s.retry(ctx, func() (bool, error) {
+			acked, nacked, skipped = 0, 0, 0
+			bs, err := s.getBlocks(ctx, d, []int64{bst})
+			if err != nil {
+				return false, err
+			}
+			if b = bs[bst]; b == nil {
+				skipped = len(g.acks) + len(g.nacks)
+				return true, nil
+			}
+			current := func(r EventRef) int {
+				_, lst, tag, _ := parseLeaseID(r.LeaseID)
+				i := b.lease(lst, tag)
+				if i < 0 || b.Leases[i].Generation != r.Generation || b.Leases[i].Dying != "" {
+					return -1
+				}
+				return i
+			}
+			for _, r := range g.acks {
+				i := current(r)
+				if i < 0 {
+					skipped++
+					continue
+				}
+				b.remove(i)
+				acked++
+			}
+			for _, r := range g.nacks {
+				i := current(r)
+				if i < 0 || b.Leases[i].Requeued {
+					skipped++
+					continue
+				}
+				l := &b.Leases[i]
+				l.Requeued, l.Worker = true, ""
+				nacked++
+			}
+			if acked == 0 && nacked == 0 {
+				return true, nil
+			}
+			ok, err := s.commit(ctx, d.ID, blockWrite(b))
+			if ok {
+				s.notes.note(d, b.Start, b.unsettled())
+			}
+			return ok, err
+		})
+		if err != nil {
+			return SettleResult{}, err
+		}
+		res.Acked += acked
+		res.Nacked += nacked
+		res.Skipped += skipped
+		known[bst] = b
+		if b != nil && len(b.Leases) == 0 {
+			known[bst] = nil
+			if acked > 0 {
+				s.deletePayload(ctx, d.ID, b.Payload) // best effort: an orphan is harmless
+			}
+		}
+		if nacked > 0 {
+			lowered = append(lowered, bst)
+		}
+	}
+	if err := s.lowerHints(ctx, d.ID, lowered...); err != nil {
+		return SettleResult{}, err
+	}
+	if res.Committed, err = s.cursor(ctx, d, known); err != nil {
+		return SettleResult{}, err
+	}
 	return res, nil
 }

@@ -16,11 +16,16 @@ type Expired struct {
 // ExpireLeases is the lease-expiry sweep for one consumer: every lease
 // whose visibility timeout has passed while a worker held it, and every
 // session lease whose session is gone (its TTL lapsed), is marked requeued
-// (its worker cleared, generation unchanged), in one revision-conditional
-// write of the consumer record. Afterwards the record says which leases
+// (its worker cleared, generation unchanged), with one revision-conditional
+// write of each block that changes. Afterwards the record says which leases
 // workers hold and which wait for redelivery (Consumer.Requeued), instead
 // of leaving expired leases looking held until the next pull reclaims
 // them. A lapsed session is recorded as removed (see Attach).
+//
+// It is also the head's compaction: it reads every block the head
+// indexes, and rewrites the head when its hints, its index or its cursor
+// floor are out of date, so that consumers with little traffic keep tight
+// hints (see blockEntry).
 //
 // The sweep changes no outcome a worker can see: a pull still hands out
 // requeued leases before new work with generation and attempt one higher,
@@ -33,61 +38,72 @@ type Expired struct {
 // and returns that step's error if it fails again. It returns herr.NotFound
 // for an unknown consumer.
 func (s *Store) ExpireLeases(ctx context.Context, consumer string) (Expired, error) {
-	var (
-		out   Expired
-		dying *consumerDoc
-	)
+	var out Expired
+	var dyingErr error
 	err := s.retry(ctx, func() (bool, error) {
-		out, dying = Expired{}, nil
+		out, dyingErr = Expired{}, nil
 		d, err := s.get(ctx, consumer)
 		if err != nil {
 			return false, err
 		}
 		nowMs := s.opts.Now().UnixMilli()
-		held := map[int]bool{}
-		for i := range d.Leases {
-			if l := &d.Leases[i]; !l.Requeued && l.Dying == "" {
-				held[i] = true
-			}
-		}
+		before, _ := d.Blocks.MarshalBinary()
 		changed := d.pruneSessions(nowMs)
-		for i := range d.Leases {
-			l := &d.Leases[i]
-			if l.Dying != "" || (l.Requeued && !held[i]) || l.live(nowMs) {
+		live := d.sessionLive(nowMs)
+		blocks, err := s.getBlocks(ctx, d, d.allStarts())
+		if err != nil {
+			return false, err
+		}
+		ref := newRefresh(d, blocks)
+		dirty := map[*blockDoc]bool{}
+		for _, b := range blocks {
+			if b == nil {
 				continue
 			}
-			l.Requeued, l.Worker = true, ""
-			out.Leases++
-			out.Events += l.Count
+			for i := range b.Leases {
+				l := &b.Leases[i]
+				if l.Dying != "" || l.Requeued || l.live(nowMs, live) {
+					continue
+				}
+				l.Requeued, l.Worker = true, ""
+				dirty[b] = true
+				out.Leases++
+				out.Events += l.Count
+			}
 		}
-		if d.hasDying() {
-			dying = d
+		if ok, err := s.commitBlocks(ctx, d, dirty); !ok || err != nil {
+			return false, err
 		}
-		if out.Leases == 0 && !changed {
+		for _, b := range blocks {
+			if b != nil && b.hasDying() {
+				if err := s.finishDying(ctx, d, b); err != nil && dyingErr == nil {
+					dyingErr = err
+				}
+			}
+		}
+		for st, b := range blocks {
+			if b != nil && len(b.Leases) == 0 {
+				blocks[st] = nil
+			}
+		}
+		nt := s.notes.take(d)
+		d.apply(ref, nt, nowMs)
+		after, _ := d.Blocks.MarshalBinary()
+		if c, err := s.cursor(ctx, d, blocks); err == nil && c > d.Committed {
+			d.Committed = c
+			changed = true
+		}
+		if !changed && string(before) == string(after) {
 			return true, nil
 		}
-		return s.write(ctx, s.coll.Replace, d)
+		ok, err := s.commit(ctx, consumer, write{doc: d})
+		if !ok {
+			s.notes.giveBack(d, nt)
+		}
+		return ok, err
 	})
 	if err != nil {
 		return Expired{}, err
 	}
-	if dying != nil {
-		if err := s.finishDying(ctx, dying); err != nil {
-			return out, err
-		}
-	}
-	return out, nil
-}
-
-// requeued counts the events in leases that wait for redelivery: failed by
-// their worker, requeued by ExpireLeases or a session's departure, or put
-// there by a replay or a MaxLength intake.
-func (d *consumerDoc) requeued() int64 {
-	var n int64
-	for i := range d.Leases {
-		if d.Leases[i].Requeued && d.Leases[i].Dying == "" {
-			n += d.Leases[i].Count
-		}
-	}
-	return n
+	return out, dyingErr
 }

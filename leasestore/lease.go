@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync/atomic"
 	"time"
 
@@ -100,42 +101,15 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 	var (
 		received []Incoming // custody held by this call until settled
 		taken    int        // how many of received the payload holds
-		leaseID  string
+		pid      string     // the payload record written for them
+		last     *reservation
 		out      *Lease
-		dying    *consumerDoc // the written record, when it marked leases dying
-		finished bool         // whether this call already finished dying leases it found
+		finished bool // whether this call already finished dying leases it found
 	)
-	// release hands back whatever this call holds if it does not end with
-	// a new lease: after an error, and also after a lost race whose retry
-	// found the worker's own live lease or a lease to reclaim, which is
-	// returned instead of the received events.
-	release := func() {
-		if len(received) == 0 {
-			return
-		}
-		bg := context.WithoutCancel(ctx)
-		if leaseID != "" {
-			switch n := s.payloadWritten(bg, p.Consumer, leaseID); {
-			case n > 0:
-				// An ambiguous failure (say a timeout after the server
-				// applied the write) did create the lease: custody has
-				// passed after all.
-				_ = p.Source.Settle(bg, received, min(n, taken))
-				received = nil
-				return
-			case n == 0:
-				_ = s.coll.Delete(bg, &payloadDoc{Key: payloadKey(p.Consumer, leaseID)})
-			default:
-				// Keep the payload: an orphan is harmless, while a lease
-				// whose payload is gone could never be delivered.
-			}
-		}
-		_ = p.Source.Settle(bg, received, 0)
-		received = nil
-	}
+	release := func() { s.release(ctx, p.Consumer, p.Source, received, taken, pid, last) }
 
 	err := s.retry(ctx, func() (bool, error) {
-		out, dying = nil, nil
+		out = nil
 		d, err := s.get(ctx, p.Consumer)
 		if err != nil {
 			return false, err
@@ -146,51 +120,58 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 		}
 		now := s.opts.Now()
 		nowMs := now.UnixMilli()
-		expires := now.Add(p.Visibility)
+		expires := now.Add(p.Visibility).UnixMilli()
 		worker := workerKey(p.Worker)
 		d.pruneSessions(nowMs)
-		if !finished && d.hasDying() {
-			// A dead-lettering was interrupted (see finishDying): finish
-			// it first, then read again. Should it fail again, the pull
-			// goes on without those leases, which nobody is handed.
+		live := d.sessionLive(nowMs)
+		blocks, err := s.readCandidates(ctx, d, worker, nowMs, live)
+		if err != nil {
+			return false, err
+		}
+		if !finished && s.finishAll(ctx, d, blocks) {
+			// A dead-lettering was interrupted: finished it (or tried),
+			// now read again. Leases still dying are nobody's.
 			finished = true
-			_ = s.finishDying(ctx, d)
 			return false, nil
 		}
+		starts := sortedStarts(blocks)
 
 		// 1. The worker's own live lease comes back unchanged.
-		for i := range d.Leases {
-			if l := &d.Leases[i]; l.Worker == worker && l.live(nowMs) {
-				out, err = s.load(ctx, d.ID, l)
-				if errors.Is(err, errPayloadGone) {
-					// The worker acknowledged the lease since the read
-					// (its payload goes once it is committed): re-read.
-					return false, nil
+		for _, st := range starts {
+			b := blocks[st]
+			if b == nil {
+				continue
+			}
+			for i := range b.Leases {
+				if l := &b.Leases[i]; l.Worker == worker && !l.Session && l.live(nowMs, live) {
+					out, err = s.load(ctx, d.ID, b, l)
+					if errors.Is(err, errPayloadGone) {
+						return false, nil // settled meanwhile: re-read
+					}
+					return err == nil, err
 				}
-				return err == nil, err
 			}
 		}
 		// 2. Expired and failed leases go before new work, except those
 		// past the delivery limit, which are dead-lettered.
-		marked := false
-		for _, i := range d.reclaimOrder(nowMs) {
-			l := &d.Leases[i]
+		dirty := map[*blockDoc]bool{}
+		for _, r := range reclaimOrder(blocks, nowMs, live) {
+			b := r.b
+			l := &b.Leases[r.i]
 			if l.Attempt >= int64(s.opts.DeliveryLimit) {
-				d.markDying(i, ReasonDeliveryLimit, nowMs)
-				marked = true
+				b.markDying(r.i, ReasonDeliveryLimit, nowMs)
+				dirty[b] = true
 				continue
 			}
-			// Read the events before taking the lease. Reading after the
-			// write could find them gone: a puller delayed past the new
-			// visibility timeout sees its generation reclaimed by another
-			// worker, committed, and its payload deleted in between.
+			// Read the events before taking the lease: reading after the
+			// write could find them gone (see load).
 			if l.Count > int64(p.Limit) {
-				d.split(i, int64(p.Limit), uuid.NewString())
-				l = &d.Leases[i]
+				b.split(r.i, int64(p.Limit))
+				l = &b.Leases[r.i]
 			}
-			got, err := s.load(ctx, d.ID, l)
+			got, err := s.load(ctx, d.ID, b, l)
 			if errors.Is(err, errPayloadGone) {
-				return false, nil // committed since the read: re-read
+				return false, nil
 			}
 			if err != nil {
 				return false, err
@@ -198,39 +179,35 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 			l.Worker, l.Requeued, l.Session = worker, false, false
 			l.Generation++
 			l.Attempt++
-			l.Expires = expires.UnixMilli()
-			ok, err := s.write(ctx, s.coll.Replace, d)
-			if !ok || err != nil {
+			l.Expires = expires
+			dirty[b] = true
+			if ok, err := s.commitBlocks(ctx, d, dirty); !ok || err != nil {
 				return false, err
 			}
 			runTestHook(hookPullReclaimed, p.Consumer)
+			s.finishMarked(ctx, d, dirty, b)
 			got.Generation, got.Attempt, got.ExpiresAt = l.Generation, l.Attempt, time.UnixMilli(l.Expires)
 			out = got
-			if marked {
-				dying = d
-			}
 			return true, nil
 		}
-		// 3. The in-flight window (leases being dead-lettered are leaving
-		// it).
-		inFlight := d.holding()
-		room := MaxInFlight - inFlight
+		if len(dirty) > 0 {
+			if ok, err := s.commitBlocks(ctx, d, dirty); !ok || err != nil {
+				return false, err
+			}
+			s.finishMarked(ctx, d, dirty, nil)
+			return false, nil // read again: the cursor and window moved
+		}
+		// 3. The in-flight window.
+		holding, err := s.holding(ctx, d, blocks)
+		if err != nil {
+			return false, err
+		}
+		room := MaxInFlight - holding
 		if room <= 0 {
-			if marked {
-				// Record the dead-lettering; the window stays full.
-				if ok, err := s.write(ctx, s.coll.Replace, d); !ok || err != nil {
-					return false, err
-				}
-				dying = d
-			}
-			retryAfter := time.Second
-			if e := d.earliestExpiry(nowMs); e > 0 {
-				retryAfter = max(retryAfter, time.Duration(e-nowMs)*time.Millisecond)
-			}
-			return false, &WindowFullError{InFlight: inFlight, RetryAfter: retryAfter, Committed: d.Committed, Dispatched: max(d.Next-1, 0)}
+			return false, s.windowFull(ctx, d, blocks, holding, nowMs, live)
 		}
 		// 4. New work. Received events survive a lost race: the next try
-		// writes them at the consumer's new next position.
+		// reserves positions for them again.
 		if received == nil {
 			received, err = p.Source.Receive(ctx, int(min(int64(p.Limit), room)))
 			if err != nil {
@@ -238,77 +215,271 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 			}
 			if len(received) == 0 {
 				received = nil
-				if !marked {
-					return true, nil // caught up
-				}
-				ok, err := s.write(ctx, s.coll.Replace, d)
-				if ok && err == nil {
-					dying = d
-				}
-				return ok, err
+				return true, nil // caught up
 			}
 		}
 		n := min(s.fit(received), int(room))
 		if n != taken {
-			if leaseID == "" {
-				leaseID = uuid.NewString()
+			if pid == "" {
+				pid = uuid.NewString()
 			}
-			pd := &payloadDoc{Key: payloadKey(d.ID, leaseID), Kind: kindPayload, Consumer: d.ID, Events: make([][]byte, n)}
-			for i := range n {
-				pd.Events[i] = received[i].Body
-			}
-			if err := s.coll.Put(ctx, pd); err != nil {
-				return false, storeErr(err)
+			if err := s.putPayload(ctx, d.ID, pid, received[:n], nil); err != nil {
+				return false, err
 			}
 			taken = n
 		}
-		l := leaseRec{
-			ID: leaseID, Start: d.Next, Count: int64(n), Worker: worker,
-			Attempt: 1, Expires: expires.UnixMilli(),
+		lease := leaseRec{Count: int64(n), Tag: newTag(), Worker: worker, Attempt: 1, Expires: expires}
+		last = &reservation{
+			incarnation: d.Incarnation, count: int64(n), checkRoom: true, nowMs: nowMs,
+			refresh: newRefresh(d, blocks), basis: d, worker: worker,
+			block: func(start int64) *blockDoc {
+				l := lease
+				l.Start = start
+				return &blockDoc{
+					Key: blockKey(d.ID, d.Incarnation, start), Kind: kindBlock, Consumer: d.ID,
+					Start: start, Count: int64(n), Payload: pid, Leases: blockLeases{l},
+				}
+			},
 		}
-		d.Next += int64(n)
-		d.Leases = append(d.Leases, l)
-		ok, err := s.write(ctx, s.coll.Replace, d)
-		if !ok || err != nil {
-			return false, err
+		s.reserve(ctx, d.ID, last)
+		if last.err != nil || !last.ok {
+			return false, last.err
 		}
-		if marked {
-			dying = d
-		}
+		lease.Start = last.start
 		events := make([][]byte, n)
 		for i := range n {
 			events[i] = received[i].Body
 		}
-		out = &Lease{ID: l.ID, Generation: 0, Attempt: 1, Start: l.Start, Events: events, ExpiresAt: time.UnixMilli(l.Expires)}
-		// Custody has passed to the lease: only now ack at the broker.
-		if err := p.Source.Settle(ctx, received, n); err != nil {
-			// The lease is written; an unacked message comes back as a
-			// duplicate after its ack deadline, which at-least-once allows.
-			_ = err
-		}
+		out = &Lease{ID: leaseID(last.start, &lease), Attempt: 1, Start: last.start, Events: events, ExpiresAt: time.UnixMilli(expires)}
+		// Custody has passed to the lease: only now ack at the broker. A
+		// failed ack means a duplicate later, which at-least-once allows.
+		_ = p.Source.Settle(ctx, received, n)
 		received = nil
 		return true, nil
 	})
 	release() // a no-op when the received events went into a lease
-	if dying != nil {
-		// Best effort: leases left dying are finished by the next pull or
-		// ExpireLeases; nobody is handed them meanwhile.
-		_ = s.finishDying(ctx, dying)
-	}
 	return out, err
 }
 
+// release hands back received events a pull holds when it ends without
+// putting them in a lease: after an error, or after a lost race whose
+// retry found other work. If the last reservation failed ambiguously (say
+// a timeout after the store applied it), the block it would have written
+// is read: if it exists, custody has passed after all and the events are
+// acked at the source; if it cannot be read, the payload is kept (an
+// orphan is harmless, a block without its payload is not).
+func (s *Store) release(ctx context.Context, consumer string, src Source, received []Incoming, taken int, pid string, last *reservation) {
+	if len(received) == 0 {
+		return
+	}
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), custodyTimeout)
+	defer cancel()
+	if pid != "" {
+		keep := false
+		if last != nil && last.err != nil && last.start > 0 {
+			d := &consumerDoc{ID: consumer, Incarnation: last.incarnation}
+			bs, err := s.getBlocks(bg, d, []int64{last.start})
+			switch b := bs[last.start]; {
+			case err != nil:
+				keep = true
+			case b != nil && b.Payload == pid:
+				_ = src.Settle(bg, received, taken)
+				return
+			}
+		}
+		if !keep {
+			s.deletePayload(bg, consumer, pid)
+		}
+	}
+	_ = src.Settle(bg, received, 0)
+}
+
+// readCandidates reads the blocks a pull by worker must look at (see
+// blockEntry): those whose hints say a lease may be reclaimable, held by
+// worker, or held by a session that is gone. Blocks found gone are noted.
+func (s *Store) readCandidates(ctx context.Context, d *consumerDoc, worker string, nowMs int64, live func(string) bool) (map[int64]*blockDoc, error) {
+	var starts []int64
+	for _, e := range d.Blocks {
+		if e.Until <= nowMs || e.Holder == "" || e.Holder == worker || (e.Session && !live(e.Holder)) {
+			starts = append(starts, e.Start)
+		}
+	}
+	blocks, err := s.getBlocks(ctx, d, starts)
+	if err != nil {
+		return nil, err
+	}
+	for st, b := range blocks {
+		if b == nil {
+			s.notes.note(d, st, 0)
+		}
+	}
+	return blocks, nil
+}
+
+// leaseRef is a lease of a loaded block.
+type leaseRef struct {
+	b *blockDoc
+	i int
+}
+
+// reclaimOrder returns the reclaimable leases of blocks (not live, not
+// dying), lowest start first.
+func reclaimOrder(blocks map[int64]*blockDoc, nowMs int64, live func(string) bool) []leaseRef {
+	var out []leaseRef
+	for _, b := range blocks {
+		if b == nil {
+			continue
+		}
+		for i := range b.Leases {
+			if l := &b.Leases[i]; l.Dying == "" && !l.live(nowMs, live) {
+				out = append(out, leaseRef{b, i})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].b.Leases[out[i].i].Start < out[j].b.Leases[out[j].i].Start })
+	return out
+}
+
+// commitBlocks writes the dirty blocks (atomically when several).
+func (s *Store) commitBlocks(ctx context.Context, d *consumerDoc, dirty map[*blockDoc]bool) (bool, error) {
+	ws := make([]write, 0, len(dirty))
+	for b := range dirty {
+		ws = append(ws, blockWrite(b))
+	}
+	ok, err := s.commit(ctx, d.ID, ws...)
+	if ok {
+		for b := range dirty {
+			s.notes.note(d, b.Start, b.unsettled())
+			if len(b.Leases) == 0 {
+				s.deletePayload(ctx, d.ID, b.Payload)
+			}
+		}
+	}
+	return ok, err
+}
+
+// finishMarked finishes the dead-lettering of the dirty blocks that hold
+// dying leases (except skip, whose new state another write owns), best
+// effort: a block left dying gets its hint lowered, so whoever reads it
+// next finishes the move, and nobody is handed those leases meanwhile.
+func (s *Store) finishMarked(ctx context.Context, d *consumerDoc, dirty map[*blockDoc]bool, skip *blockDoc) {
+	var stuck []int64
+	for b := range dirty {
+		if !b.hasDying() {
+			continue
+		}
+		if b == skip {
+			stuck = append(stuck, b.Start)
+			continue
+		}
+		if err := s.finishDying(ctx, d, b); err != nil {
+			stuck = append(stuck, b.Start)
+		}
+	}
+	_ = s.lowerHints(ctx, d.ID, stuck...)
+}
+
+// finishAll finishes interrupted dead-letterings found in blocks and
+// reports whether there were any.
+func (s *Store) finishAll(ctx context.Context, d *consumerDoc, blocks map[int64]*blockDoc) bool {
+	any := false
+	for _, b := range blocks {
+		if b != nil && b.hasDying() {
+			any = true
+			_ = s.finishDying(ctx, d, b)
+		}
+	}
+	return any
+}
+
+// holding returns the events held in flight (leased or waiting, not being
+// dead-lettered) by d: exact for the loaded blocks, the head's bounds for
+// the others; when the bounds leave no room, the others are read too
+// (and blocks is extended with them).
+func (s *Store) holding(ctx context.Context, d *consumerDoc, blocks map[int64]*blockDoc) (int64, error) {
+	count := func() (n int64, unread []int64) {
+		for _, e := range d.Blocks {
+			b, ok := blocks[e.Start]
+			switch {
+			case !ok:
+				n += e.Held
+				if e.Held > 0 {
+					unread = append(unread, e.Start)
+				}
+			case b != nil:
+				n += b.held()
+			}
+		}
+		return n, unread
+	}
+	n, unread := count()
+	if n < MaxInFlight || len(unread) == 0 {
+		return n, nil
+	}
+	more, err := s.getBlocks(ctx, d, unread)
+	if err != nil {
+		return 0, err
+	}
+	for st, b := range more {
+		blocks[st] = b
+		if b == nil {
+			s.notes.note(d, st, 0)
+		} else {
+			s.notes.note(d, st, b.unsettled())
+		}
+	}
+	n, _ = count()
+	return n, nil
+}
+
+// windowFull returns the *WindowFullError of a full window.
+func (s *Store) windowFull(ctx context.Context, d *consumerDoc, blocks map[int64]*blockDoc, holding, nowMs int64, live func(string) bool) error {
+	retryAfter := time.Second
+	var earliest int64
+	for _, b := range blocks {
+		if b == nil {
+			continue
+		}
+		for i := range b.Leases {
+			if l := &b.Leases[i]; l.live(nowMs, live) && (earliest == 0 || l.Expires < earliest) {
+				earliest = l.Expires
+			}
+		}
+	}
+	if earliest > 0 {
+		retryAfter = max(retryAfter, time.Duration(earliest-nowMs)*time.Millisecond)
+	}
+	committed, err := s.cursor(ctx, d, blocks)
+	if err != nil {
+		committed = d.Committed
+	}
+	return &WindowFullError{InFlight: holding, RetryAfter: retryAfter, Committed: committed, Dispatched: max(d.Next-1, 0)}
+}
+
 // fit returns how many of in, from the front, fit in one payload record
-// (at least one).
+// (at least one, at most maxBlockEvents).
 func (s *Store) fit(in []Incoming) int {
 	total := 0
 	for i, e := range in {
 		total += len(e.Body) + 16 // per-element overhead of the stored list
-		if total > s.opts.MaxPayloadBytes && i > 0 {
+		if (total > s.opts.MaxPayloadBytes || i >= maxBlockEvents) && i > 0 {
 			return i
 		}
 	}
 	return len(in)
+}
+
+// putPayload writes consumer's payload record id with the bodies of in
+// and their enqueue times (nil: unknown).
+func (s *Store) putPayload(ctx context.Context, consumer, id string, in []Incoming, published []int64) error {
+	pd := &payloadDoc{Key: payloadKey(consumer, id), Kind: kindPayload, Consumer: consumer, Events: make([][]byte, len(in)), Published: published}
+	for i := range in {
+		pd.Events[i] = in[i].Body
+	}
+	if err := s.coll.Put(ctx, pd); err != nil {
+		return storeErr(err)
+	}
+	return nil
 }
 
 // errPayloadGone is load's error for a payload record that does not exist.
@@ -330,28 +501,6 @@ func runTestHook(point, consumer string) {
 	}
 }
 
-// payloadWritten returns how many events of consumer's leases refer to
-// payload id: 0 when none (or the consumer is gone), -1 when the consumer
-// cannot be read. A write that created leases over the payload's first n
-// events leaves at most n (fewer once some are committed), so acking that
-// many at the broker never acks an event no lease holds.
-func (s *Store) payloadWritten(ctx context.Context, consumer, id string) int {
-	d, err := s.get(ctx, consumer)
-	switch {
-	case herr.CodeOf(err) == herr.NotFound:
-		return 0
-	case err != nil:
-		return -1
-	}
-	n := 0
-	for i := range d.Leases {
-		if d.Leases[i].payloadID() == id {
-			n += int(d.Leases[i].Count)
-		}
-	}
-	return n
-}
-
 // getPayload reads consumer's payload record id; errPayloadGone when it
 // does not exist.
 func (s *Store) getPayload(ctx context.Context, consumer, id string) (*payloadDoc, error) {
@@ -365,25 +514,29 @@ func (s *Store) getPayload(ctx context.Context, consumer, id string) (*payloadDo
 	return pd, nil
 }
 
-// events returns l's events from its payload record pd.
-func (pd *payloadDoc) events(l *leaseRec) ([][]byte, error) {
-	if l.Offset < 0 || l.Offset+l.Count > int64(len(pd.Events)) {
-		return nil, herr.New(herr.Internal, "lease %s refers to events %d–%d of a payload of %d", l.ID, l.Offset, l.Offset+l.Count-1, len(pd.Events))
+// events returns lease l's events (of block b) from b's payload pd.
+func (pd *payloadDoc) events(b *blockDoc, l *leaseRec) ([][]byte, error) {
+	off := l.Start - b.Start
+	if off < 0 || off+l.Count > int64(len(pd.Events)) {
+		return nil, herr.New(herr.Internal, "a lease refers to events %d–%d of a payload of %d", off, off+l.Count-1, len(pd.Events))
 	}
-	return pd.Events[l.Offset : l.Offset+l.Count : l.Offset+l.Count], nil
+	return pd.Events[off : off+l.Count : off+l.Count], nil
 }
 
-func (s *Store) load(ctx context.Context, consumer string, l *leaseRec) (*Lease, error) {
-	pd, err := s.getPayload(ctx, consumer, l.payloadID())
+// load returns lease l of block b with its events. A lease read from a
+// block whose payload is gone was settled since (the payload goes with the
+// block's last lease): errPayloadGone.
+func (s *Store) load(ctx context.Context, consumer string, b *blockDoc, l *leaseRec) (*Lease, error) {
+	pd, err := s.getPayload(ctx, consumer, b.Payload)
 	if err != nil {
 		return nil, err
 	}
-	events, err := pd.events(l)
+	events, err := pd.events(b, l)
 	if err != nil {
 		return nil, err
 	}
 	return &Lease{
-		ID: l.ID, Generation: l.Generation, Attempt: l.Attempt, Start: l.Start,
+		ID: leaseID(b.Start, l), Generation: l.Generation, Attempt: l.Attempt, Start: l.Start,
 		Events: events, ExpiresAt: time.UnixMilli(l.Expires),
 	}, nil
 }
@@ -436,48 +589,79 @@ type AckResult struct {
 //   - anything for an older generation, or for a lease already committed
 //     or being dead-lettered, is stale and changes nothing.
 //
-// Acknowledging is allowed while the consumer is paused.
+// Acknowledging is allowed while the consumer is paused. It reads the
+// consumer's head and the one block the lease id names, and writes only
+// that block (a failed acknowledgement also lowers the block's hint in the
+// head, so that the next pull finds the lease).
 func (s *Store) Acknowledge(ctx context.Context, p AckParams) (*AckResult, error) {
 	if p.Status != StatusOK && p.Status != StatusFailed {
 		return nil, herr.New(herr.InvalidArgument, "status must be ok or failed")
 	}
-	var res *AckResult
-	var freed []string
-	err := s.retry(ctx, func() (bool, error) {
-		freed = nil
-		d, err := s.get(ctx, p.Consumer)
-		if err != nil {
-			return false, err
-		}
-		if p.Type != "" && d.Type != p.Type {
-			return false, herr.New(herr.Malformed, "the event destination is of type %s; pull and acknowledge are only supported for durable consumer destinations (type %s)", d.Type, p.Type)
-		}
-		d.pruneSessions(s.nowMs())
-		i := d.lease(p.LeaseID)
-		if i < 0 || d.Leases[i].Generation != p.Generation || d.Leases[i].Dying != "" {
-			res = &AckResult{Outcome: OutcomeStale, Committed: d.Committed}
-			return true, nil
-		}
-		l := &d.Leases[i]
-		switch p.Status {
-		case StatusOK:
-			pid := l.payloadID()
-			d.commit(i)
-			freed = d.unreferenced([]string{pid})
-			res = &AckResult{Outcome: OutcomeCommitted, Committed: d.Committed}
-		case StatusFailed:
-			res = &AckResult{Outcome: OutcomeRequeued, Committed: d.Committed}
-			if l.Requeued {
-				return true, nil
-			}
-			l.Requeued, l.Worker = true, ""
-		}
-		return s.write(ctx, s.coll.Replace, d)
-	})
+	d, err := s.get(ctx, p.Consumer)
 	if err != nil {
 		return nil, err
 	}
-	// Best effort: an orphaned payload is unreachable and harmless.
-	s.deletePayloads(ctx, p.Consumer, freed)
+	if p.Type != "" && d.Type != p.Type {
+		return nil, herr.New(herr.Malformed, "the event destination is of type %s; pull and acknowledge are only supported for durable consumer destinations (type %s)", d.Type, p.Type)
+	}
+	res := &AckResult{Outcome: OutcomeStale}
+	bst, lst, tag, ok := parseLeaseID(p.LeaseID)
+	var b *blockDoc
+	lowered := false
+	if ok {
+		err = s.retry(ctx, func() (bool, error) {
+			res.Outcome, lowered = OutcomeStale, false
+			bs, err := s.getBlocks(ctx, d, []int64{bst})
+			if err != nil {
+				return false, err
+			}
+			if b = bs[bst]; b == nil {
+				return true, nil
+			}
+			i := b.lease(lst, tag)
+			if i < 0 || b.Leases[i].Generation != p.Generation || b.Leases[i].Dying != "" {
+				return true, nil
+			}
+			l := &b.Leases[i]
+			switch p.Status {
+			case StatusOK:
+				b.remove(i)
+				res.Outcome = OutcomeCommitted
+			case StatusFailed:
+				res.Outcome = OutcomeRequeued
+				if l.Requeued {
+					return true, nil
+				}
+				l.Requeued, l.Worker = true, ""
+				lowered = true
+			}
+			ok, err := s.commit(ctx, d.ID, blockWrite(b))
+			if ok {
+				s.notes.note(d, b.Start, b.unsettled())
+			}
+			return ok, err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if b != nil && len(b.Leases) == 0 && res.Outcome == OutcomeCommitted {
+		s.deletePayload(ctx, d.ID, b.Payload) // best effort: an orphan is harmless
+	}
+	if lowered {
+		if err := s.lowerHints(ctx, d.ID, bst); err != nil {
+			return nil, err
+		}
+	}
+	known := map[int64]*blockDoc{}
+	if ok {
+		known[bst] = b
+		if b != nil && len(b.Leases) == 0 {
+			known[bst] = nil
+		}
+	}
+	if res.Committed, err = s.cursor(ctx, d, known); err != nil {
+		return nil, err
+	}
 	return res, nil
 }

@@ -98,17 +98,14 @@ func (s *Store) reapOne(ctx context.Context, id string, grace, idle time.Duratio
 			}
 			return false, err
 		}
-		c, err := d.view(s.nowMs())
+		c, err := d.view(s.nowMs(), nil, 0)
 		if err != nil {
 			return false, err
 		}
 		if !s.idle(c, grace, idle) {
 			return true, nil
 		}
-		ok, err := s.write(ctx, s.coll.Delete, d)
-		if herr.CodeOf(err) == herr.NotFound {
-			return true, nil
-		}
+		ok, err := s.commit(ctx, id, write{doc: d, delete: true})
 		if ok {
 			view = c
 		}
@@ -117,6 +114,8 @@ func (s *Store) reapOne(ctx context.Context, id string, grace, idle time.Duratio
 	if err != nil || view == nil {
 		return nil, err
 	}
-	s.deletePayloads(ctx, id, d.allPayloads())
+	if blocks, err := s.getBlocks(ctx, d, d.allStarts()); err == nil {
+		s.deleteBlocks(ctx, d, blocks)
+	}
 	return view, nil
 }

@@ -2,58 +2,145 @@ package leasestore
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"sort"
 	"time"
 
+	"github.com/google/uuid"
 	"gocloud.dev/docstore"
 )
 
 // Record kinds, stored in the "kind" field.
 const (
 	kindConsumer   = "consumer"
+	kindBlock      = "block"
 	kindPayload    = "payload"
 	kindDeadLetter = "deadletter"
 )
 
-// consumerDoc is the stored form of a consumer and its lease table.
-type consumerDoc struct {
-	Key          string     `docstore:"key"`
-	Kind         string     `docstore:"kind"`
-	ID           string     `docstore:"id"`
-	Type         string     `docstore:"type"`
-	Filters      string     `docstore:"filters"` // JSON of filter.Groups
-	Subscription string     `docstore:"subscription"`
-	Paused       bool       `docstore:"paused"`
-	CreatedAt    time.Time  `docstore:"created_at"`
-	Next         int64      `docstore:"next"`      // next position to hand out (first is 1)
-	Committed    int64      `docstore:"committed"` // cursor; 0 = nothing committed
-	Leases       leaseTable `docstore:"leases"`    // unacknowledged leases, by start; binary, see codec.go
-	Acked        spanList   `docstore:"acked"`     // acknowledged ranges above the cursor, sorted, merged; binary
+// layoutBlocks is the record layout this package writes: a small consumer
+// head and one block record per reservation of positions (see the package
+// doc). Heads of the earlier layout, which held the whole lease table,
+// have no layout field (0) and are refused (see errOldLayout).
+const layoutBlocks = 2
 
-	// Added for seed 002's queues; absent (zero) in older records.
+// consumerDoc is the stored form of a consumer's head: what it is, its next
+// position, a floor of its cursor, its sessions and the index of its open
+// blocks. It never holds leases, so its size does not grow with them.
+type consumerDoc struct {
+	Key          string    `docstore:"key"`
+	Kind         string    `docstore:"kind"`
+	Layout       int64     `docstore:"layout"`
+	ID           string    `docstore:"id"`
+	Type         string    `docstore:"type"`
+	Filters      string    `docstore:"filters"` // JSON of filter.Groups
+	Subscription string    `docstore:"subscription"`
+	Paused       bool      `docstore:"paused"`
+	CreatedAt    time.Time `docstore:"created_at"`
+	Next         int64     `docstore:"next"`      // next position to hand out (first is 1)
+	Committed    int64     `docstore:"committed"` // a floor of the cursor (see Store.cursor); 0 = nothing committed
+	// Blocks indexes the block records that may hold unsettled leases, by
+	// start, with hints that let a pull skip blocks it has no business
+	// reading (see blockEntry). Binary, see codec.go.
+	Blocks blockIndex `docstore:"blocks"`
+
 	Sessions     sessionList `docstore:"sessions"`         // attached sessions and recent tombstones; binary
 	LastAttached int64       `docstore:"last_attached_ms"` // Unix ms a session was last known attached; 0 = never
 	MessageTTL   int64       `docstore:"message_ttl_ms"`   // 0 = none
 	MaxLength    int64       `docstore:"max_length"`       // 0 = none
 	// Incarnation tells consumers that reuse an id apart, so that their
-	// dead letters (keyed by position) never collide. "" in older records.
+	// blocks and dead letters (keyed by position) never collide.
 	Incarnation string `docstore:"incarnation"`
+
+	// LegacyLeases and LegacyAcked are the lease table and acked ranges of
+	// the earlier layout. They are read only so that such a record decodes
+	// and can be recognised and refused; this layout never writes them.
+	LegacyLeases []byte `docstore:"leases"`
+	LegacyAcked  []byte `docstore:"acked"`
 
 	DocstoreRevision any
 }
 
-// leaseRec is one unacknowledged lease (stored by leaseTable's encoding).
+// blockEntry is one entry of a head's block index. The hints are bounds
+// that let readers skip blocks safely; they are refreshed whenever the
+// head is written anyway (a reservation) or by ExpireLeases:
+//
+//   - Held is at least the number of unsettled events in the block
+//     (dying ones included): it
+//     only falls over a block's life, so a stale value is an upper bound,
+//     and Σ Held bounds the events held in flight.
+//   - Until is at most the earliest time a lease of the block can become
+//     reclaimable (Unix ms); 0 means "read it on every pull". Whoever makes
+//     a lease reclaimable earlier (a failed acknowledgement, a nack, a
+//     dead-lettering left unfinished) lowers it in the head after writing
+//     the block, and bumps Stamp, so that a refresh computed from an older
+//     read of the block is not applied.
+//   - Holder is the worker key of the only holder of live leases, or ""
+//     when there is none or several; Session says the holder is a session,
+//     whose leases come back when it leaves, so the block is read when
+//     that session is not live.
+type blockEntry struct {
+	Start, Count int64
+	Held         int64
+	Until        int64
+	Holder       string
+	Session      bool
+	Stamp        uint64
+}
+
+// blockIndex is a head's index of blocks, sorted by start.
+type blockIndex []blockEntry
+
+func (x blockIndex) find(start int64) int {
+	i := sort.Search(len(x), func(i int) bool { return x[i].Start >= start })
+	if i < len(x) && x[i].Start == start {
+		return i
+	}
+	return -1
+}
+
+// containing returns the index of the entry whose block holds position p,
+// or -1.
+func (x blockIndex) containing(p int64) int {
+	i := sort.Search(len(x), func(i int) bool { return x[i].Start+x[i].Count > p })
+	if i < len(x) && x[i].Start <= p {
+		return i
+	}
+	return -1
+}
+
+// blockDoc is one reservation of positions [Start, Start+Count) and the
+// unsettled leases over them. A position no lease covers is settled
+// (acknowledged or dead-lettered); a block with no lease left is deleted,
+// so a block that the head indexes and the store does not hold is done.
+// Its events are in the payload record named by Payload, event i at
+// position Start+i.
+type blockDoc struct {
+	Key      string      `docstore:"key"`
+	Kind     string      `docstore:"kind"`
+	Consumer string      `docstore:"consumer"`
+	Start    int64       `docstore:"start"`
+	Count    int64       `docstore:"count"`
+	Payload  string      `docstore:"payload"`
+	Leases   blockLeases `docstore:"leases"` // binary, see codec.go
+
+	DocstoreRevision any
+}
+
+// leaseRec is one unsettled lease of a block.
 type leaseRec struct {
-	ID      string
-	Payload string // id of the payload record holding its events; "" = ID
-	Offset  int64  // index of the lease's first event in that payload
-	Start   int64  // first position
-	Count   int64
-	Worker  string // workerKey of the holder (a session's key for session leases); "" once requeued
+	Start int64
+	Count int64
+	// Tag is the random part of the lease id (see leaseID).
+	Tag uint64
+	// Worker is the workerKey of the holder (a session's key for session
+	// leases); "" once requeued.
+	Worker string
 	// Generation counts hand-outs of this lease id; an acknowledgement must
 	// name the current one.
 	Generation int64
@@ -61,9 +148,9 @@ type leaseRec struct {
 	// the first delivery, one more on every redelivery, never reset (a
 	// replayed dead letter starts a new life at 0, not yet delivered).
 	Attempt  int64
-	Requeued bool // failed, nacked, expired, or its session left; waiting for redelivery
+	Requeued bool // failed, nacked, or expired and swept; waiting for redelivery
 	// Session marks a lease handed out by PullEvents to a session (Worker
-	// is the session's key): it is requeued as soon as the session is gone.
+	// is the session's key): it comes back as soon as the session is gone.
 	Session bool
 	// Dying is the dead-letter reason of a lease being moved to the
 	// dead-letter queue (see deadletter.go), "" otherwise. A dying lease is
@@ -74,22 +161,7 @@ type leaseRec struct {
 	Expires int64
 }
 
-// payloadID returns the id of the payload record that holds l's events.
-func (l *leaseRec) payloadID() string {
-	if l.Payload != "" {
-		return l.Payload
-	}
-	return l.ID
-}
-
-// span is a half-open range of positions [Start, End).
-type span struct {
-	Start int64
-	End   int64
-}
-
-// payloadDoc holds encoded events that one or more leases of a consumer
-// refer to (each by an offset and a count).
+// payloadDoc holds the encoded events of one block.
 type payloadDoc struct {
 	Key      string   `docstore:"key"`
 	Kind     string   `docstore:"kind"`
@@ -97,7 +169,7 @@ type payloadDoc struct {
 	Events   [][]byte `docstore:"events"`
 	// Published holds each event's enqueue time in Unix ms (its
 	// publishedat, or the replay time of a replayed dead letter); 0 when
-	// unknown. Absent in older records.
+	// unknown.
 	Published []int64 `docstore:"published"`
 
 	DocstoreRevision any
@@ -105,205 +177,194 @@ type payloadDoc struct {
 
 // publishedAt returns the enqueue time of event i (Unix ms), 0 if unknown.
 func (p *payloadDoc) publishedAt(i int64) int64 {
-	if i < int64(len(p.Published)) {
+	if i >= 0 && i < int64(len(p.Published)) {
 		return p.Published[i]
 	}
 	return 0
 }
 
-// workerKey is how a lease records its worker: a fixed-size digest of the
-// worker id (22 bytes) instead of the id itself, which may be 200
-// characters of up to 4 bytes each. With 1,000 leases in one consumer
-// record, raw ids could reach 800 KB and break DynamoDB's 400 KB item
-// limit; only equality of ids matters to the state machine. The empty id
-// (the shared identity) has a digest like any other. Sessions are recorded
-// by the same digest of their id.
+// workerKey is how a lease records its worker: an 8-byte digest of the
+// worker id instead of the id itself, which may be 200 characters of up to
+// 4 bytes each; only equality of ids matters to the state machine. The
+// empty id (the shared identity) has a digest like any other. Sessions are
+// recorded by the same digest of their id.
 func workerKey(worker string) string {
 	sum := sha256.Sum256([]byte(worker))
-	return base64.RawURLEncoding.EncodeToString(sum[:16])
+	return string(sum[:8])
 }
 
-func consumerKey(id string) string             { return "c:" + id }
-func payloadKey(consumer, lease string) string { return "p:" + consumer + ":" + lease }
+func consumerKey(id string) string { return "c:" + id }
+func blockKey(consumer, incarnation string, start int64) string {
+	return fmt.Sprintf("l:%s:%s:%020d", consumer, incarnation, start)
+}
+func payloadKey(consumer, payload string) string { return "p:" + consumer + ":" + payload }
 
-func (d *consumerDoc) inFlight() int64 {
-	var n int64
-	for i := range d.Leases {
-		n += d.Leases[i].Count
+// leaseID is the id of lease l of the block starting at blockStart: a
+// UUID (version 8, RFC 9562's custom layout) whose first 48 bits are the
+// block's start and next 12 bits the lease's offset in the block, so an
+// acknowledgement finds the one block record to read without an index;
+// the remaining 62 bits are l.Tag, random, so ids cannot be guessed or
+// reused.
+func leaseID(blockStart int64, l *leaseRec) string {
+	var u uuid.UUID
+	binary.BigEndian.PutUint64(u[8:], l.Tag)
+	var hi [8]byte
+	binary.BigEndian.PutUint64(hi[:], uint64(blockStart)<<16)
+	copy(u[:6], hi[:6])
+	off := uint16(l.Start - blockStart)
+	u[6] = 0x80 | byte(off>>8)&0x0f
+	u[7] = byte(off)
+	u[8] = 0x80 | u[8]&0x3f
+	return u.String()
+}
+
+// parseLeaseID returns the block start, the lease's start and its tag from
+// an id made by leaseID; ok is false for anything else.
+func parseLeaseID(id string) (blockStart, start int64, tag uint64, ok bool) {
+	u, err := uuid.Parse(id)
+	if err != nil || u[6]>>4 != 8 || u[8]>>6 != 2 {
+		return 0, 0, 0, false
 	}
-	return n
+	var hi [8]byte
+	copy(hi[:6], u[:6])
+	blockStart = int64(binary.BigEndian.Uint64(hi[:]) >> 16)
+	off := int64(u[6]&0x0f)<<8 | int64(u[7])
+	return blockStart, blockStart + off, binary.BigEndian.Uint64(u[8:]), true
 }
 
-func (d *consumerDoc) lease(id string) int {
-	for i := range d.Leases {
-		if d.Leases[i].ID == id {
+// newTag returns a random lease tag with the UUID variant bits set.
+func newTag() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	b[0] = 0x80 | b[0]&0x3f
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// maxBlockEvents bounds the events of one block, so that a lease's offset
+// fits the 12 bits leaseID gives it.
+const maxBlockEvents = 4095
+
+// live reports whether l is held by a worker at nowMs: not requeued, not
+// dying, not expired, and for a session lease its session attached
+// (sessionLive).
+func (l *leaseRec) live(nowMs int64, sessionLive func(string) bool) bool {
+	if l.Requeued || l.Dying != "" || l.Expires <= nowMs {
+		return false
+	}
+	return !l.Session || sessionLive(l.Worker)
+}
+
+// lease returns the index in b of the lease with start and tag, or -1.
+func (b *blockDoc) lease(start int64, tag uint64) int {
+	for i := range b.Leases {
+		if b.Leases[i].Start == start && b.Leases[i].Tag == tag {
 			return i
 		}
 	}
 	return -1
 }
 
-// live reports whether l is held by a worker and not expired at nowMs.
-func (l *leaseRec) live(nowMs int64) bool {
-	return !l.Requeued && l.Dying == "" && l.Expires > nowMs
-}
-
-// reclaimable reports whether l waits for redelivery at nowMs: requeued or
-// expired, and not being dead-lettered.
-func (l *leaseRec) reclaimable(nowMs int64) bool { return l.Dying == "" && !l.live(nowMs) }
-
-// reclaimable returns the index of the lease to redeliver next (the lowest
-// start among requeued and expired leases), or -1.
-func (d *consumerDoc) reclaimable(nowMs int64) int {
-	best := -1
-	for i := range d.Leases {
-		l := &d.Leases[i]
-		if !l.reclaimable(nowMs) {
-			continue
-		}
-		if best < 0 || l.Start < d.Leases[best].Start {
-			best = i
-		}
-	}
-	return best
-}
-
-// reclaimOrder returns the indexes of the reclaimable leases, lowest start
-// first.
-func (d *consumerDoc) reclaimOrder(nowMs int64) []int {
-	var out []int
-	for i := range d.Leases {
-		if d.Leases[i].reclaimable(nowMs) {
-			out = append(out, i)
-		}
-	}
-	sort.Slice(out, func(a, b int) bool { return d.Leases[out[a]].Start < d.Leases[out[b]].Start })
-	return out
-}
-
-// commit removes lease i, records its range as acknowledged and advances the
-// cursor over the contiguous run of acknowledged ranges.
-func (d *consumerDoc) commit(i int) {
-	l := d.Leases[i]
-	d.Leases = append(d.Leases[:i], d.Leases[i+1:]...)
-	d.addAcked(span{Start: l.Start, End: l.Start + l.Count})
-	for len(d.Acked) > 0 && d.Acked[0].Start <= d.Committed+1 {
-		if end := d.Acked[0].End - 1; end > d.Committed {
-			d.Committed = end
-		}
-		d.Acked = d.Acked[1:]
-	}
-}
-
-func (d *consumerDoc) addAcked(s span) {
-	i := sort.Search(len(d.Acked), func(i int) bool { return d.Acked[i].Start >= s.Start })
-	d.Acked = append(d.Acked, span{})
-	copy(d.Acked[i+1:], d.Acked[i:])
-	d.Acked[i] = s
-	// Merge touching neighbours so the list stays as short as the gaps.
-	merged := d.Acked[:0]
-	for _, a := range d.Acked {
-		if n := len(merged); n > 0 && merged[n-1].End >= a.Start {
-			if a.End > merged[n-1].End {
-				merged[n-1].End = a.End
-			}
-			continue
-		}
-		merged = append(merged, a)
-	}
-	d.Acked = merged
-}
-
-// earliestExpiry returns the earliest expiry among live leases (Unix ms), or 0.
-func (d *consumerDoc) earliestExpiry(nowMs int64) int64 {
-	var e int64
-	for i := range d.Leases {
-		l := &d.Leases[i]
-		if l.live(nowMs) && (e == 0 || l.Expires < e) {
-			e = l.Expires
-		}
-	}
-	return e
-}
-
-// payloadRefs reports whether any lease of d refers to payload id.
-func (d *consumerDoc) payloadRefs(id string) bool {
-	for i := range d.Leases {
-		if d.Leases[i].payloadID() == id {
-			return true
-		}
-	}
-	return false
-}
-
-// unreferenced returns the payload ids among ids that no lease of d refers
-// to any more, each once: the payloads a write of d has freed.
-func (d *consumerDoc) unreferenced(ids []string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, id := range ids {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		if !d.payloadRefs(id) {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// split cuts reclaimable lease i after its first n events (0 < n < Count):
-// lease i keeps its id, state and the first n events; the rest becomes a
-// new requeued lease with id restID that refers to the same payload, with
-// the same generation and attempt (its events have been delivered as often
-// as the others). The new lease is appended at the end of the table, so
-// indexes stay valid; the table's order does not matter. It returns the
-// new lease's index.
-func (d *consumerDoc) split(i int, n int64, restID string) int {
-	l := &d.Leases[i]
-	rest := *l
-	rest.ID = restID
-	rest.Payload = l.payloadID()
-	rest.Offset = l.Offset + n
-	rest.Start = l.Start + n
-	rest.Count = l.Count - n
-	rest.Requeued, rest.Worker, rest.Session = true, "", false
-	l.Count = n
-	d.Leases = append(d.Leases, rest)
-	return len(d.Leases) - 1
-}
-
-// hasDying reports whether a lease of d is being dead-lettered.
-func (d *consumerDoc) hasDying() bool {
-	for i := range d.Leases {
-		if d.Leases[i].Dying != "" {
-			return true
-		}
-	}
-	return false
-}
-
-// holding counts the events of leases that are not being dead-lettered:
-// what the in-flight window and MaxLength see.
-func (d *consumerDoc) holding() int64 {
+// held counts b's events in leases that are not dying.
+func (b *blockDoc) held() int64 {
 	var n int64
-	for i := range d.Leases {
-		if d.Leases[i].Dying == "" {
-			n += d.Leases[i].Count
+	for i := range b.Leases {
+		if b.Leases[i].Dying == "" {
+			n += b.Leases[i].Count
 		}
 	}
 	return n
 }
 
+// unsettled counts b's events not yet settled (dying ones included).
+func (b *blockDoc) unsettled() int64 {
+	var n int64
+	for i := range b.Leases {
+		n += b.Leases[i].Count
+	}
+	return n
+}
+
+// firstUnsettled returns the lowest position of b a lease still covers, or
+// Start+Count when none does.
+func (b *blockDoc) firstUnsettled() int64 {
+	p := b.Start + b.Count
+	for i := range b.Leases {
+		p = min(p, b.Leases[i].Start)
+	}
+	return p
+}
+
+// remove drops lease i: its positions are settled.
+func (b *blockDoc) remove(i int) {
+	b.Leases = append(b.Leases[:i], b.Leases[i+1:]...)
+}
+
+// split cuts lease i after its first n events (0 < n < Count): lease i
+// keeps its tag, state and the first n events; the rest becomes a new
+// requeued lease with a new tag, the same generation and attempt (its
+// events have been delivered as often as the others). The new lease is
+// appended, so indexes stay valid. It returns the new lease's index.
+func (b *blockDoc) split(i int, n int64) int {
+	l := &b.Leases[i]
+	rest := *l
+	rest.Tag = newTag()
+	rest.Start = l.Start + n
+	rest.Count = l.Count - n
+	rest.Requeued, rest.Worker, rest.Session = true, "", false
+	l.Count = n
+	b.Leases = append(b.Leases, rest)
+	return len(b.Leases) - 1
+}
+
 // markDying marks lease i for the dead-letter queue with reason at nowMs:
 // no worker holds it any more, its generation moves on (an acknowledgement
 // of the old one is stale), and Expires records when it was dead-lettered.
-func (d *consumerDoc) markDying(i int, reason string, nowMs int64) {
-	l := &d.Leases[i]
+func (b *blockDoc) markDying(i int, reason string, nowMs int64) {
+	l := &b.Leases[i]
 	l.Dying, l.Worker, l.Requeued, l.Session = reason, "", false, false
 	l.Generation++
 	l.Expires = nowMs
+}
+
+// hasDying reports whether a lease of b is being dead-lettered.
+func (b *blockDoc) hasDying() bool {
+	for i := range b.Leases {
+		if b.Leases[i].Dying != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// hints computes b's index hints at nowMs (see blockEntry).
+func (b *blockDoc) hints(nowMs int64, sessionLive func(string) bool) (held, until int64, holder string, session bool) {
+	held = b.unsettled()
+	until = -1
+	holders := 0
+	for i := range b.Leases {
+		l := &b.Leases[i]
+		if !l.live(nowMs, sessionLive) {
+			until = 0
+			continue
+		}
+		if until < 0 || l.Expires < until {
+			until = l.Expires
+		}
+		if holders == 0 || l.Worker != holder {
+			holders++
+			holder, session = l.Worker, l.Session
+		}
+	}
+	if until < 0 {
+		until = 0
+		if held == 0 {
+			until = 1<<62 - 1 // nothing left to reclaim
+		}
+	}
+	if holders != 1 {
+		holder, session = "", false
+	}
+	return held, until, holder, session
 }
 
 // eachOfKind calls visit with every record of kind, read with only fields

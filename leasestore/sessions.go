@@ -74,7 +74,7 @@ func (s *Store) Attach(ctx context.Context, consumer, sessionID string, ttl time
 				return true, nil
 			}
 			// Record the lapse (and requeue its leases) before saying so.
-			return s.write(ctx, s.coll.Replace, d)
+			return s.commit(ctx, consumer, write{doc: d})
 		case i >= 0:
 			d.Sessions[i].Expires = nowMs + ttl.Milliseconds()
 		default:
@@ -84,7 +84,7 @@ func (s *Store) Attach(ctx context.Context, consumer, sessionID string, ttl time
 			d.Sessions = append(d.Sessions, session{Key: key, Expires: nowMs + ttl.Milliseconds()})
 		}
 		d.LastAttached = max(d.LastAttached, nowMs)
-		return s.write(ctx, s.coll.Replace, d)
+		return s.commit(ctx, consumer, write{doc: d})
 	})
 	if err != nil {
 		return err
@@ -115,13 +115,10 @@ func (s *Store) Detach(ctx context.Context, consumer, sessionID string) error {
 			d.LastAttached = max(d.LastAttached, nowMs)
 			changed = true
 		}
-		if d.requeueWorker(key) > 0 {
-			changed = true
-		}
 		if !changed {
 			return true, nil
 		}
-		return s.write(ctx, s.coll.Replace, d)
+		return s.commit(ctx, consumer, write{doc: d})
 	})
 }
 
@@ -154,14 +151,13 @@ func (s *Store) EvictSessions(ctx context.Context, consumer string, sessionIDs .
 				continue
 			}
 			d.removeSession(i, nowMs)
-			d.requeueWorker(e.Key)
 			n++
 			changed = true
 		}
 		if !changed {
 			return true, nil
 		}
-		return s.write(ctx, s.coll.Replace, d)
+		return s.commit(ctx, consumer, write{doc: d})
 	})
 	return n, err
 }
@@ -199,24 +195,9 @@ func (d *consumerDoc) removeSession(i int, nowMs int64) {
 	d.Sessions[i] = session{Key: d.Sessions[i].Key, Expires: nowMs, Tombstone: true}
 }
 
-// requeueWorker requeues every lease the worker or session with key holds
-// and returns how many.
-func (d *consumerDoc) requeueWorker(key string) int {
-	n := 0
-	for i := range d.Leases {
-		l := &d.Leases[i]
-		if l.Worker == key && !l.Requeued && l.Dying == "" {
-			l.Requeued, l.Worker = true, ""
-			n++
-		}
-	}
-	return n
-}
-
 // pruneSessions applies the passage of time to d's sessions: a session
 // whose TTL lapsed by nowMs becomes a tombstone (and LastAttached its
-// lapse time, when it was the later), every session lease whose session is
-// not attached is requeued, and tombstones older than TombstoneRetention,
+// lapse time, when it was the later), and tombstones older than TombstoneRetention,
 // or beyond the newest MaxTombstones, are dropped. Every operation that
 // decides from sessions or leases prunes first, so a lapsed session is
 // treated as gone whether or not a write has recorded it yet. It reports
@@ -228,25 +209,6 @@ func (d *consumerDoc) pruneSessions(nowMs int64) bool {
 		if !e.Tombstone && e.Expires <= nowMs {
 			d.LastAttached = max(d.LastAttached, e.Expires)
 			*e = session{Key: e.Key, Expires: e.Expires, Tombstone: true}
-			changed = true
-		}
-	}
-	var live map[string]bool // built at the first session lease: Pull's consumers have none
-	for i := range d.Leases {
-		l := &d.Leases[i]
-		if !l.Session || l.Requeued || l.Dying != "" {
-			continue
-		}
-		if live == nil {
-			live = make(map[string]bool, len(d.Sessions))
-			for _, e := range d.Sessions {
-				if !e.Tombstone {
-					live[e.Key] = true // every non-tombstone is live after the loop above
-				}
-			}
-		}
-		if !live[l.Worker] {
-			l.Requeued, l.Worker = true, ""
 			changed = true
 		}
 	}

@@ -78,8 +78,10 @@ type Options struct {
 // for concurrent use, and any number of Stores (in any number of processes)
 // may share one collection.
 type Store struct {
-	coll *docstore.Collection
-	opts Options
+	coll  *docstore.Collection
+	opts  Options
+	notes notes
+	res   reservations
 }
 
 // New returns a Store over coll. The Store does not own coll: closing it is
@@ -138,16 +140,35 @@ type Consumer struct {
 	MaxLength int
 }
 
-// view returns the consumer as callers see it at nowMs. It prunes d's
-// sessions in memory (see pruneSessions), so lapsed sessions neither count
-// as live nor hold leases, whether or not a write has recorded that yet.
-func (d *consumerDoc) view(nowMs int64) (*Consumer, error) {
+// view returns the consumer as callers see it at nowMs, from its head and
+// its blocks (nil: read none; InFlight and Requeued are then the head's
+// bounds) and its cursor. It prunes d's sessions in memory (see
+// pruneSessions), so lapsed sessions neither count as live nor hold
+// leases, whether or not a write has recorded that yet.
+func (d *consumerDoc) view(nowMs int64, blocks map[int64]*blockDoc, committed int64) (*Consumer, error) {
 	d.pruneSessions(nowMs)
 	c := &Consumer{
 		ID: d.ID, Type: d.Type, Subscription: d.Subscription, Paused: d.Paused,
-		CreatedAt: d.CreatedAt, Committed: d.Committed, InFlight: d.inFlight(),
-		Requeued: d.requeued(), LiveSessions: d.liveSessions(nowMs),
+		CreatedAt: d.CreatedAt, Committed: max(committed, d.Committed), LiveSessions: d.liveSessions(nowMs),
 		MessageTTL: time.Duration(d.MessageTTL) * time.Millisecond, MaxLength: int(d.MaxLength),
+	}
+	live := d.sessionLive(nowMs)
+	if blocks == nil {
+		for _, e := range d.Blocks {
+			c.InFlight += e.Held
+		}
+	}
+	for _, b := range blocks {
+		if b == nil {
+			continue
+		}
+		for i := range b.Leases {
+			l := &b.Leases[i]
+			c.InFlight += l.Count
+			if l.Dying == "" && !l.live(nowMs, live) {
+				c.Requeued += l.Count
+			}
+		}
 	}
 	if d.LastAttached > 0 {
 		c.LastAttached = time.UnixMilli(d.LastAttached).UTC()
@@ -158,6 +179,19 @@ func (d *consumerDoc) view(nowMs int64) (*Consumer, error) {
 		}
 	}
 	return c, nil
+}
+
+// fullView reads d's blocks and returns the exact view.
+func (s *Store) fullView(ctx context.Context, d *consumerDoc) (*Consumer, error) {
+	blocks, err := s.getBlocks(ctx, d, d.allStarts())
+	if err != nil {
+		return nil, err
+	}
+	committed, err := s.cursor(ctx, d, blocks)
+	if err != nil {
+		return nil, err
+	}
+	return d.view(s.nowMs(), blocks, committed)
 }
 
 // CreateConsumer stores a new consumer at the head of its stream (nothing
@@ -190,7 +224,7 @@ func (s *Store) CreateConsumer(ctx context.Context, c Consumer) (*Consumer, erro
 		c.CreatedAt = s.opts.Now()
 	}
 	d := &consumerDoc{
-		Key: consumerKey(c.ID), Kind: kindConsumer, ID: c.ID, Type: c.Type,
+		Key: consumerKey(c.ID), Kind: kindConsumer, Layout: layoutBlocks, ID: c.ID, Type: c.Type,
 		Filters: string(fs), Subscription: c.Subscription, Paused: c.Paused,
 		CreatedAt: c.CreatedAt.UTC(), Next: 1,
 		MessageTTL: c.MessageTTL.Milliseconds(), MaxLength: int64(c.MaxLength),
@@ -202,7 +236,7 @@ func (s *Store) CreateConsumer(ctx context.Context, c Consumer) (*Consumer, erro
 		}
 		return nil, storeErr(err)
 	}
-	return d.view(s.nowMs())
+	return d.view(s.nowMs(), map[int64]*blockDoc{}, 0)
 }
 
 // newIncarnation returns a short random token that tells apart consumers
@@ -220,16 +254,22 @@ func (s *Store) GetConsumer(ctx context.Context, id string) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return d.view(s.nowMs())
+	return s.fullView(ctx, d)
 }
 
 // ListConsumers returns every consumer, of every type, in no particular
-// order.
+// order. It reads heads only: Committed is the head's floor of the cursor
+// and InFlight the head's bound on the events held (exact after the
+// consumer's last sweep, ExpireLeases); GetConsumer gives exact figures.
+// Consumers stored in an earlier layout are left out.
 func (s *Store) ListConsumers(ctx context.Context) ([]*Consumer, error) {
 	nowMs := s.nowMs()
 	var out []*Consumer
 	err := eachOfKind(ctx, s, kindConsumer, func(d *consumerDoc) error {
-		c, err := d.view(nowMs)
+		if d.Layout != layoutBlocks {
+			return nil // refused by every other call; listing it would misread it
+		}
+		c, err := d.view(nowMs, nil, 0)
 		if err == nil {
 			out = append(out, c)
 		}
@@ -241,51 +281,60 @@ func (s *Store) ListConsumers(ctx context.Context) ([]*Consumer, error) {
 	return out, nil
 }
 
-// DeleteConsumer removes consumer id and the payload records of the events
-// it holds. Its dead letters stay: they name it as their origin, and
-// replaying one afterwards reports ReplayOriginQueueDeleted. It returns the
-// deleted consumer (for its subscription name) or herr.NotFound.
+// DeleteConsumer removes consumer id, its blocks and the payload records
+// of the events it holds. Its dead letters stay: they name it as their
+// origin, and replaying one afterwards reports ReplayOriginQueueDeleted.
+// It returns the deleted consumer (for its subscription name) or
+// herr.NotFound. A consumer stored in an earlier layout is deleted too (its
+// head only: its old payload records are unreachable and harmless).
 func (s *Store) DeleteConsumer(ctx context.Context, id string) (*Consumer, error) {
-	var d *consumerDoc
+	var (
+		d      *consumerDoc
+		blocks map[int64]*blockDoc
+	)
 	err := s.retry(ctx, func() (bool, error) {
 		var err error
-		if d, err = s.get(ctx, id); err != nil {
+		if d, err = s.getAny(ctx, id); err != nil {
 			return false, err
 		}
-		return s.write(ctx, s.coll.Delete, d)
+		if d.Layout != layoutBlocks {
+			d.Blocks = nil
+		}
+		if blocks, err = s.getBlocks(ctx, d, d.allStarts()); err != nil {
+			return false, err
+		}
+		return s.commit(ctx, id, write{doc: d, delete: true})
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.deletePayloads(ctx, id, d.allPayloads())
-	return d.view(s.nowMs())
+	s.deleteBlocks(ctx, d, blocks)
+	return d.view(s.nowMs(), blocks, 0)
 }
 
-// allPayloads returns the payload ids d's leases refer to, each once.
-func (d *consumerDoc) allPayloads() []string {
-	var out []string
-	seen := map[string]bool{}
-	for i := range d.Leases {
-		if p := d.Leases[i].payloadID(); !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// deletePayloads deletes consumer's payload records ids, best effort: a
-// payload left behind is unreachable and harmless.
-func (s *Store) deletePayloads(ctx context.Context, consumer string, ids []string) {
-	if len(ids) == 0 {
-		return
-	}
+// deleteBlocks deletes blocks and their payloads, best effort: what is
+// left behind belongs to a deleted incarnation and is unreachable.
+func (s *Store) deleteBlocks(ctx context.Context, d *consumerDoc, blocks map[int64]*blockDoc) {
 	ctx = context.WithoutCancel(ctx)
 	acts := s.coll.Actions()
-	for _, id := range ids {
-		acts.Delete(&payloadDoc{Key: payloadKey(consumer, id)})
+	n := 0
+	for _, b := range blocks {
+		if b == nil {
+			continue
+		}
+		acts.Delete(&blockDoc{Key: b.Key})
+		acts.Delete(&payloadDoc{Key: payloadKey(d.ID, b.Payload)})
+		n++
 	}
-	_ = acts.Do(ctx)
+	if n > 0 {
+		_ = acts.Do(ctx)
+	}
+}
+
+// deletePayload deletes consumer's payload record id, best effort: a
+// payload left behind is unreachable and harmless.
+func (s *Store) deletePayload(ctx context.Context, consumer, id string) {
+	_ = s.coll.Delete(context.WithoutCancel(ctx), &payloadDoc{Key: payloadKey(consumer, id)})
 }
 
 // SetPaused pauses or resumes consumer id and returns it.
@@ -300,12 +349,12 @@ func (s *Store) SetPaused(ctx context.Context, id string, paused bool) (*Consume
 			return true, nil
 		}
 		d.Paused = paused
-		return s.write(ctx, s.coll.Replace, d)
+		return s.commit(ctx, id, write{doc: d})
 	})
 	if err != nil {
 		return nil, err
 	}
-	return d.view(s.nowMs())
+	return s.fullView(ctx, d)
 }
 
 // SetFilters replaces consumer id's filter groups with groups and returns
@@ -327,39 +376,12 @@ func (s *Store) SetFilters(ctx context.Context, id string, groups filter.Groups)
 			return true, nil
 		}
 		d.Filters = string(fs)
-		return s.write(ctx, s.coll.Replace, d)
+		return s.commit(ctx, id, write{doc: d})
 	})
 	if err != nil {
 		return nil, err
 	}
-	return d.view(s.nowMs())
-}
-
-func (s *Store) get(ctx context.Context, id string) (*consumerDoc, error) {
-	d := &consumerDoc{Key: consumerKey(id)}
-	if err := s.coll.Get(ctx, d); err != nil {
-		if gcerrors.Code(err) == gcerrors.NotFound {
-			return nil, herr.New(herr.NotFound, "consumer %q does not exist", id)
-		}
-		return nil, storeErr(err)
-	}
-	return d, nil
-}
-
-// write runs a revision-conditional write of d. It reports (false, nil) when
-// the write lost a race and the caller should re-read and retry.
-func (s *Store) write(ctx context.Context, op func(context.Context, docstore.Document) error, d *consumerDoc) (bool, error) {
-	err := op(ctx, d)
-	switch gcerrors.Code(err) {
-	case gcerrors.OK:
-		return true, nil
-	case gcerrors.FailedPrecondition:
-		return false, nil
-	case gcerrors.NotFound:
-		return false, herr.New(herr.NotFound, "consumer %q does not exist", d.ID)
-	default:
-		return false, storeErr(err)
-	}
+	return s.fullView(ctx, d)
 }
 
 // retry runs step until it reports done or fails, backing off a little
