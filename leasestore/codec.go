@@ -18,10 +18,12 @@ import (
 // and bytes) and a flags byte (bit 0: requeued; bit 1: session lease; bits
 // 2–3: the dead-letter reason of a dying lease, see reasonCodes).
 //
-// Block index (blockIndex): a version byte, a uvarint count, then per entry
-// its start as a delta from the previous entry's, its count, held and until
-// (varints), its holder (uvarint length and bytes), its stamp (uvarint) and
-// a flags byte (bit 1: the holder is a session).
+// Block index (blockIndex): a version byte, a uvarint count, the earliest
+// Until in whole seconds (varint; -1 when none), then per entry its start
+// (varint; after the first, the gap from the previous entry's end), its
+// count and count minus held (varints), its Until (uvarint: 0 for 0, else
+// one more than its whole seconds after the earliest), its holder code and
+// its stamp (uvarints).
 //
 // Sessions (sessionList): a version byte, a uvarint count, then per session
 // its key (uvarint length and bytes), expiry (varint, Unix ms) and a flags
@@ -115,23 +117,33 @@ func (t *blockLeases) UnmarshalBinary(b []byte) error {
 
 // MarshalBinary implements encoding.BinaryMarshaler for docstore.
 func (x blockIndex) MarshalBinary() ([]byte, error) {
-	b := make([]byte, 0, 2+len(x)*24)
+	b := make([]byte, 0, 12+len(x)*8)
 	b = append(b, blockIndexV1)
 	b = binary.AppendUvarint(b, uint64(len(x)))
-	var prev int64
+	var base int64 = -1 // the earliest Until in seconds
 	for _, e := range x {
-		b = binary.AppendVarint(b, e.Start-prev)
-		prev = e.Start
-		b = binary.AppendVarint(b, e.Count)
-		b = binary.AppendVarint(b, e.Held)
-		b = binary.AppendVarint(b, e.Until)
-		b = appendString(b, e.Holder)
-		b = binary.AppendUvarint(b, e.Stamp)
-		var flags byte
-		if e.Session {
-			flags |= flagSession
+		if e.Until > 0 && (base < 0 || e.Until/1000 < base) {
+			base = e.Until / 1000
 		}
-		b = append(b, flags)
+	}
+	b = binary.AppendVarint(b, base)
+	var end int64
+	for i, e := range x {
+		if i == 0 {
+			b = binary.AppendVarint(b, e.Start)
+		} else {
+			b = binary.AppendVarint(b, e.Start-end)
+		}
+		end = e.Start + e.Count
+		b = binary.AppendVarint(b, e.Count)
+		b = binary.AppendVarint(b, e.Count-e.Held)
+		if e.Until > 0 {
+			b = binary.AppendUvarint(b, uint64(e.Until/1000-base)+1)
+		} else {
+			b = append(b, 0)
+		}
+		b = binary.AppendUvarint(b, uint64(e.Holder))
+		b = binary.AppendUvarint(b, e.Stamp)
 	}
 	return b, nil
 }
@@ -143,13 +155,25 @@ func (x *blockIndex) UnmarshalBinary(b []byte) error {
 		return fmt.Errorf("block index: unknown version %d", v)
 	}
 	n := r.count()
+	base := r.varint()
 	out := make(blockIndex, 0, n)
-	var prev int64
+	var end int64
 	for i := 0; i < n && r.err == nil; i++ {
-		e := blockEntry{Start: prev + r.varint()}
-		prev = e.Start
-		e.Count, e.Held, e.Until, e.Holder, e.Stamp = r.varint(), r.varint(), r.varint(), r.string(), r.uvarint()
-		e.Session = r.byte()&flagSession != 0
+		e := blockEntry{Start: r.varint()}
+		if i > 0 {
+			e.Start += end
+		}
+		e.Count = r.varint()
+		e.Held = e.Count - r.varint()
+		end = e.Start + e.Count
+		if u := r.uvarint(); u > 0 {
+			e.Until = (base + int64(u) - 1) * 1000
+		}
+		h := r.uvarint()
+		if h > 1<<16-1 {
+			r.fail(errors.New("holder code out of range"))
+		}
+		e.Holder, e.Stamp = uint16(h), r.uvarint()
 		out = append(out, e)
 	}
 	if err := r.done(); err != nil {

@@ -33,8 +33,8 @@ func TestBlockIndexRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, in := range []blockIndex{
 		{},
-		{{Start: 1, Count: 100, Held: 100, Until: 1_893_456_000_000, Holder: workerKey("w"), Stamp: 3}},
-		{{Start: 1, Count: 1, Held: 1}, {Start: 2, Count: 5, Held: 2, Until: 0, Holder: workerKey("s"), Session: true}, {Start: 1 << 40, Count: 1}},
+		{{Start: 1, Count: 100, Held: 100, Until: 1_893_456_000_000, Holder: holderCode(workerKey("w"), false), Stamp: 3}},
+		{{Start: 1, Count: 1, Held: 1, Until: 1_893_456_009_000}, {Start: 2, Count: 5, Held: 2, Until: 0, Holder: holderCode(workerKey("s"), true)}, {Start: 1 << 40, Count: 1, Until: 1_893_456_000_000}},
 	} {
 		b, err := in.MarshalBinary()
 		require.NoError(t, err)
@@ -90,15 +90,21 @@ func TestRecordsAreSmall(t *testing.T) {
 	require.Less(t, len(b), 4096, "a stream batch of 100 single-event leases")
 	idx := make(blockIndex, MaxInFlight)
 	for i := range idx {
-		idx[i] = blockEntry{Start: 1<<30 + int64(i), Count: 1, Held: 1, Until: 1_893_456_000_000, Holder: workerKey("w"), Stamp: 1}
+		idx[i] = blockEntry{Start: 1<<30 + int64(i), Count: 1, Held: 1, Until: 1_893_456_000_000 + int64(i)*1000, Holder: holderCode(workerKey("s"), true), Stamp: 1}
 	}
 	b, _ = idx.MarshalBinary()
-	require.Less(t, len(b), 24*1024, "an index of 1,000 open single-event blocks, the worst case")
+	require.Less(t, len(b), 8*1024, "an index of 1,000 open single-event blocks of sessions, the worst case")
+	idx = idx[:100]
+	for i := range idx {
+		idx[i] = blockEntry{Start: 1<<30 + int64(i)*10, Count: 10, Held: 10, Until: 1_893_456_000_000 + int64(i%60)*1000, Holder: holderCode(workerKey(string(rune(i))), false)}
+	}
+	b, _ = idx.MarshalBinary()
+	require.Less(t, len(b), 700, "100 open pulled batches, each its own worker's")
 }
 
 func FuzzRecordCodecs(f *testing.F) {
 	bl, _ := blockLeases{{Start: 1, Count: 2, Tag: 3, Worker: workerKey("w"), Attempt: 1}, {Start: 3, Count: 1, Dying: ReasonExpired}}.MarshalBinary()
-	bi, _ := blockIndex{{Start: 3, Count: 9, Held: 2, Holder: workerKey("s"), Session: true}}.MarshalBinary()
+	bi, _ := blockIndex{{Start: 3, Count: 9, Held: 2, Holder: 300, Until: 5000}}.MarshalBinary()
 	ss, _ := sessionList{{Key: workerKey("s"), Expires: 77}, {Key: workerKey("t"), Expires: 5, Tombstone: true}}.MarshalBinary()
 	for _, seed := range [][]byte{bl, bi, ss, {}, {blockLeasesV1, 1}} {
 		f.Add(seed)

@@ -197,9 +197,7 @@ func (s *Store) finishDying(ctx context.Context, d *consumerDoc, b *blockDoc) er
 		}
 		if ok {
 			s.notes.note(d, b.Start, b.unsettled())
-			if len(b.Leases) == 0 {
-				s.deletePayload(ctx, d.ID, b.Payload)
-			}
+			s.dropIfEmpty(ctx, d, b)
 			return nil
 		}
 		if attempt >= s.opts.MaxRetries {
@@ -435,7 +433,7 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, id string) (ReplayOutcome,
 		}
 		pd := &payloadDoc{
 			Key: payloadKey(d.ID, pid), Kind: kindPayload, Consumer: d.ID,
-			Events: [][]byte{dl.Body}, Published: []int64{s.nowMs()},
+			Batch: eventBatch{Events: [][]byte{dl.Body}, Published: []int64{s.nowMs()}, raw: s.opts.Uncompressed},
 		}
 		r := &reservation{
 			incarnation: d.Incarnation, count: 1, nowMs: s.nowMs(),

@@ -104,7 +104,7 @@ func (s *Store) PullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 			// The queue's length counts every held event: read them all.
 			blocks, err = s.getBlocks(ctx, d, d.allStarts())
 		} else {
-			blocks, err = s.readCandidates(ctx, d, key, nowMs, live)
+			blocks, err = s.readCandidates(ctx, d, key, nowMs)
 		}
 		if err != nil {
 			return false, err
@@ -458,7 +458,7 @@ func (s *Store) Settle(ctx context.Context, consumer string, acks, nacks []Event
 		if b != nil && len(b.Leases) == 0 {
 			known[bst] = nil
 			if acked > 0 {
-				s.deletePayload(ctx, d.ID, b.Payload) // best effort: an orphan is harmless
+				s.dropIfEmpty(ctx, d, b)
 			}
 		}
 		if nacked > 0 {

@@ -124,7 +124,7 @@ func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
 		worker := workerKey(p.Worker)
 		d.pruneSessions(nowMs)
 		live := d.sessionLive(nowMs)
-		blocks, err := s.readCandidates(ctx, d, worker, nowMs, live)
+		blocks, err := s.readCandidates(ctx, d, worker, nowMs)
 		if err != nil {
 			return false, err
 		}
@@ -297,10 +297,17 @@ func (s *Store) release(ctx context.Context, consumer string, src Source, receiv
 // readCandidates reads the blocks a pull by worker must look at (see
 // blockEntry): those whose hints say a lease may be reclaimable, held by
 // worker, or held by a session that is gone. Blocks found gone are noted.
-func (s *Store) readCandidates(ctx context.Context, d *consumerDoc, worker string, nowMs int64, live func(string) bool) (map[int64]*blockDoc, error) {
+func (s *Store) readCandidates(ctx context.Context, d *consumerDoc, worker string, nowMs int64) (map[int64]*blockDoc, error) {
+	liveCodes := map[uint16]bool{}
+	for _, e := range d.Sessions {
+		if !e.Tombstone && e.Expires > nowMs {
+			liveCodes[holderCode(e.Key, true)] = true
+		}
+	}
 	var starts []int64
 	for _, e := range d.Blocks {
-		if e.Until <= nowMs || e.Holder == "" || e.Holder == worker || (e.Session && !live(e.Holder)) {
+		if e.Until <= nowMs || e.Holder == 0 || e.Holder == holderCode(worker, false) || e.Holder == holderCode(worker, true) ||
+			(sessionCode(e.Holder) && !liveCodes[e.Holder]) {
 			starts = append(starts, e.Start)
 		}
 	}
@@ -350,9 +357,7 @@ func (s *Store) commitBlocks(ctx context.Context, d *consumerDoc, dirty map[*blo
 	if ok {
 		for b := range dirty {
 			s.notes.note(d, b.Start, b.unsettled())
-			if len(b.Leases) == 0 {
-				s.deletePayload(ctx, d.ID, b.Payload)
-			}
+			s.dropIfEmpty(ctx, d, b)
 		}
 	}
 	return ok, err
@@ -472,9 +477,10 @@ func (s *Store) fit(in []Incoming) int {
 // putPayload writes consumer's payload record id with the bodies of in
 // and their enqueue times (nil: unknown).
 func (s *Store) putPayload(ctx context.Context, consumer, id string, in []Incoming, published []int64) error {
-	pd := &payloadDoc{Key: payloadKey(consumer, id), Kind: kindPayload, Consumer: consumer, Events: make([][]byte, len(in)), Published: published}
+	pd := &payloadDoc{Key: payloadKey(consumer, id), Kind: kindPayload, Consumer: consumer}
+	pd.Batch = eventBatch{Events: make([][]byte, len(in)), Published: published, raw: s.opts.Uncompressed}
 	for i := range in {
-		pd.Events[i] = in[i].Body
+		pd.Batch.Events[i] = in[i].Body
 	}
 	if err := s.coll.Put(ctx, pd); err != nil {
 		return storeErr(err)
@@ -516,11 +522,11 @@ func (s *Store) getPayload(ctx context.Context, consumer, id string) (*payloadDo
 
 // events returns lease l's events (of block b) from b's payload pd.
 func (pd *payloadDoc) events(b *blockDoc, l *leaseRec) ([][]byte, error) {
-	off := l.Start - b.Start
-	if off < 0 || off+l.Count > int64(len(pd.Events)) {
-		return nil, herr.New(herr.Internal, "a lease refers to events %d–%d of a payload of %d", off, off+l.Count-1, len(pd.Events))
+	off, evs := l.Start-b.Start, pd.Batch.Events
+	if off < 0 || off+l.Count > int64(len(evs)) {
+		return nil, herr.New(herr.Internal, "a lease refers to events %d–%d of a payload of %d", off, off+l.Count-1, len(evs))
 	}
-	return pd.Events[off : off+l.Count : off+l.Count], nil
+	return evs[off : off+l.Count : off+l.Count], nil
 }
 
 // load returns lease l of block b with its events. A lease read from a
@@ -645,8 +651,8 @@ func (s *Store) Acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 			return nil, err
 		}
 	}
-	if b != nil && len(b.Leases) == 0 && res.Outcome == OutcomeCommitted {
-		s.deletePayload(ctx, d.ID, b.Payload) // best effort: an orphan is harmless
+	if res.Outcome == OutcomeCommitted {
+		s.dropIfEmpty(ctx, d, b)
 	}
 	if lowered {
 		if err := s.lowerHints(ctx, d.ID, bst); err != nil {

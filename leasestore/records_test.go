@@ -122,16 +122,20 @@ func TestHints(t *testing.T) {
 		{Start: 1, Count: 1, Worker: w, Expires: now + 50},
 		{Start: 2, Count: 2, Worker: w, Expires: now + 20},
 	}}
-	held, until, holder, session := b.hints(now, live)
-	require.Equal(t, []any{int64(3), int64(now + 20), w, false}, []any{held, until, holder, session}, "one holder, the earliest expiry")
+	held, until, holder := b.hints(now, live)
+	require.Equal(t, []any{int64(3), int64(now + 20), holderCode(w, false)}, []any{held, until, holder}, "one holder, the earliest expiry")
+	require.False(t, sessionCode(holder))
 	b.Leases[1].Worker = v
-	_, _, holder, _ = b.hints(now, live)
-	require.Empty(t, holder, "several holders: read by every pull")
+	_, _, holder = b.hints(now, live)
+	require.Zero(t, holder, "several holders: read by every pull")
 	b.Leases[0].Requeued = true
-	_, until, _, _ = b.hints(now, live)
+	_, until, _ = b.hints(now, live)
 	require.Zero(t, until, "a reclaimable lease: read by every pull")
+	b.Leases = blockLeases{{Start: 1, Count: 1, Worker: v, Session: true, Expires: now + 5}}
+	_, _, holder = b.hints(now, live)
+	require.True(t, sessionCode(holder))
 	b.Leases = nil
-	held, _, _, _ = b.hints(now, live)
+	held, _, _ = b.hints(now, live)
 	require.Zero(t, held)
 }
 

@@ -113,7 +113,7 @@ func (r *reservation) stillValid(d *consumerDoc, nowMs int64) bool {
 	}
 	for _, e := range d.Blocks {
 		if e.Start >= r.basis.Next {
-			if e.Until <= nowMs || (r.worker != "" && (e.Holder == "" || e.Holder == r.worker)) {
+			if e.Until <= nowMs || (r.worker != "" && (e.Holder == 0 || e.Holder == holderCode(r.worker, false))) {
 				return false
 			}
 			continue
@@ -165,10 +165,24 @@ func (s *Store) writeReservations(ctx context.Context, consumer string, batch []
 		}
 		var ws []write
 		var taken []*reservation
+		keys := map[string]bool{}
 		for _, r := range batch {
 			r.ok = false
 			if r.incarnation != d.Incarnation || d.Paused || !r.stillValid(d, nowMs) {
 				continue
+			}
+			// Two callers may have changed the same block, each from its own
+			// read: one atomic group must not write a key twice (the second
+			// would silently undo the first). The later caller re-reads.
+			clash := false
+			for _, w := range r.extra {
+				clash = clash || keys[docKey(w.doc)]
+			}
+			if clash {
+				continue
+			}
+			for _, w := range r.extra {
+				keys[docKey(w.doc)] = true
 			}
 			if r.checkRoom && held+r.count > MaxInFlight {
 				continue
@@ -178,7 +192,7 @@ func (s *Store) writeReservations(ctx context.Context, consumer string, batch []
 			b := r.block(d.Next)
 			d.Next += r.count
 			e := blockEntry{Start: b.Start, Count: b.Count}
-			e.Held, e.Until, e.Holder, e.Session = b.hints(nowMs, d.sessionLive(nowMs))
+			e.Held, e.Until, e.Holder = b.hints(nowMs, d.sessionLive(nowMs))
 			d.Blocks = append(d.Blocks, e)
 			ws = append(ws, write{doc: b, create: true})
 			ws = append(ws, r.extra...)
@@ -209,4 +223,17 @@ func (s *Store) writeReservations(ctx context.Context, consumer string, batch []
 			return
 		}
 	}
+}
+
+// docKey returns the key of a record this package writes.
+func docKey(doc any) string {
+	switch d := doc.(type) {
+	case *blockDoc:
+		return d.Key
+	case *payloadDoc:
+		return d.Key
+	case *consumerDoc:
+		return d.Key
+	}
+	return ""
 }

@@ -153,10 +153,29 @@ func (s *Store) commit(ctx context.Context, consumer string, ws ...write) (bool,
 	}
 }
 
-// blockWrite returns the write that saves b: a delete once no lease is
-// left.
+// blockWrite returns the write that saves b: a revision-conditional
+// replace, also when no lease is left. A block is only deleted once a
+// conditional write has emptied it (see dropIfEmpty): a conditional delete
+// of a record someone else deleted meanwhile succeeds on some backends
+// (memdocstore), and would let a stale writer believe it settled a lease
+// that another settled first.
 func blockWrite(b *blockDoc) write {
-	return write{doc: b, delete: len(b.Leases) == 0}
+	return write{doc: b}
+}
+
+// dropIfEmpty deletes block b and its payload once b, as just written,
+// holds no lease: nobody can change an empty block any more, so the
+// deletes are unconditional and best effort (a block left behind reads as
+// empty, which is done; a payload left behind is unreachable).
+func (s *Store) dropIfEmpty(ctx context.Context, d *consumerDoc, b *blockDoc) {
+	if b == nil || len(b.Leases) > 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	acts := s.coll.Actions()
+	acts.Delete(&blockDoc{Key: b.Key})
+	acts.Delete(&payloadDoc{Key: payloadKey(d.ID, b.Payload)})
+	_ = acts.Do(ctx)
 }
 
 // notes remembers, per consumer incarnation, what this Store learned about
@@ -262,7 +281,7 @@ func (d *consumerDoc) apply(r *refresh, nt map[int64]int64, nowMs int64) {
 				if b == nil {
 					continue // gone: done
 				}
-				e.Held, e.Until, e.Holder, e.Session = b.hints(nowMs, live)
+				e.Held, e.Until, e.Holder = b.hints(nowMs, live)
 				if b.unsettled() == 0 {
 					continue
 				}
@@ -292,7 +311,7 @@ func (d *consumerDoc) lower(start int64) bool {
 		return false
 	}
 	e := &d.Blocks[i]
-	e.Until, e.Holder, e.Session = 0, "", false
+	e.Until, e.Holder = 0, 0
 	e.Stamp++
 	return true
 }

@@ -71,6 +71,11 @@ type Options struct {
 	// durable consumers included, and to every redelivery path: a failed
 	// or nacked lease, an expired visibility timeout, a session that left.
 	DeliveryLimit int
+	// Uncompressed stores payload records without compression. Compression
+	// (zstd, where it saves an eighth) is what keeps DynamoDB and Firestore
+	// bills down; a store whose records cost nothing per byte (memdocstore,
+	// the local default) saves the CPU instead.
+	Uncompressed bool
 }
 
 // Store is the lease state machine over one docstore collection whose key
