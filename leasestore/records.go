@@ -33,38 +33,39 @@ const layoutBlocks = 2
 // position, a floor of its cursor, its sessions and the index of its open
 // blocks. It never holds leases, so its size does not grow with them.
 type consumerDoc struct {
+	// Field names are short: DynamoDB bills attribute names with every
+	// write, and the head is written with every reservation.
 	Key          string    `docstore:"key"`
 	Kind         string    `docstore:"kind"`
 	Layout       int64     `docstore:"layout"`
 	ID           string    `docstore:"id"`
 	Type         string    `docstore:"type"`
 	Filters      string    `docstore:"filters"` // JSON of filter.Groups
-	Subscription string    `docstore:"subscription"`
+	Subscription string    `docstore:"sub"`
 	Paused       bool      `docstore:"paused"`
-	CreatedAt    time.Time `docstore:"created_at"`
-	Next         int64     `docstore:"next"`      // next position to hand out (first is 1)
-	Committed    int64     `docstore:"committed"` // a floor of the cursor (see Store.cursor); 0 = nothing committed
+	CreatedAt    time.Time `docstore:"created"`
+	Next         int64     `docstore:"next"`  // next position to hand out (first is 1)
+	Committed    int64     `docstore:"floor"` // a floor of the cursor (see Store.cursor); 0 = nothing committed
 	// Blocks indexes the block records that may hold unsettled leases, by
 	// start, with hints that let a pull skip blocks it has no business
 	// reading (see blockEntry). Binary, see codec.go.
 	Blocks blockIndex `docstore:"blocks"`
 
-	Sessions     sessionList `docstore:"sessions"`         // attached sessions and recent tombstones; binary
-	LastAttached int64       `docstore:"last_attached_ms"` // Unix ms a session was last known attached; 0 = never
-	MessageTTL   int64       `docstore:"message_ttl_ms"`   // 0 = none
-	MaxLength    int64       `docstore:"max_length"`       // 0 = none
+	Sessions     sessionList `docstore:"sessions"`    // attached sessions and recent tombstones; binary
+	LastAttached int64       `docstore:"attached_ms"` // Unix ms a session was last known attached; 0 = never
+	MessageTTL   int64       `docstore:"ttl_ms"`      // 0 = none
+	MaxLength    int64       `docstore:"max_len"`     // 0 = none
 	// Incarnation tells consumers that reuse an id apart, so that their
 	// blocks and dead letters (keyed by position) never collide.
-	Incarnation string `docstore:"incarnation"`
-
-	// LegacyLeases and LegacyAcked are the lease table and acked ranges of
-	// the earlier layout. They are read only so that such a record decodes
-	// and can be recognised and refused; this layout never writes them.
-	LegacyLeases []byte `docstore:"leases"`
-	LegacyAcked  []byte `docstore:"acked"`
+	Incarnation string `docstore:"inc"`
 
 	DocstoreRevision any
 }
+
+// headFields are the fields of consumerDoc, for reads that must not fail
+// on a record of the earlier layout (which has others).
+var headFields = []docstore.FieldPath{"key", "kind", "layout", "id", "type", "filters", "sub", "paused", "created",
+	"next", "floor", "blocks", "sessions", "attached_ms", "ttl_ms", "max_len", "inc"}
 
 // blockEntry is one entry of a head's block index. The hints are bounds
 // that let readers skip blocks safely; they are refreshed whenever the

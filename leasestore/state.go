@@ -29,10 +29,22 @@ func (s *Store) get(ctx context.Context, id string) (*consumerDoc, error) {
 	return d, err
 }
 
-// getAny reads consumer id's head whatever its layout.
+// getAny reads consumer id's head whatever its layout: a record of the
+// earlier layout (whose fields this one does not have) comes back with
+// Layout 0 and only its key and id.
 func (s *Store) getAny(ctx context.Context, id string) (*consumerDoc, error) {
 	d := &consumerDoc{Key: consumerKey(id)}
-	if err := s.coll.Get(ctx, d); err != nil {
+	err := s.coll.Get(ctx, d)
+	if gcerrors.Code(err) == gcerrors.InvalidArgument {
+		// Fields this struct lacks: look at the record as it is.
+		raw := map[string]any{"key": consumerKey(id)}
+		if rerr := s.coll.Get(ctx, raw); rerr == nil {
+			if _, old := raw["leases"]; old {
+				return &consumerDoc{Key: consumerKey(id), ID: id}, nil
+			}
+		}
+	}
+	if err != nil {
 		if gcerrors.Code(err) == gcerrors.NotFound {
 			return nil, herr.New(herr.NotFound, "consumer %q does not exist", id)
 		}

@@ -279,7 +279,7 @@ func (s *Store) ListConsumers(ctx context.Context) ([]*Consumer, error) {
 			out = append(out, c)
 		}
 		return err
-	})
+	}, headFields...)
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +303,12 @@ func (s *Store) DeleteConsumer(ctx context.Context, id string) (*Consumer, error
 			return false, err
 		}
 		if d.Layout != layoutBlocks {
-			d.Blocks = nil
+			// The earlier layout: only its head can be found.
+			blocks = nil
+			if err := s.coll.Delete(ctx, &consumerDoc{Key: d.Key}); err != nil {
+				return false, storeErr(err)
+			}
+			return true, nil
 		}
 		if blocks, err = s.getBlocks(ctx, d, d.allStarts()); err != nil {
 			return false, err

@@ -53,8 +53,9 @@ type CostOptions struct {
 // Scenarios, on varied JSON events of about 1 KiB (RealisticEvents):
 // Pull100/workers=1 and =16 (durable-consumer pulls of 100 acknowledged whole, 16
 // workers on two store clients), Queue/streams=1 and =8 (a durable queue,
-// each stream a session pulling 10 and settling every event with its own
-// Settle), and InFlight=10 and =1000 (leases of 10 events, that many
+// each stream a session pulling up to streamBatch events and acknowledging
+// every event on its own through a Batcher, as Herald's streams do), and
+// InFlight=10 and =1000 (leases of 10 events, that many
 // events held at once, acknowledged in random order).
 func RunCostBenchmarks(b *testing.B, newHarness HarnessMaker, o CostOptions) {
 	h, err := newHarness(b.Context(), b)
@@ -228,6 +229,10 @@ func (cb *costBed) pullAck(b *testing.B, workers, limit int) {
 	cb.elapsed += time.Since(start)
 }
 
+// streamBatch is how many events a stream takes per pull in the queue
+// scenarios: delivery.DefaultStreamBatch.
+const streamBatch = 100
+
 func (cb *costBed) queue(b *testing.B, streams int) {
 	if cb.queueID == "" {
 		cb.queueID = cb.newQueue(b, leasestore.TypeDurableQueue, nil)
@@ -246,22 +251,32 @@ func (cb *costBed) queue(b *testing.B, streams int) {
 			defer wg.Done()
 			store := cb.stores[s%len(cb.stores)]
 			session := "stream-" + strconv.Itoa(s)
+			bat := store.NewBatcher(cb.queueID, func(r leasestore.SettleResult, err error) {
+				if err != nil {
+					b.Errorf("settle: %v", err)
+				}
+			})
 			for done.Load() < target && !b.Failed() {
-				cb.publish(10)
-				ls, err := cb.tryPullEvents(store, cb.queueID, session, 10, cb.src)
+				cb.publish(streamBatch)
+				ls, err := cb.tryPullEvents(store, cb.queueID, session, streamBatch, cb.src)
 				if err != nil {
 					b.Errorf("pull events: %v", err)
 					return
 				}
+				// Every event is acknowledged on its own, as a stream's
+				// client does; the Batcher groups what arrives together.
 				for _, l := range ls {
-					r, err := store.Settle(cb.ctx, cb.queueID, []leasestore.EventRef{{LeaseID: l.ID, Generation: l.Generation}}, nil)
-					if err != nil || r.Acked != 1 {
-						b.Errorf("settle: %+v, %v", r, err)
-						return
-					}
+					bat.Add(cb.ctx, []leasestore.EventRef{{LeaseID: l.ID, Generation: l.Generation}}, nil)
 					cb.took(l.Events)
 					done.Add(1)
 				}
+				if err := bat.Wait(cb.ctx); err != nil {
+					b.Errorf("settle: %v", err)
+					return
+				}
+			}
+			if err := bat.Close(cb.ctx); err != nil {
+				b.Errorf("settle: %v", err)
 			}
 		}()
 	}
@@ -275,8 +290,9 @@ func (cb *costBed) queue(b *testing.B, streams int) {
 // next.
 func (cb *costBed) inFlight(b *testing.B, window int) {
 	const per = 10
-	cb.begin()
-	start := time.Now()
+	if cb.src == nil {
+		cb.src = NewScriptedSource()
+	}
 	rng := rand.New(rand.NewPCG(uint64(window), 7))
 	slots := max(window/per, 1)
 	held := make([]*leasestore.Lease, slots)
@@ -293,6 +309,9 @@ func (cb *costBed) inFlight(b *testing.B, window int) {
 			pull(i)
 		}
 	}
+	// Measure the steady state: the window is full from here on.
+	cb.begin()
+	start := time.Now()
 	var done int64
 	for done < int64(cb.events) {
 		i := rng.IntN(slots)
