@@ -35,7 +35,7 @@ const (
 	// the broker when nothing is ready.
 	DefaultStreamPollWait = time.Second
 	// DefaultStreamBatch is how many events a stream takes per pull.
-	DefaultStreamBatch = 10
+	DefaultStreamBatch = 100
 	// DefaultMaxUnsettled is how many delivered, unsettled events one
 	// session may hold before Next waits for settlements (a prefetch).
 	DefaultMaxUnsettled = 100

@@ -142,6 +142,9 @@ type Stream struct {
 	tags     map[int64]leasestore.EventRef
 	settled  chan struct{} // closed and replaced when tags shrink
 	closeErr error
+	// batcher settles what SettleAsync takes, grouped (see
+	// leasestore.Batcher).
+	batcher *leasestore.Batcher
 }
 
 // OpenStream opens a stream session (see Stream).
@@ -174,6 +177,7 @@ func (s *Service) OpenStream(ctx context.Context, p *auth.Principal, r StreamReq
 		return nil, st.sessionErr(err)
 	}
 	st.life, st.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	st.batcher = s.cfg.Store.NewBatcher(st.queue, st.settledAsync)
 	st.sessionClosed = telemetry.SessionOpened(st.life, r.Kind.telemetryName())
 	st.src.async = newAsyncReceiver(st.life)
 	go st.heartbeat()
@@ -491,6 +495,37 @@ func (st *Stream) Settle(ctx context.Context, acks, nacks []int64) (SettleReport
 	return rep, nil
 }
 
+// SettleAsync is Settle for transports that send no answer per settlement
+// (the gRPC ack stream): it takes tags out of the session at once and
+// hands them to the session's leasestore.Batcher, which writes what
+// arrives together in one store call. A tag the session does not know is
+// ignored. A group that fails ends the session with its error (the events
+// stay unsettled and come back after their visibility, a duplicate at
+// most). Close waits for the groups in flight before it detaches.
+func (st *Stream) SettleAsync(ctx context.Context, acks, nacks []int64) {
+	st.mu.Lock()
+	ackRefs, nackRefs, taken, _ := takeTags(st.tags, acks, nacks)
+	if len(taken) > 0 {
+		close(st.settled)
+		st.settled = make(chan struct{})
+	}
+	st.mu.Unlock()
+	if len(taken) > 0 {
+		st.batcher.Add(ctx, ackRefs, nackRefs)
+	}
+}
+
+// settledAsync is the session's report of one group of SettleAsync.
+func (st *Stream) settledAsync(res leasestore.SettleResult, err error) {
+	if err != nil {
+		st.fail(st.sessionErr(err))
+		return
+	}
+	if res.Nacked > 0 {
+		st.src.async.nacked() // see Settle
+	}
+}
+
 // Unsettled returns how many delivered events the session holds unsettled.
 func (st *Stream) Unsettled() int {
 	st.mu.Lock()
@@ -518,6 +553,9 @@ func (st *Stream) Close(ctx context.Context) error {
 	<-st.hbDone
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	// Settlements in flight go first: detaching before them would hand
+	// acknowledged events to the next session again.
+	_ = st.batcher.Wait(ctx)
 	if err := st.src.async.release(ctx, st.svc.cfg.Broker, st.src.sub); err != nil && herr.CodeOf(err) != herr.NotFound {
 		// They come back once the broker's ack deadline passes.
 		st.svc.cfg.Logger.Warn("stream could not hand received events back to the broker", queueAttr(st.kind, st.queue), errAttr(st.kind, st.queue, err))

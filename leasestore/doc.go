@@ -25,86 +25,108 @@
 //
 // # Records
 //
-// Everything lives in one docstore collection whose key field is "key":
+// Everything lives in one docstore collection whose key field is "key".
+// No record written on a hot path grows with the leases, sessions or
+// acknowledged ranges a consumer holds:
 //
-//	key "c:<consumer id>"             kind "consumer"    the consumer: type,
-//	                                  filters, subscription, paused flag, next
-//	                                  position, cursor, its open leases, the
-//	                                  acked ranges beyond the cursor, its
-//	                                  sessions, message TTL and max length
-//	key "p:<consumer id>:<payload>"   kind "payload"     encoded events that
-//	                                  leases of the consumer refer to (a lease
-//	                                  names its payload and an offset)
+//	key "c:<consumer id>"             kind "consumer"  the head: type, filters,
+//	                                  subscription, paused flag, incarnation,
+//	                                  next position, a floor of the cursor,
+//	                                  the sessions, and the index of open
+//	                                  blocks (about 7 bytes each, see
+//	                                  blockEntry): a few hundred bytes
+//	key "l:<consumer id>:<incarnation>:<start, 20 digits>"
+//	                                  kind "block"     one reservation of
+//	                                  positions and its unsettled leases (about
+//	                                  30 bytes each; 100 at most for a pull)
+//	key "p:<consumer id>:<payload id>" kind "payload"  a block's events, packed
+//	                                  and zstd-compressed (see eventBatch)
 //	key "d:<consumer id>:<incarnation>:<position>"
-//	                                  kind "deadletter"  one dead-lettered
+//	                                  kind "deadletter" one dead-lettered
 //	                                  event (see DeadLetter)
 //	key "w:<connection id, base64url>"
 //	                                  kind "wsconnection" the state of one
 //	                                  WebSocket connection of the API Gateway
 //	                                  bridge (see Connection)
-//	key "k:<claim id, base64url>"     kind "claim"       one encoded event of
+//	key "k:<claim id, base64url>"     kind "claim"     one encoded event of
 //	                                  the claim-check, too big for its broker
 //	                                  (see PutClaim)
 //
-// The lease table, the acked ranges and the sessions are each stored as
-// one compact binary value (codec.go), and a lease names its worker (and a
-// session its id) by a fixed-size digest: a full table of 1,000 leases
-// with 999 acked ranges between them takes about 75 KB, and the largest
-// queue record (1,000 single-event leases of 1,000 sessions, with removed
-// sessions remembered) about 150 KB, so the record fits a DynamoDB item
-// and rewriting it on every state change stays affordable.
+// A pull of new work receives from the Source, writes the payload, then
+// reserves positions: one atomic group (docstore's AtomicWrites, a DynamoDB
+// transaction, a Firestore commit) writes the head, whose next position
+// moves and whose index gains an entry, and creates the block over those
+// positions. Concurrent reservations of one consumer in one Store share
+// that write (reserve.go), and a reservation only has to be redone when
+// the head changed in a way that changes the puller's decision (a lease
+// became reclaimable, or the puller got a lease elsewhere); pullers of one
+// consumer in different processes contend only on the head, once per
+// pull. A lease id is a UUID that names its block (leaseID), so an
+// acknowledgement reads the head and that one block and writes only the
+// block; a stream's settlements are grouped per round trip by a Batcher.
+// A failed acknowledgement or a nack also lowers the block's hint in the
+// head (blockEntry.Until), so the next pull reads that block.
 //
-// Keeping a consumer's whole lease table in one record makes every state
-// change a single revision-conditional write (docstore Replace with the
-// revision read), which every backend (memdocstore, DynamoDB, Firestore)
-// performs atomically; no transaction across records and no in-process lock
-// decides correctness. Two store clients racing on one consumer both read,
-// one write wins, the other re-reads and tries again.
+// The committed cursor is not written by acknowledgements: it is the
+// highest position p such that every position ≤ p is settled, and Store
+// walks it from the head's floor over the index (a block that is gone or
+// empty is settled; the first open block's lowest lease ends the walk).
+// The head's floor and index are brought up to date whenever the head is
+// written anyway (a reservation) and by ExpireLeases; what a Store learns
+// in between (blocks it emptied or found gone) it remembers and applies at
+// its next head write.
+//
+// Sessions are in the head: an attach, a heartbeat or a detach writes only
+// the head. A session lease comes back as soon as its session is gone
+// (detached, evicted, lapsed): nothing is written for that, the lease is
+// simply not live any more, and the index names the session holding a
+// block so that pulls read it then.
+//
+// Consumers stored by an earlier Herald, whose one record held the whole
+// lease table, are recognised and refused with herr.FailedPrecondition
+// naming how to recreate them (DeleteConsumer still deletes them); they are
+// never misread.
 //
 // # Cost
 //
 // What these records cost on DynamoDB and Firestore, per delivered event,
 // is measured by storetest.RunCostBenchmarks (`make bench-cost`) and
-// tabled in docs/cost-model.md. The consumer record is this layout's
-// limit: every pull of new work, every settlement and every heartbeat
-// rewrites it, and its size grows with the leases held (about 7 KB with
-// 100 leases, 75 KB with 1,000), so it is the most-written key and its
-// write rate caps a consumer's throughput (DynamoDB's 1,000 write units per
-// second per key; Firestore's advice of about one write per second per
-// document). docs/cost-model.md gives the figures and the layout that
-// lifts that limit (a record per lease and a small consumer head).
+// tabled in docs/cost-model.md: at pull limit 100 about 0.55 write units
+// per event, one head write per 100 events whatever the number of
+// workers, and the same figures with 10 or 1,000 events in flight.
 //
-// The lease table stays small: at most MaxInFlight (1,000) events held,
-// so at most 1,000 leases, plus acked ranges that are merged as they
-// touch. A payload record holds at most Options.MaxPayloadBytes of encoded
-// events (default 350,000 bytes, below DynamoDB's 400 KB item and
-// Firestore's 1 MiB document limits): when a batch of large events would not
-// fit, the pull returns fewer events, never fewer than one. Leases share a
-// payload record when they are parts of one received batch (PullEvents'
-// single-event leases, or a lease split because a pull's limit was smaller
-// than it); the payload is deleted with the last lease that refers to it.
+// A payload record holds at most Options.MaxPayloadBytes of encoded events
+// before compression (default 350,000 bytes, below DynamoDB's 400 KB item
+// and Firestore's 1 MiB document limits): when a batch of large events
+// would not fit, the pull returns fewer events, never fewer than one. At
+// most MaxInFlight (1,000) events are held, so a head indexes at most
+// 1,000 blocks (about 7 KB in the worst case of single-event blocks of
+// 1,000 sessions; a few hundred bytes in the common case).
 //
 // # Custody transfer
 //
 // A pull that needs new work receives from a Source, writes the payload
-// record, then the consumer record holding the new lease, and only then acks
+// record, then the head and block in one atomic group, and only then acks
 // the received messages at the broker. A crash between the writes and the
 // broker ack leaves the messages to be redelivered by the broker after its
-// ack deadline: a duplicate at most, never a loss.
+// ack deadline: a duplicate at most, never a loss. A crash before the
+// atomic write leaves an unreachable payload record and the messages with
+// the broker.
 //
 // # Dead letters
 //
 // An event leaves its consumer for the dead-letter queue in three steps,
-// each safe to repeat: a conditional write of the consumer record marks
-// its lease dying (no one is handed it or can acknowledge it from then
-// on); the dead-letter records are written under deterministic keys; a
-// second conditional write removes the lease and marks its positions
-// acknowledged, so the cursor passes them. Whoever next meets a dying lease
-// (a pull, ExpireLeases) finishes an interrupted move. A failure therefore
-// leaves the event in the consumer, or in both places, never in neither;
-// and finishing twice rewrites the same records. Replay goes the other way:
-// the event is written back to its origin consumer first, and only then is
-// the dead letter deleted.
+// each safe to repeat: a conditional write of its block marks its lease
+// dying (no one is handed it or can acknowledge it from then on); the
+// dead-letter records are written under deterministic keys; a second
+// conditional write of the block removes the lease, so the cursor passes
+// its positions. Whoever next meets a dying lease (a pull, ExpireLeases)
+// finishes an interrupted move. A failure therefore leaves the event in the
+// consumer, or in both places, never in neither; and finishing twice
+// rewrites the same records. Replay goes the other way: the event is
+// written back to its origin consumer first (a new block, with its payload
+// under a key derived from the dead letter, so a repeated replay finds it),
+// and only then is the dead letter deleted.
 //
 // # Errors
 //

@@ -402,8 +402,9 @@ func (s *Store) Settle(ctx context.Context, consumer string, acks, nacks []Event
 		g := byBlock[bst]
 		var acked, nacked, skipped int
 		var b *blockDoc
+		relower := false
 		err := s.retry(ctx, func() (bool, error) {
-			acked, nacked, skipped = 0, 0, 0
+			acked, nacked, skipped, relower = 0, 0, 0, false
 			bs, err := s.getBlocks(ctx, d, []int64{bst})
 			if err != nil {
 				return false, err
@@ -431,6 +432,11 @@ func (s *Store) Settle(ctx context.Context, consumer string, acks, nacks []Event
 			}
 			for _, r := range g.nacks {
 				i := current(r)
+				if i >= 0 && b.Leases[i].Requeued {
+					// Nacked before: make sure the hint says so (a failed
+					// lowering is repaired by the repeat).
+					relower = true
+				}
 				if i < 0 || b.Leases[i].Requeued {
 					skipped++
 					continue
@@ -461,7 +467,7 @@ func (s *Store) Settle(ctx context.Context, consumer string, acks, nacks []Event
 				s.dropIfEmpty(ctx, d, b)
 			}
 		}
-		if nacked > 0 {
+		if nacked > 0 || relower {
 			lowered = append(lowered, bst)
 		}
 	}

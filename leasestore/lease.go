@@ -635,11 +635,11 @@ func (s *Store) Acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 				res.Outcome = OutcomeCommitted
 			case StatusFailed:
 				res.Outcome = OutcomeRequeued
+				lowered = true // again, if it was: a failed lowering is repaired by the repeat
 				if l.Requeued {
 					return true, nil
 				}
 				l.Requeued, l.Worker = true, ""
-				lowered = true
 			}
 			ok, err := s.commit(ctx, d.ID, blockWrite(b))
 			if ok {

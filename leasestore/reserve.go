@@ -145,20 +145,11 @@ func (s *Store) writeReservations(ctx context.Context, consumer string, batch []
 		}
 		nt := s.notes.take(d)
 		nowMs := s.nowMs()
-		var ref *refresh
-		for _, r := range batch {
-			if r.refresh != nil && r.incarnation == d.Incarnation {
-				if ref == nil {
-					ref = &refresh{blocks: map[int64]*blockDoc{}, stamps: map[int64]uint64{}}
-				}
-				for st, b := range r.refresh.blocks {
-					if old, seen := ref.stamps[st]; !seen || r.refresh.stamps[st] > old {
-						ref.blocks[st], ref.stamps[st] = b, r.refresh.stamps[st]
-					}
-				}
-			}
-		}
-		d.apply(ref, nt, nowMs)
+		// Notes first: they come from writes that happened. The callers'
+		// reads come after, and only from the callers whose reservations go
+		// in this write: a caller's blocks may hold changes that only this
+		// write makes real (its extra writes).
+		d.apply(nil, nt, nowMs)
 		var held int64
 		for _, e := range d.Blocks {
 			held += e.Held
@@ -181,13 +172,33 @@ func (s *Store) writeReservations(ctx context.Context, consumer string, batch []
 			if clash {
 				continue
 			}
-			for _, w := range r.extra {
-				keys[docKey(w.doc)] = true
-			}
 			if r.checkRoom && held+r.count > MaxInFlight {
 				continue
 			}
+			for _, w := range r.extra {
+				keys[docKey(w.doc)] = true
+			}
 			held += r.count
+			taken = append(taken, r)
+		}
+		var ref *refresh
+		for _, r := range taken {
+			if r.refresh == nil {
+				continue
+			}
+			if ref == nil {
+				ref = &refresh{blocks: map[int64]*blockDoc{}, stamps: map[int64]uint64{}}
+			}
+			for st, b := range r.refresh.blocks {
+				if old, seen := ref.stamps[st]; !seen || r.refresh.stamps[st] > old {
+					ref.blocks[st], ref.stamps[st] = b, r.refresh.stamps[st]
+				}
+			}
+		}
+		if ref != nil {
+			d.apply(ref, nil, nowMs)
+		}
+		for _, r := range taken {
 			r.start = d.Next
 			b := r.block(d.Next)
 			d.Next += r.count
@@ -196,7 +207,6 @@ func (s *Store) writeReservations(ctx context.Context, consumer string, batch []
 			d.Blocks = append(d.Blocks, e)
 			ws = append(ws, write{doc: b, create: true})
 			ws = append(ws, r.extra...)
-			taken = append(taken, r)
 		}
 		if len(taken) == 0 {
 			s.notes.giveBack(d, nt)

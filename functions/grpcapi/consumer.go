@@ -121,17 +121,18 @@ func (h *Consumer) ConsumeDurableEventsWithAcks(ctx context.Context, stream *con
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// The reader settles what the client sends, in order; it records how
-	// it ended before it stops the sender.
+	// The reader settles what the client sends, in order, without waiting
+	// for the store: what arrives while a write is in flight goes in the
+	// next one (Stream.SettleAsync), so a client that acknowledges event by
+	// event costs a write per group, not per event. A failed write ends
+	// the session, and the stream with it. The reader records how it
+	// ended before it stops the sender.
 	readerDone := make(chan error, 1)
 	go func() {
 		defer cancel()
 		msg := first
 		for {
-			if _, err := st.Settle(ctx, msg.GetAckDeliveryTags(), msg.GetNackDeliveryTags()); err != nil {
-				readerDone <- Error(ctx, procedure, err)
-				return
-			}
+			st.SettleAsync(ctx, msg.GetAckDeliveryTags(), msg.GetNackDeliveryTags())
 			var err error
 			msg, err = stream.Receive()
 			if errors.Is(err, io.EOF) {
