@@ -29,9 +29,18 @@ import (
 // broker subscriptions. When some cannot be read or deleted it goes on with
 // the others and returns what it deleted with the errors joined.
 func (s *Store) ReapIdle(ctx context.Context, grace, idle time.Duration) ([]*Consumer, error) {
-	all, err := s.ListConsumers(ctx)
+	heads, err := s.listHeads(ctx)
 	if err != nil {
 		return nil, err
+	}
+	all := make([]*Consumer, 0, len(heads))
+	nowMs := s.nowMs()
+	for _, d := range heads {
+		c, err := d.view(nowMs, nil, 0) // sessions and times are all the reaper needs
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, c)
 	}
 	var (
 		out  []*Consumer

@@ -263,22 +263,32 @@ func (s *Store) GetConsumer(ctx context.Context, id string) (*Consumer, error) {
 }
 
 // ListConsumers returns every consumer, of every type, in no particular
-// order. It reads heads only: Committed is the head's floor of the cursor
-// and InFlight the head's bound on the events held (exact after the
-// consumer's last sweep, ExpireLeases); GetConsumer gives exact figures.
-// Consumers stored in an earlier layout are left out.
+// order, with exact figures (as GetConsumer: each consumer's head and open
+// blocks are read). Consumers stored in an earlier layout are left out.
 func (s *Store) ListConsumers(ctx context.Context) ([]*Consumer, error) {
-	nowMs := s.nowMs()
-	var out []*Consumer
+	heads, err := s.listHeads(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Consumer, 0, len(heads))
+	for _, d := range heads {
+		c, err := s.fullView(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// listHeads returns the head of every consumer of this layout.
+func (s *Store) listHeads(ctx context.Context) ([]*consumerDoc, error) {
+	var out []*consumerDoc
 	err := eachOfKind(ctx, s, kindConsumer, func(d *consumerDoc) error {
-		if d.Layout != layoutBlocks {
-			return nil // refused by every other call; listing it would misread it
+		if d.Layout == layoutBlocks { // others are refused by every call; listing one would misread it
+			out = append(out, d)
 		}
-		c, err := d.view(nowMs, nil, 0)
-		if err == nil {
-			out = append(out, c)
-		}
-		return err
+		return nil
 	}, headFields...)
 	if err != nil {
 		return nil, err

@@ -112,7 +112,12 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 			_ = a.Close()
 			return nil, fmt.Errorf("%s %s: %w", config.EnvStoreURL, config.Redact(cfg.StoreURL), err)
 		}
-		store = leasestore.New(a.coll, leasestore.Options{Now: opts.Now, MaxPayloadBytes: cfg.MaxLeaseBytes, DeliveryLimit: cfg.DeliveryLimit})
+		store = leasestore.New(a.coll, leasestore.Options{
+			Now: opts.Now, MaxPayloadBytes: cfg.MaxLeaseBytes, DeliveryLimit: cfg.DeliveryLimit,
+			// Compression saves what a cloud store bills per byte; an
+			// in-memory store bills nothing, so it keeps the CPU instead.
+			Uncompressed: strings.HasPrefix(cfg.StoreURL, "mem://"),
+		})
 		a.store = store
 	}
 	a.svc = delivery.New(delivery.Config{
