@@ -14,7 +14,7 @@ import (
 	"github.com/heraldevents/herald/pubsubx"
 )
 
-// Pull limits of seed 000 ("Pull a batch").
+// Pull limits of the durable-consumer API ("Pull a batch").
 const (
 	DefaultPullLimit  = 20
 	MaxPullLimit      = 100
@@ -26,7 +26,7 @@ const (
 // CreateDestination creates a durable consumer at the head of the stream:
 // its broker subscription first (so nothing published after this call
 // returns is missed), then its record. typ must be
-// leasestore.TypeDurableConsumer (herr.Malformed otherwise: seed 000 answers
+// leasestore.TypeDurableConsumer (herr.Malformed otherwise: the durable-consumer API answers
 // 400 for other types).
 func (s *Service) CreateDestination(ctx context.Context, p *auth.Principal, typ string, groups filter.Groups) (*leasestore.Consumer, error) {
 	if err := p.Require(auth.PermManageDestinations); err != nil {
@@ -111,7 +111,7 @@ type PullRequest struct {
 	Visibility  time.Duration
 }
 
-// Validate checks the seed 000 ranges; errors are herr.OutOfRange.
+// Validate checks the the durable-consumer API ranges; errors are herr.OutOfRange.
 func (r *PullRequest) Validate() error {
 	if r.Limit < 1 || r.Limit > MaxPullLimit {
 		return herr.New(herr.OutOfRange, "limit must be between 1 and %d", MaxPullLimit)

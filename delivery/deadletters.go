@@ -17,7 +17,7 @@ const (
 	MaxDeadLetterActions = 100
 )
 
-// DeadLetterAction is what an operator asks for one dead letter (seed 002,
+// DeadLetterAction is what an operator asks for one dead letter (the notifications API,
 // ManageDeadLetteredEventsRequest.Action).
 type DeadLetterAction string
 
@@ -40,7 +40,7 @@ func ParseDeadLetterAction(s string) (DeadLetterAction, error) {
 	return "", herr.New(herr.InvalidArgument, "action must be REPLAY, DISCARD or LEAVE")
 }
 
-// DeadLetterOutcome is what one action did (seed 002, ActionOutcome.Outcome).
+// DeadLetterOutcome is what one action did (the notifications API, ActionOutcome.Outcome).
 type DeadLetterOutcome string
 
 // The outcomes.
@@ -94,7 +94,7 @@ func (s *Service) ListDeadLetters(ctx context.Context, p *auth.Principal, limit 
 }
 
 // ActOnDeadLetters runs the actions in order and returns one result per
-// action (seed 002: "Each action the operator sends produces exactly one
+// action (the notifications API: "Each action the operator sends produces exactly one
 // correlated action_outcome"). REPLAY returns the event to the exact
 // origin queue it was dead-lettered from; it is never redirected. A replay
 // whose origin queue is gone, or that cannot be confirmed, leaves the dead

@@ -10,7 +10,7 @@ import (
 	"github.com/heraldevents/herald/herr"
 )
 
-// ConsumerEvent is seed 002's consumer-side Event ("Consumer gRPC API",
+// ConsumerEvent is the notifications API's consumer-side Event ("Consumer gRPC API",
 // message Event; the SSE `event` frames carry its JSON form):
 //
 //	{"event_type":"myapp.user.created","principal_identity":"billing",
@@ -20,7 +20,7 @@ import (
 // It is derived from the stored CloudEvent (see package cloudevent): type →
 // event_type, principalidentity → principal_identity, time → occurred_at,
 // publishedat → published_at, data → message. Times are RFC 3339 in UTC.
-// ResourceID (the CloudEvent subject) is not part of seed 002's Event; it is
+// ResourceID (the CloudEvent subject) is not part of the notifications API's Event; it is
 // kept for the dead-letter items, which carry it beside the event.
 type ConsumerEvent struct {
 	EventType         string          `json:"event_type"`

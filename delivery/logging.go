@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// A non-durable queue's id is its reconnect token (seed 002): whoever holds
+// A non-durable queue's id is its reconnect token (the notifications API): whoever holds
 // it can resume the stream, so it is kept out of logs like any token. Log
 // lines name such a queue by a short prefix, and the token is cut out of
 // the error text (store errors quote the consumer id).

@@ -116,7 +116,7 @@ func New(cfg Config) *Service {
 	return &Service{cfg: cfg, warnings: lograte.New(lograte.DefaultInterval)}
 }
 
-// Event is a publish request's event (seed 002, "PublishEvent").
+// Event is a publish request's event (the notifications API, "PublishEvent").
 type Event struct {
 	EventType  string
 	Message    json.RawMessage // a JSON object; nil means {}

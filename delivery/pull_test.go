@@ -15,7 +15,7 @@ import (
 	"github.com/heraldevents/herald/pubsubx/mem"
 )
 
-// TestPullWithholdsUnreadableEvents checks seed 000 pulls against the
+// TestPullWithholdsUnreadableEvents checks the durable-consumer API pulls against the
 // caller's receive rights: a lease holding an event the caller may not
 // read is handed back and the pull is PermissionDenied; the events wait,
 // whole, for a worker that may read them, and nothing is committed by the

@@ -16,7 +16,7 @@ import (
 	"github.com/heraldevents/herald/leasestore"
 )
 
-// Stream and queue defaults (seed 002, "Durable Queue Lifetime", "Handle
+// Stream and queue defaults (the notifications API, "Durable Queue Lifetime", "Handle
 // Disconnections Gracefully").
 const (
 	// DefaultReconnectGrace is how long a non-durable queue outlives its
@@ -44,9 +44,9 @@ const (
 	// DefaultAutoAckDelay is how long the durable SSE stream waits after
 	// writing an event before it acknowledges it.
 	DefaultAutoAckDelay = time.Second
-	// MaxQueueIDLength is the longest queue_id (seed 002).
+	// MaxQueueIDLength is the longest queue_id (the notifications API).
 	MaxQueueIDLength = 200
-	// MaxReconnectTokenLength is the longest reconnect token (seed 002).
+	// MaxReconnectTokenLength is the longest reconnect token (the notifications API).
 	MaxReconnectTokenLength = 200
 )
 
@@ -123,10 +123,10 @@ func (c *StreamConfig) setDefaults() {
 // Streams returns the stream settings in force (defaults filled in).
 func (s *Service) Streams() StreamConfig { return s.cfg.Streams }
 
-// queueIDPattern is seed 002's rule for queue_id.
+// queueIDPattern is the notifications API's rule for queue_id.
 var queueIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
 
-// ValidateQueueID checks id against seed 002's rule
+// ValidateQueueID checks id against the notifications API's rule
 // `^[A-Za-z0-9._-]{1,200}$`. The error is herr.InvalidArgument (HTTP 422,
 // gRPC INVALID_ARGUMENT) naming the field and the rule; it does not quote
 // the id.
@@ -137,7 +137,7 @@ func ValidateQueueID(id string) error {
 	return nil
 }
 
-// ValidateReconnectToken checks a reconnect token against seed 002's rule:
+// ValidateReconnectToken checks a reconnect token against the notifications API's rule:
 // 1 to 200 printable ASCII characters (0x21–0x7E: no spaces, no control
 // characters, nothing non-ASCII). field names where the token came from
 // ("Last-Event-ID", "reconnect_token"). The error is herr.InvalidArgument
@@ -168,7 +168,7 @@ func (s *Service) getQueue(ctx context.Context, id string) (*leasestore.Consumer
 	return c, err
 }
 
-// CreateQueue is seed 002's CreateDurableQueue (POST
+// CreateQueue is the notifications API's CreateDurableQueue (POST
 // /api/v1beta/queues/durable), with ensure-exists semantics:
 //
 //   - id names no queue: the queue is created at the head of the stream
@@ -289,7 +289,7 @@ func canonical(gs filter.Groups) []string {
 	return slices.Compact(out)
 }
 
-// UpdateQueueFilters is seed 002's UpdateDurableQueue (PATCH
+// UpdateQueueFilters is the notifications API's UpdateDurableQueue (PATCH
 // /api/v1beta/queues/durable): it replaces the queue's filters with next,
 // first at the broker (without losing what the subscription holds), then
 // in the store.
@@ -302,7 +302,7 @@ func canonical(gs filter.Groups) []string {
 // groups the queue already has succeeds whatever current says, so a retry
 // of an applied update succeeds.
 //
-// Errors: herr.PermissionDenied without create-durable-queues (seed 002:
+// Errors: herr.PermissionDenied without create-durable-queues (the notifications API:
 // there is no separate update permission); herr.InvalidArgument for a bad
 // id or bad groups, before any backend call; herr.NotFound for an unknown
 // queue.
@@ -345,7 +345,7 @@ func (s *Service) setFilters(ctx context.Context, c *leasestore.Consumer, field 
 	return err
 }
 
-// DeleteQueue is seed 002's DeleteDurableQueue (DELETE
+// DeleteQueue is the notifications API's DeleteDurableQueue (DELETE
 // /api/v1beta/queues/durable): it deletes the queue's record with what it
 // holds, then its broker subscription. Streams attached to it end with
 // NOT_FOUND.
@@ -386,7 +386,7 @@ type ReapReport struct {
 	Claims int
 }
 
-// ReapIdleQueues runs the idle-queue reaper (seed 002, "Durable Queue
+// ReapIdleQueues runs the idle-queue reaper (the notifications API, "Durable Queue
 // Lifetime"): the store deletes every non-durable queue whose last session
 // left more than ReconnectGrace ago and every durable queue without an
 // attached session for IdleWindow (see leasestore.Store.ReapIdle), with

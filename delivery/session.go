@@ -274,7 +274,7 @@ func (st *SessionState) Tag(ds []Delivery) {
 // refs to acknowledge and to hand back, the tags taken with their refs
 // (for Untake), and the session-side report: Acked and Nacked count the
 // tags taken, Skipped the tags st does not hold (never issued, already
-// settled, repeated, or from an earlier connection; seed 002, "an unknown
+// settled, repeated, or from an earlier connection; the notifications API, "an unknown
 // delivery tag is skipped"). The caller persists st, then calls
 // SettleRefs; if that fails with anything but herr.NotFound it puts the
 // tags back with Untake and persists again, so that a retry settles them.
@@ -360,7 +360,7 @@ func (s *Service) settleRefs(ctx context.Context, kind StreamKind, queue string,
 	return rep, nil
 }
 
-// AckDeliveries acknowledges ds at once, by their Ref (seed 002's
+// AckDeliveries acknowledges ds at once, by their Ref (the notifications API's
 // non-durable streams: an event is acknowledged once sent). The caller
 // sends first and acknowledges after, so a crash between leaves the
 // events leased to the session, to be redelivered once it is gone — a

@@ -17,7 +17,7 @@ import (
 	"github.com/heraldevents/herald/pubsubx"
 )
 
-// ConsumerCancelledMessage is seed 002's exact INTERNAL message for a
+// ConsumerCancelledMessage is the notifications API's exact INTERNAL message for a
 // stream whose consumer was taken away while its queue is intact. The
 // client reconnects (same reconnect token or queue_id) and finds the
 // backlog there; events it had not settled are delivered again.
@@ -29,10 +29,10 @@ type StreamKind int
 // Stream kinds.
 const (
 	// NonDurable streams read a non-durable queue: a fresh one, or the one a
-	// reconnect token names (seed 002, ConsumeNonDurableEvents and GET
+	// reconnect token names (the notifications API, ConsumeNonDurableEvents and GET
 	// /api/v1beta/events/stream).
 	NonDurable StreamKind = iota
-	// Durable streams read a durable queue by queue_id (seed 002,
+	// Durable streams read a durable queue by queue_id (the notifications API,
 	// ConsumeDurableEvents[WithAcks] and GET
 	// /api/v1beta/events/stream-durable).
 	Durable
@@ -55,7 +55,7 @@ type StreamRequest struct {
 	// FilterUpdate says that previous_filter_groups was given: with a
 	// reconnect token, the request moves the queue from
 	// PreviousFilterGroups to FilterGroups. Without it, a reconnect resumes
-	// on the queue's own filters and FilterGroups is ignored (seed 002:
+	// on the queue's own filters and FilterGroups is ignored (the notifications API:
 	// "A request that carries the token alone resumes the stream on the
 	// filters it already has").
 	FilterUpdate         bool
@@ -457,7 +457,7 @@ func (st *Stream) Nack(ctx context.Context, tags ...int64) (SettleReport, error)
 }
 
 // Settle acknowledges acks and hands nacks back for immediate redelivery,
-// acks first: a tag in both is acknowledged (seed 002,
+// acks first: a tag in both is acknowledged (the notifications API,
 // ConsumeDurableEventsWithAcks). A tag the session does not know is
 // skipped and counted; it never ends the stream. A nacked event's delivery
 // count grows when it is delivered again. When the store cannot be reached

@@ -8,7 +8,7 @@ import (
 )
 
 // UpdateFilters moves the filters of the stream's non-durable queue from
-// previous to next while the stream stays open: seed 002's filter update
+// previous to next while the stream stays open: the notifications API's filter update
 // (ConsumeNonDurableEvents' previous_filter_groups, "Required when
 // updating filters"), sent on the open stream instead of by reconnecting.
 // The rule is the one OpenStream applies to a reconnect with

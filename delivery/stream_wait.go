@@ -9,7 +9,7 @@ import (
 	"github.com/heraldevents/herald/pubsubx"
 )
 
-// Seed 002 (ConsumeDurableEventsWithAcks): "a nacked message is requeued
+// The notifications API (ConsumeDurableEventsWithAcks): "a nacked message is requeued
 // and redelivered immediately, possibly on the same stream". A stream's
 // pull waits at the broker for up to StreamConfig.PollWait when nothing is
 // there, and a nack that lands during that wait must not sit out the rest

@@ -15,7 +15,7 @@ import (
 // would fail the test on next's 30 s guard.
 const hour = time.Hour
 
-// TestNackInterruptsTheBrokerWait: seed 002 says a nacked message "is
+// TestNackInterruptsTheBrokerWait: the notifications API says a nacked message "is
 // requeued and redelivered immediately, possibly on the same stream". A
 // Next already waiting at an empty broker returns the nacked event
 // without waiting out StreamConfig.PollWait, however the nack and the

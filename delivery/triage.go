@@ -14,7 +14,7 @@ import (
 const DeadLetterPoll = 2 * time.Second
 
 // Triage is the transport-neutral bookkeeping of one dead-letter triage
-// session (seed 002, ManageDeadLetteredEvents): the session-scoped
+// session (the notifications API, ManageDeadLetteredEvents): the session-scoped
 // delivery tags (1, 2, 3, …) it issued, the dead letters it has shown, and
 // the mapping of tagged actions to outcomes. The gRPC stream (package
 // functions/grpcapi) and the WebSocket bridges (functions/wsbridge,
@@ -34,14 +34,14 @@ type Triage struct {
 }
 
 // TriageAction is one tagged action of a triage session. An Action that is
-// not ActionReplay, ActionDiscard or ActionLeave (e.g. "" for seed 002's
+// not ActionReplay, ActionDiscard or ActionLeave (e.g. "" for the notifications API's
 // ACTION_UNSPECIFIED) changes nothing and is reported OutcomeLeft.
 type TriageAction struct {
 	DeliveryTag int64
 	Action      DeadLetterAction
 }
 
-// TriageOutcome is the outcome of one TriageAction (seed 002,
+// TriageOutcome is the outcome of one TriageAction (the notifications API,
 // ActionOutcome): the tag the client sent, what happened, and a
 // human-readable Detail when useful.
 type TriageOutcome struct {
@@ -105,7 +105,7 @@ func (t *Triage) Show(d *leasestore.DeadLetter) (tag int64, ok bool) {
 }
 
 // Act runs actions in order and returns exactly one outcome per action, in
-// the same order (seed 002: "Each action the operator sends produces
+// the same order (the notifications API: "Each action the operator sends produces
 // exactly one correlated action_outcome"). Outcomes are those of
 // ActOnDeadLetters; an action whose tag this session did not issue, or
 // whose dead letter it already replayed or discarded, is OutcomeLeft with

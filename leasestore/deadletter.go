@@ -19,7 +19,7 @@ import (
 	"github.com/heraldevents/herald/leasestore/internal/faults"
 )
 
-// Dead-letter reasons (seed 002, DeadLetteredEvent.Reason, without the
+// Dead-letter reasons (the notifications API, DeadLetteredEvent.Reason, without the
 // REASON_ prefix).
 const (
 	// ReasonDeliveryLimit: redelivering the event would have passed
@@ -46,7 +46,7 @@ type DeadLetter struct {
 	ID string
 	// Reason is ReasonDeliveryLimit, ReasonExpired or ReasonMaxLen.
 	Reason string
-	// OriginQueue is the id of the consumer (queue, or seed 000 durable
+	// OriginQueue is the id of the consumer (queue, or the durable-consumer API durable
 	// consumer) the event was dead-lettered from; a replay returns it there.
 	OriginQueue string
 	// EventType and ResourceID are the event's CloudEvents "type" and
@@ -64,7 +64,7 @@ type DeadLetter struct {
 	Body []byte
 }
 
-// ReplayOutcome is the outcome of ReplayDeadLetter (seed 002,
+// ReplayOutcome is the outcome of ReplayDeadLetter (the notifications API,
 // ActionOutcome.Outcome, without the OUTCOME_ prefix).
 type ReplayOutcome string
 
@@ -369,7 +369,7 @@ func (s *Store) finishOrigin(ctx context.Context, dl *deadLetterDoc) (exists, fi
 }
 
 // ReplayDeadLetter returns dead letter id's event to its exact origin
-// consumer (seed 002, ACTION_REPLAY: confirm-gated and no-loss):
+// consumer (the notifications API, ACTION_REPLAY: confirm-gated and no-loss):
 //
 //  1. one atomic write of the origin consumer's head (a new position),
 //     a block holding a requeued single-event lease there, with a fresh
@@ -464,7 +464,7 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, id string) (ReplayOutcome,
 	return ReplayReplayed, nil
 }
 
-// DiscardDeadLetter deletes dead letter id (seed 002, ACTION_DISCARD). If
+// DiscardDeadLetter deletes dead letter id (the notifications API, ACTION_DISCARD). If
 // the move of its event to the dead-letter queue was interrupted, it
 // finishes that first (and fails, leaving the dead letter, if it cannot).
 // It fails with herr.NotFound when there is none (already replayed or

@@ -1,5 +1,5 @@
-// Package leasestore is the consumer state machine of seed 000 ("Durable
-// consumers") and seed 002 (durable and non-durable queues, stream
+// Package leasestore is the consumer state machine of the durable-consumer API ("Durable
+// consumers") and the notifications API (durable and non-durable queues, stream
 // sessions, bounded redelivery and the dead-letter queue), and its
 // persistence over gocloud.dev/docstore.
 //
@@ -14,8 +14,8 @@
 // position ≤ p is acknowledged or dead-lettered; it never moves backward and
 // never passes an unacknowledged lease.
 //
-// Seed 000's durable consumers take leased batches (Pull, Acknowledge).
-// Seed 002's queues are read by streams: a stream attaches as a session
+// The durable-consumer API's durable consumers take leased batches (Pull, Acknowledge).
+// The notifications API's queues are read by streams: a stream attaches as a session
 // (Attach, heartbeats with Attach, Detach), takes single-event leases
 // (PullEvents) and settles them one by one, acks before nacks (Settle).
 // A lease's Attempt is its events' lifetime delivery count: it grows on

@@ -11,7 +11,7 @@ import (
 	"github.com/heraldevents/herald/herr"
 )
 
-// PullEvents is Pull for streams (seed 002, ConsumeDurableEventsWithAcks
+// PullEvents is Pull for streams (the notifications API, ConsumeDurableEventsWithAcks
 // and the other consume streams): it hands session p.Worker up to p.Limit
 // leases of one event each, for p.Visibility. Events waiting for
 // redelivery (nacked, expired, left by a session that went, replayed) go
@@ -347,7 +347,7 @@ type SettleResult struct {
 }
 
 // Settle settles leases of consumer with one conditional write per block
-// they belong to (seed 002, ConsumeDurableEventsWithAcks): acks first, then nacks, so a ref in both
+// they belong to (the notifications API, ConsumeDurableEventsWithAcks): acks first, then nacks, so a ref in both
 // is acknowledged.
 //
 //   - An ack of a lease's current generation commits it, as Acknowledge

@@ -36,7 +36,7 @@ type Incoming struct {
 	PublishedAt time.Time
 }
 
-// PullParams are the arguments of Pull (seed 000 "Pull a batch") and of
+// PullParams are the arguments of Pull (the durable-consumer API "Pull a batch") and of
 // PullEvents.
 type PullParams struct {
 	Consumer string
@@ -81,7 +81,7 @@ func (e *WindowFullError) Unwrap() error {
 	return &herr.Error{Code: herr.ResourceExhausted, Message: e.Error()}
 }
 
-// Pull leases the next batch to p.Worker, following seed 000:
+// Pull leases the next batch to p.Worker, following the durable-consumer API:
 //
 //  1. the worker's live lease, if it holds one, unchanged;
 //  2. else the oldest expired or failed lease, with generation and attempt
@@ -550,7 +550,7 @@ func (s *Store) load(ctx context.Context, consumer string, b *blockDoc, l *lease
 // AckStatus is what a worker reports for a lease.
 type AckStatus string
 
-// Acknowledge statuses (seed 000, "Acknowledge a batch").
+// Acknowledge statuses (the durable-consumer API, "Acknowledge a batch").
 const (
 	StatusOK     AckStatus = "ok"
 	StatusFailed AckStatus = "failed"
@@ -559,7 +559,7 @@ const (
 // Outcome is the result of an acknowledgement.
 type Outcome string
 
-// Outcomes (seed 000, "Acknowledge a batch").
+// Outcomes (the durable-consumer API, "Acknowledge a batch").
 const (
 	OutcomeCommitted Outcome = "committed"
 	OutcomeRequeued  Outcome = "requeued"

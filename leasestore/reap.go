@@ -8,7 +8,7 @@ import (
 	"github.com/heraldevents/herald/herr"
 )
 
-// ReapIdle is the idle-queue reaper (seed 002, "Durable Queue Lifetime"
+// ReapIdle is the idle-queue reaper (the notifications API, "Durable Queue Lifetime"
 // and the reconnect grace of non-durable queues). It deletes every queue
 // without a live session whose idle time has passed its window:
 //
@@ -22,7 +22,7 @@ import (
 // Each deletion is a conditional delete of the consumer record as read, so
 // a session that attaches meanwhile wins and the queue stays. The payload
 // records of the events the queue held are deleted with it (those events
-// are gone: seed 002 deletes a reaped queue "along with any messages it
+// are gone: the notifications API deletes a reaped queue "along with any messages it
 // still holds"); its dead letters stay, like DeleteConsumer's.
 //
 // It returns the queues it deleted, so that the caller deletes their

@@ -25,7 +25,7 @@ const (
 )
 
 // errCancelled is the error of Attach and PullEvents for a session that
-// was removed by someone else: seed 002's "The broker cancelled this
+// was removed by someone else: the notifications API's "The broker cancelled this
 // stream's consumer", which transports report in their own words.
 func errCancelled(consumer string) error {
 	return herr.New(herr.FailedPrecondition, "consumer cancelled: this session on %q was removed (detached, evicted, or its TTL lapsed without a heartbeat); attach a new session to resume", consumer)
@@ -40,7 +40,7 @@ func errCancelled(consumer string) error {
 // that was detached, evicted (EvictSessions), or whose TTL lapsed fails
 // with herr.FailedPrecondition ("consumer cancelled"), for
 // TombstoneRetention after the removal; its events have been requeued for
-// other sessions. Stream transports report it as seed 002's "The broker
+// other sessions. Stream transports report it as the notifications API's "The broker
 // cancelled this stream's consumer" and the client reconnects with a new
 // session. After TombstoneRetention (or once MaxTombstones newer removals
 // pushed it out) the id would attach afresh; a session id is meant to be
@@ -126,7 +126,7 @@ func (s *Store) Detach(ctx context.Context, consumer, sessionID string) error {
 // session when none is given, as if the broker had cancelled their
 // consumers: their leases are requeued at once, and each evicted session's
 // next Attach or PullEvents fails with herr.FailedPrecondition (see
-// Attach), which transports report as seed 002's "The broker cancelled
+// Attach), which transports report as the notifications API's "The broker cancelled
 // this stream's consumer". Operators use it to push streams off a queue;
 // tests use it to produce that case. It returns how many attached sessions
 // it removed (ids that are not attached are ignored), or herr.NotFound for

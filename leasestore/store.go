@@ -17,10 +17,10 @@ import (
 	"github.com/heraldevents/herald/herr"
 )
 
-// Defaults and limits of seed 000 ("Pull a batch").
+// Defaults and limits of the durable-consumer API ("Pull a batch").
 const (
 	// MaxInFlight is the most events a consumer may have leased and not
-	// acknowledged (seed 000: "At most 1,000 events can be leased but
+	// acknowledged (the durable-consumer API: "At most 1,000 events can be leased but
 	// unacknowledged").
 	MaxInFlight = 1000
 	// DefaultMaxPayloadBytes caps one lease's payload record; see the
@@ -29,7 +29,7 @@ const (
 	// DefaultMaxRetries bounds how often an operation re-reads and retries
 	// after losing a conditional-write race.
 	DefaultMaxRetries = 200
-	// DefaultDeliveryLimit is the default Options.DeliveryLimit (seed 002,
+	// DefaultDeliveryLimit is the default Options.DeliveryLimit (the notifications API,
 	// "Bounded redelivery": a message whose delivery count passes the
 	// deployment's delivery limit is dead-lettered).
 	DefaultDeliveryLimit = 20
@@ -38,15 +38,15 @@ const (
 // Consumer types. All three are stored alike (record kind "consumer") and
 // share one id namespace.
 const (
-	// TypeDurableConsumer is seed 000's durable consumer: leased batches
+	// TypeDurableConsumer is the durable-consumer API's durable consumer: leased batches
 	// through Pull and Acknowledge; never reaped.
 	TypeDurableConsumer = "DURABLE_CONSUMER"
-	// TypeDurableQueue is seed 002's durable queue: streams attach to it as
+	// TypeDurableQueue is the notifications API's durable queue: streams attach to it as
 	// sessions and take single events through PullEvents and Settle.
 	// ReapIdle deletes one that has had no live session for its idle
 	// window.
 	TypeDurableQueue = "DURABLE_QUEUE"
-	// TypeNonDurableQueue is seed 002's non-durable queue (its id is the
+	// TypeNonDurableQueue is the notifications API's non-durable queue (its id is the
 	// reconnect token): like a durable queue, but ReapIdle deletes it once
 	// the reconnect grace window has passed without a live session.
 	TypeNonDurableQueue = "NON_DURABLE_QUEUE"
@@ -67,7 +67,7 @@ type Options struct {
 	// Attempt is its events' lifetime delivery count; when redelivering it
 	// would make that count pass DeliveryLimit, its events are moved to the
 	// dead-letter queue (reason ReasonDeliveryLimit) instead and the cursor
-	// moves past them. It applies to every consumer type, seed 000's
+	// moves past them. It applies to every consumer type, the durable-consumer API's
 	// durable consumers included, and to every redelivery path: a failed
 	// or nacked lease, an expired visibility timeout, a session that left.
 	DeliveryLimit int

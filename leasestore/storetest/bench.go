@@ -10,7 +10,7 @@ import (
 )
 
 // benchBatch and benchEventBytes shape the benchmarks: pulls of 100 events
-// of 1 KiB each, the largest batch seed 000 allows.
+// of 1 KiB each, the largest batch the durable-consumer API allows.
 const (
 	benchBatch      = 100
 	benchEventBytes = 1024

@@ -127,7 +127,7 @@ func testPauseResume(t *testing.T, h Harness) {
 	requireCode(t, herr.FailedPrecondition, err)
 	require.Equal(t, before, src.Counts().Receives, "a paused pull must not receive from the source")
 
-	// Seed 000: acknowledging still works while paused.
+	// The durable-consumer API: acknowledging still works while paused.
 	r := b.ack(t, l, leasestore.StatusOK)
 	require.Equal(t, leasestore.OutcomeCommitted, r.Outcome)
 	require.Equal(t, int64(1), r.Committed)

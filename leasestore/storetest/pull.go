@@ -43,8 +43,8 @@ func testPullNewLease(t *testing.T, h Harness) {
 	l := b.pull(t, "w", 5, src)
 	requireLease(t, l, 1, bodies("n", 2)...)
 	require.NotEmpty(t, l.ID)
-	require.Zero(t, l.Generation, "seed 000: a first delivery has generation 0")
-	require.Equal(t, int64(1), l.Attempt, "seed 000: a first delivery is attempt 1")
+	require.Zero(t, l.Generation, "the durable-consumer API: a first delivery has generation 0")
+	require.Equal(t, int64(1), l.Attempt, "the durable-consumer API: a first delivery is attempt 1")
 	require.True(t, l.ExpiresAt.Equal(b.clock.Now().Add(visibility)), "ExpiresAt %v, want now+visibility", l.ExpiresAt)
 	c := b.get(t)
 	require.Equal(t, int64(2), c.InFlight)
@@ -132,7 +132,7 @@ func testPullEmptyWorker(t *testing.T, h Harness) {
 	src := NewScriptedSource(all...)
 	shared := b.pull(t, "", 2, src)
 	requireLease(t, shared, 1, all[:2]...)
-	// Seed 000: pulls without a workerId share one identity.
+	// The durable-consumer API: pulls without a workerId share one identity.
 	requireSameLease(t, shared, b.pull(t, "", 2, src))
 	named := b.pull(t, "named", 2, src)
 	requireLease(t, named, 3, all[2:]...)

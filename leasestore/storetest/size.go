@@ -27,7 +27,7 @@ var sizeCases = []conformanceCase{
 // than DynamoDB's own size rule on the same record).
 const maxConsumerRecordBytes = 350_000
 
-// longWorker returns a distinct worker id of 200 characters (seed 000's
+// longWorker returns a distinct worker id of 200 characters (the durable-consumer API's
 // maximum), each 4 bytes in UTF-8: the largest id a caller can send.
 func longWorker(i int) string {
 	prefix := strconv.Itoa(i) + "-"

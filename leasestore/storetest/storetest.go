@@ -1,7 +1,7 @@
 // Package storetest is the conformance suite every leasestore backend runs
-// unchanged: every lease rule of seed 000, racing store clients, a crash
+// unchanged: every lease rule of the durable-consumer API, racing store clients, a crash
 // between the lease write and the broker ack, and the payload size cap;
-// and for seed 002's queues: sessions, single-event pulls and settlements,
+// and for the notifications API's queues: sessions, single-event pulls and settlements,
 // the delivery count and limit, message TTL and maximum length, the
 // dead-letter queue (no loss between its writes, listing, replay,
 // discard), the idle-queue reaper, and sessions acting at random; and the

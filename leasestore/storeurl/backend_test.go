@@ -503,7 +503,7 @@ func pattern(n int, first byte) []byte {
 // testThousandLeases checks that the largest consumer record the state
 // machine builds is stored, read and rewritten by the backend: 1,000
 // single-event leases in flight, each held by its own worker with the
-// longest id seed 000 allows (200 characters of 4 bytes), and 999 acked
+// longest id the durable-consumer API allows (200 characters of 4 bytes), and 999 acked
 // ranges between them that cannot merge.
 //
 // The record is built through the Store on memdocstore and then copied,
@@ -629,7 +629,7 @@ func dynamoSize(v any) int {
 }
 
 // testLongestID uses a consumer id of 200 characters drawn from every
-// character seed 002 allows in a queue id ([A-Za-z0-9._-]), the longest
+// character the notifications API allows in a queue id ([A-Za-z0-9._-]), the longest
 // and widest id Herald hands the store, and checks that its consumer and
 // payload keys work as document ids: created, leased, listed, committed.
 // (Firestore refuses or nests ids with '/', which no Herald id contains.)

@@ -77,7 +77,7 @@
 // Every state change is a PutItem conditioned on the item's
 // DocstoreRevision attribute (docstore's Replace), so two Herald instances
 // racing on one consumer never both win. Consumer and lease ids are UUIDs
-// or seed 002 queue ids, so keys spread over partitions.
+// or the notifications API queue ids, so keys spread over partitions.
 //
 // Sizes and costs: a payload item holds at most
 // leasestore.DefaultMaxPayloadBytes (350,000) bytes of events plus a few
@@ -109,7 +109,7 @@
 // One collection holds every record; the document id is the "key" field.
 // Document ids may not contain '/' and may not be "." or "..", or match
 // __.*__; leasestore's keys are "c:" and "p:" followed by ids that Herald
-// makes as UUIDs or takes from seed 002's queue_id rule [A-Za-z0-9._-], so
+// makes as UUIDs or takes from the notifications API's queue_id rule [A-Za-z0-9._-], so
 // they are valid (the prefix keeps "." and ".." out). An id with '/' is
 // refused by Firestore or, with two of them, nests the record in a
 // subcollection where ListConsumers does not see it: a consumer id must not
