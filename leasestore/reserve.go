@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore/internal/faults"
 )
 
 // custodyTimeout bounds the writes that pass custody of received events to
@@ -212,7 +213,10 @@ func (s *Store) writeReservations(ctx context.Context, consumer string, batch []
 			s.notes.giveBack(d, nt)
 			return
 		}
-		ok, err := s.commit(ctx, consumer, append([]write{{doc: d}}, ws...)...)
+		ok, err := false, faults.Check(faults.Reserve, consumer)
+		if err == nil {
+			ok, err = s.commit(ctx, consumer, append([]write{{doc: d}}, ws...)...)
+		}
 		if err != nil || ok {
 			for _, r := range taken {
 				r.ok, r.err = ok, err

@@ -10,6 +10,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore/internal/faults"
 )
 
 // errOldLayout is the error for a consumer stored in the layout of Herald
@@ -334,6 +335,9 @@ func (d *consumerDoc) lower(start int64) bool {
 func (s *Store) lowerHints(ctx context.Context, consumer string, starts ...int64) error {
 	if len(starts) == 0 {
 		return nil
+	}
+	if err := faults.Check(faults.HintLower, consumer); err != nil {
+		return err
 	}
 	return s.retry(ctx, func() (bool, error) {
 		d, err := s.get(ctx, consumer)

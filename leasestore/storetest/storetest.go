@@ -89,6 +89,7 @@ var conformanceCases = concat(
 	connectionCases,
 	claimCases,
 	randomCases,
+	layoutCases,
 )
 
 func concat[T any](lists ...[]T) []T {

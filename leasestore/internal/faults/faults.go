@@ -21,6 +21,13 @@ const (
 	// ReplayDelete: the replayed event is on its origin consumer; the dead
 	// letter is about to be deleted.
 	ReplayDelete = "replay-delete"
+	// Reserve: a pull's payload is written; the head and the new block are
+	// about to be written together.
+	Reserve = "reserve"
+	// HintLower: a lease's block is written requeued (a failed
+	// acknowledgement, a nack); the block's hint in the head is about to be
+	// lowered so that pulls read it.
+	HintLower = "hint-lower"
 )
 
 var hook atomic.Pointer[func(point, consumer string) error]
