@@ -59,7 +59,7 @@ var (
 type instruments struct {
 	sent, consumed, acks, redeliveries, deadLetters metric.Int64Counter
 	leaseExpiries, triaged                          metric.Int64Counter
-	opDuration, processDuration                     metric.Float64Histogram
+	opDuration, processDuration, brokerDuration     metric.Float64Histogram
 	sessions                                        metric.Int64UpDownCounter
 }
 
@@ -76,6 +76,8 @@ func newInstruments(m metric.Meter) *instruments {
 		metric.WithDescription("Duration of publish, receive and settle operations."))
 	in.processDuration, _ = m.Float64Histogram("messaging.process.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from an event's delivery to a stream consumer to its acknowledgement or nack, by transport."))
+	in.brokerDuration, _ = m.Float64Histogram("herald.broker.operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of calls to the message broker (send, receive, ack, nack, subscription changes), by operation and outcome."))
 	in.acks, _ = m.Int64Counter("herald.acknowledgements", metric.WithUnit("{acknowledgement}"),
 		metric.WithDescription("Acknowledgements, by outcome (committed, requeued, stale, error)."))
 	in.redeliveries, _ = m.Int64Counter("herald.redeliveries", metric.WithUnit("{message}"),
@@ -294,9 +296,15 @@ func LeasesExpired(ctx context.Context, n int64) {
 
 // Triaged counts one action on a dead letter: action is REPLAY, DISCARD
 // or LEAVE and outcome what it did (REPLAYED, DISCARDED, LEFT,
-// ORIGIN_QUEUE_DELETED, REPLAY_FAILED).
+// ORIGIN_QUEUE_DELETED, REPLAY_FAILED); an action outside the three is
+// counted as "unknown".
 func Triaged(ctx context.Context, action, outcome string) {
 	if Enabled() {
+		switch action {
+		case "REPLAY", "DISCARD", "LEAVE":
+		default:
+			action = "unknown" // keeps the attribute's values few
+		}
 		ins.triaged.Add(ctx, 1, metric.WithAttributes(system,
 			attribute.String(attrAction, action), attribute.String(attrOutcome, outcome)))
 	}
