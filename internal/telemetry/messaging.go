@@ -344,6 +344,15 @@ func SessionOpened(ctx context.Context, queueKind string) (closed func()) {
 	return func() { ins.sessions.Add(context.WithoutCancel(ctx), -1, opts) }
 }
 
+// Processed records d as one event's processing duration on transport,
+// for a caller that keeps its own delivery times (NewProcessing keeps
+// them for the stream transports).
+func Processed(ctx context.Context, transport string, d time.Duration) {
+	if Enabled() {
+		ins.processDuration.Record(ctx, d.Seconds(), metric.WithAttributes(system, attribute.String(attrTransport, transport)))
+	}
+}
+
 // maxTracked bounds the delivery tags one Processing remembers: a
 // session's unsettled events are bounded by its credit and the store's
 // in-flight window (1,000), so only a consumer that never settles
