@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"encoding/json"
 	"go/build"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -94,15 +95,38 @@ type samFunction struct {
 	routes    []string // "METHOD /path"
 }
 
+// globalEnv returns the variables of the template's Globals.Function
+// environment, which SAM merges into every function's own.
+func globalEnv(t *testing.T, tmpl *cloudformation.Template) map[string]string {
+	t.Helper()
+	b, err := json.Marshal(tmpl.Globals["Function"])
+	require.NoError(t, err)
+	var g struct {
+		Environment struct{ Variables map[string]string }
+	}
+	require.NoError(t, json.Unmarshal(b, &g))
+	return g.Environment.Variables
+}
+
 func samFunctions(t *testing.T, tmpl *cloudformation.Template) []samFunction {
 	t.Helper()
 	raw := readRaw(t)
+	globals := globalEnv(t, tmpl)
 	var out []samFunction
 	for id, f := range tmpl.GetAllServerlessFunctionResources() {
 		require.NotNil(t, f.Environment, "%s has an environment", id)
 		fn, err := router.ParseFunction(f.Environment.Variables[config.EnvFunction])
 		require.NoError(t, err, "%s: %s", id, config.EnvFunction)
-		sf := samFunction{logicalID: id, function: fn, env: f.Environment.Variables}
+		env := maps.Clone(globals)
+		if env == nil {
+			env = map[string]string{}
+		}
+		for name, v := range f.Environment.Variables {
+			_, both := globals[name]
+			require.False(t, both, "%s sets %s, which Globals sets for every function", id, name)
+			env[name] = v
+		}
+		sf := samFunction{logicalID: id, function: fn, env: env}
 		for name, ev := range f.Events {
 			if ev.Type != "HttpApi" {
 				continue
@@ -145,6 +169,45 @@ func TestSAMFunctionsSetExactlyWhatTheCodeReads(t *testing.T) {
 		require.ElementsMatch(t, want, got, "%s environment", f.logicalID)
 	}
 	require.ElementsMatch(t, router.Functions(), seen, "one Lambda function per Herald function")
+}
+
+// TestSAMTelemetryIsDocumented: the OpenTelemetry variables are set
+// once, in Globals, each from a parameter whose description names it;
+// the Prometheus exporter's are not (nothing scrapes a frozen function).
+func TestSAMTelemetryIsDocumented(t *testing.T) {
+	t.Parallel()
+	tmpl := openTemplate(t)
+	globals := globalEnv(t, tmpl)
+	var otel []string
+	for _, v := range config.Vars() {
+		if strings.HasPrefix(v.Name, "OTEL_") && v.ReadBy(config.Lambda, router.All) {
+			otel = append(otel, v.Name)
+		}
+	}
+	require.NotEmpty(t, otel)
+	require.ElementsMatch(t, otel, slices.Collect(maps.Keys(globals)), "Globals sets the OpenTelemetry variables")
+	require.NotContains(t, globals, config.EnvOTelPrometheusHost)
+	b, err := os.ReadFile(templatePath)
+	require.NoError(t, err)
+	var doc struct {
+		Parameters map[string]struct {
+			Description string `yaml:"Description"`
+		} `yaml:"Parameters"`
+		Globals struct {
+			Function struct {
+				Environment struct {
+					Variables map[string]yaml.Node `yaml:"Variables"`
+				} `yaml:"Environment"`
+			} `yaml:"Function"`
+		} `yaml:"Globals"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &doc))
+	for name, node := range doc.Globals.Function.Environment.Variables {
+		require.Equal(t, "!Ref", node.Tag, "%s comes from a parameter", name)
+		p, ok := doc.Parameters[node.Value]
+		require.True(t, ok, "%s: parameter %s", name, node.Value)
+		require.Contains(t, p.Description, name, "parameter %s says which variable it sets", node.Value)
+	}
 }
 
 // TestSAMRoutesMatchTheRouter: each function's HTTP API routes are exactly

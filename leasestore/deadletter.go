@@ -16,6 +16,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/leasestore/internal/faults"
 )
 
@@ -190,12 +191,22 @@ func (s *Store) finishDying(ctx context.Context, d *consumerDoc, b *blockDoc) er
 		if err := faults.Check(faults.DeadLetterRemove, d.ID); err != nil {
 			return err
 		}
+		moved := map[string]int{}
+		for i := range b.Leases {
+			if l := &b.Leases[i]; l.Dying != "" {
+				moved[l.Dying] += int(l.Count)
+			}
+		}
 		b.Leases = kept
 		ok, err := s.commit(ctx, d.ID, blockWrite(b))
 		if err != nil {
 			return err
 		}
 		if ok {
+			// Counted once, by the write that removed them.
+			for reason, n := range moved {
+				telemetry.DeadLettered(ctx, reason, n)
+			}
 			s.notes.note(d, b.Start, b.unsettled())
 			s.dropIfEmpty(ctx, d, b)
 			return nil

@@ -55,6 +55,9 @@ type App struct {
 	jwt     *jwtauth.Verifier // nil without an identity provider
 	// admission sheds load past the configured bounds; nil when off.
 	admission *httpx.Admission
+	// unregisterGauges stops the consumer gauges (telemetry.
+	// RegisterConsumerGauges); nil when none were registered.
+	unregisterGauges func() error
 }
 
 // minLevel drops records below min (HERALD_LOG_LEVEL) before the wrapped
@@ -105,6 +108,9 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		if a.broker, err = pubsubx.Open(ctx, cfg.TopicURL); err != nil {
 			return nil, fmt.Errorf("%s %s: %w", config.EnvTopicURL, config.Redact(cfg.TopicURL), err)
 		}
+		// With telemetry on, every broker call is a child span of the
+		// operation that made it (no-op off).
+		a.broker = telemetry.Broker(a.broker, scheme(cfg.TopicURL))
 	}
 	var store *leasestore.Store
 	if cfg.Function.UsesStore() {
@@ -119,6 +125,12 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 			Uncompressed: strings.HasPrefix(cfg.StoreURL, "mem://"),
 		})
 		a.store = store
+		if cfg.Function == router.Jobs || cfg.Function == router.All {
+			if a.unregisterGauges, err = telemetry.RegisterConsumerGauges(consumerStates(store), telemetry.GaugeOptions{}); err != nil {
+				_ = a.Close()
+				return nil, fmt.Errorf("telemetry: %w", err)
+			}
+		}
 	}
 	a.svc = delivery.New(delivery.Config{
 		Broker: a.broker, Store: store, Source: cfg.Source, ReceiveWait: cfg.ReceiveWait,
@@ -201,6 +213,9 @@ func (a *App) RunJob(ctx context.Context, name string) (*jobs.Result, error) {
 // Close releases the broker and the store (saving a file-backed store).
 func (a *App) Close() error {
 	var errs []error
+	if a.unregisterGauges != nil {
+		errs = append(errs, a.unregisterGauges())
+	}
 	if a.jwt != nil {
 		errs = append(errs, a.jwt.Close())
 	}
@@ -211,6 +226,32 @@ func (a *App) Close() error {
 		errs = append(errs, a.coll.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// consumerStates adapts the store's consumer listing to the consumer
+// gauges, which read it when metrics are collected.
+func consumerStates(s *leasestore.Store) telemetry.ConsumerLister {
+	return func(ctx context.Context) ([]telemetry.ConsumerState, error) {
+		cs, err := s.ListConsumers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]telemetry.ConsumerState, len(cs))
+		for i, c := range cs {
+			out[i] = telemetry.ConsumerState{ID: c.ID, Type: c.Type, InFlight: c.InFlight, Requeued: c.Requeued}
+		}
+		return out, nil
+	}
+}
+
+// scheme returns the scheme of a broker URL ("mem", "awssns", …), which
+// names the driver on broker spans; never the rest, which may hold
+// credentials.
+func scheme(rawURL string) string {
+	if s, _, ok := strings.Cut(rawURL, "://"); ok && s != "" && !strings.ContainsAny(s, "/@:?") {
+		return s
+	}
+	return "unknown"
 }
 
 // ServeOptions tune Serve.

@@ -120,6 +120,22 @@ const (
 	EnvMaxConcurrentPublishes = "HERALD_MAX_CONCURRENT_PUBLISHES"
 )
 
+// The standard OpenTelemetry variables every entrypoint honours. Package
+// internal/telemetry reads them through the OpenTelemetry SDK and its
+// autoexport package when the process starts (telemetry.Setup), not
+// through Load; docs/telemetry.md says what each does.
+const (
+	EnvOTelSDKDisabled        = "OTEL_SDK_DISABLED"
+	EnvOTelServiceName        = "OTEL_SERVICE_NAME"
+	EnvOTelResourceAttributes = "OTEL_RESOURCE_ATTRIBUTES"
+	EnvOTelTracesExporter     = "OTEL_TRACES_EXPORTER"
+	EnvOTelMetricsExporter    = "OTEL_METRICS_EXPORTER"
+	EnvOTelOTLPEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
+	EnvOTelOTLPProtocol       = "OTEL_EXPORTER_OTLP_PROTOCOL"
+	EnvOTelPrometheusHost     = "OTEL_EXPORTER_PROMETHEUS_HOST"
+	EnvOTelPrometheusPort     = "OTEL_EXPORTER_PROMETHEUS_PORT"
+)
+
 // Defaults.
 const (
 	DefaultAddr          = "127.0.0.1:8080"
@@ -375,6 +391,33 @@ var vars = []Var{
 	{Name: EnvLogLevel, LocalDefault: DefaultLogLevel, CloudDefault: DefaultLogLevel, Unit: "level",
 		Meaning:  "least severe log level written: debug, info (one access-log line per request, the default), warn or error; logs are JSON lines in the clouds and text locally",
 		profiles: allProfiles},
+	{Name: EnvOTelSDKDisabled, LocalDefault: "false", CloudDefault: "false", Unit: "boolean", Deploy: true,
+		Meaning:  "telemetry: `true` turns OpenTelemetry off whatever the other OTEL_* variables say (docs/telemetry.md)",
+		profiles: allProfiles},
+	{Name: EnvOTelServiceName, LocalDefault: "herald", CloudDefault: "herald", Unit: "name", Deploy: true,
+		Meaning:  "telemetry: the `service.name` resource attribute of spans and metrics",
+		profiles: allProfiles},
+	{Name: EnvOTelResourceAttributes, Unit: "list", Deploy: true,
+		Meaning:  "telemetry: more resource attributes, `key=value` comma-separated (`deployment.environment.name=prod`)",
+		profiles: allProfiles},
+	{Name: EnvOTelTracesExporter, LocalDefault: "none", CloudDefault: "none", Unit: "name", Deploy: true,
+		Meaning:  "telemetry: where spans go: `otlp`, `console` or `none`; unset reads as `none` (telemetry off), unlike the specification's `otlp`",
+		profiles: allProfiles},
+	{Name: EnvOTelMetricsExporter, LocalDefault: "none", CloudDefault: "none", Unit: "name", Deploy: true,
+		Meaning:  "telemetry: where metrics go: `otlp`, `prometheus` (local adapter and Cloud Run: nothing scrapes a frozen Lambda function), `console` or `none`; unset reads as `none`",
+		profiles: allProfiles},
+	{Name: EnvOTelOTLPEndpoint, LocalDefault: "http://localhost:4318", CloudDefault: "http://localhost:4318", Unit: "URL", Deploy: true,
+		Meaning:  "telemetry: the OTLP collector (on Lambda a collector extension, on Cloud Run a sidecar, both on localhost)",
+		profiles: allProfiles},
+	{Name: EnvOTelOTLPProtocol, LocalDefault: "http/protobuf", CloudDefault: "http/protobuf", Unit: "name", Deploy: true,
+		Meaning:  "telemetry: the OTLP transport: `http/protobuf` or `grpc`",
+		profiles: allProfiles},
+	{Name: EnvOTelPrometheusHost, LocalDefault: "localhost", CloudDefault: "localhost", Unit: "host", Deploy: true,
+		Meaning:  "telemetry, servers (local, Cloud Run): the address the Prometheus exporter serves `/metrics` on when OTEL_METRICS_EXPORTER=prometheus",
+		profiles: []Profile{Local, CloudRun}},
+	{Name: EnvOTelPrometheusPort, LocalDefault: "9464", CloudDefault: "9464", Unit: "port", Deploy: true,
+		Meaning:  "telemetry, servers (local, Cloud Run): the Prometheus exporter's port",
+		profiles: []Profile{Local, CloudRun}},
 	{Name: EnvReapInterval, LocalDefault: "5s", Unit: "Go duration",
 		Meaning:  "local only: how often the idle-queue reaper runs (the clouds run the reap-idle-queues job on a schedule) (100ms–1h)",
 		profiles: []Profile{Local}},

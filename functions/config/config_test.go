@@ -13,6 +13,7 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/internal/telemetry"
 )
 
 const longToken = "tok-0123456789abcdef-secret"
@@ -225,6 +226,27 @@ func TestReadBy(t *testing.T) {
 	local := names(config.Local, router.All)
 	require.Contains(t, local, config.EnvAddr)
 	require.NotContains(t, local, config.EnvFunction)
+
+	// Every entrypoint honours the OpenTelemetry variables; the
+	// Prometheus exporter's only where something can scrape it.
+	for _, f := range router.Functions() {
+		for _, p := range []config.Profile{config.Local, config.Lambda, config.CloudRun} {
+			read := names(p, f)
+			for _, v := range []string{config.EnvOTelSDKDisabled, config.EnvOTelServiceName, config.EnvOTelResourceAttributes,
+				config.EnvOTelTracesExporter, config.EnvOTelMetricsExporter, config.EnvOTelOTLPEndpoint, config.EnvOTelOTLPProtocol} {
+				require.Contains(t, read, v, "%s %s", p, f)
+			}
+			if p == config.Lambda {
+				require.NotContains(t, read, config.EnvOTelPrometheusPort)
+			} else {
+				require.Contains(t, read, config.EnvOTelPrometheusPort, "%s %s", p, f)
+			}
+		}
+	}
+	// The names are the ones package telemetry reads.
+	require.Equal(t, telemetry.EnvSDKDisabled, config.EnvOTelSDKDisabled)
+	require.Equal(t, telemetry.EnvTracesExporter, config.EnvOTelTracesExporter)
+	require.Equal(t, telemetry.EnvMetricsExporter, config.EnvOTelMetricsExporter)
 }
 
 // TestDocsListEveryVariable keeps the configuration table of

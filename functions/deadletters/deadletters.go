@@ -35,6 +35,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/leasestore"
 )
 
@@ -170,6 +171,7 @@ func (h *Handler) Act(w http.ResponseWriter, r *http.Request) {
 	out := make([]Outcome, len(res))
 	for i, o := range res {
 		out[i] = Outcome{ID: o.ID, Action: string(o.Action), Outcome: string(o.Outcome), Detail: o.Detail}
+		telemetry.Triaged(r.Context(), string(o.Action), string(o.Outcome))
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string][]Outcome{"outcomes": out})
 }

@@ -21,6 +21,7 @@ import (
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta/consumerv1betaconnect"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/telemetry"
 )
 
 // Consumer implements EventConsumerService over a delivery.Service, with
@@ -118,6 +119,8 @@ func (h *Consumer) ConsumeDurableEventsWithAcks(ctx context.Context, stream *con
 		return Error(ctx, procedure, err)
 	}
 	defer func() { _ = st.Close(ctx) }()
+	// proc measures each event from its send to its settlement.
+	proc := telemetry.NewProcessing(ctx)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -133,6 +136,7 @@ func (h *Consumer) ConsumeDurableEventsWithAcks(ctx context.Context, stream *con
 		msg := first
 		for {
 			st.SettleAsync(ctx, msg.GetAckDeliveryTags(), msg.GetNackDeliveryTags())
+			proc.Settled(ctx, msg.GetAckDeliveryTags(), msg.GetNackDeliveryTags())
 			var err error
 			msg, err = stream.Receive()
 			if errors.Is(err, io.EOF) {
@@ -146,6 +150,9 @@ func (h *Consumer) ConsumeDurableEventsWithAcks(ctx context.Context, stream *con
 		}
 	}()
 	sendErr := deliver(ctx, procedure, st, func(d delivery.Delivery, ev *pb.Event) error {
+		// Noted before the send: the client may settle it before Send
+		// returns.
+		proc.Delivered(d.Tag)
 		return stream.Send(&pb.ConsumeDurableEventsWithAcksResponse{Events: []*pb.Event{ev}, DeliveryTag: d.Tag})
 	})
 	select {
@@ -364,7 +371,7 @@ func streamStart(ctx context.Context, procedure string) (context.Context, *auth.
 		*err = shutdownErr(sctx, *err)
 		done()
 	}
-	return sctx, p, end, nil
+	return telemetry.WithTransport(sctx, "grpc"), p, end, nil
 }
 
 // shutdownErr ends a stream UNAVAILABLE when its context ended because the

@@ -37,6 +37,7 @@ import (
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/wslambda"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/telemetry"
 )
 
 // LeaseExpiry names the lease-expiry sweep (delivery.Service.ExpireLeases).
@@ -80,6 +81,7 @@ func Run(ctx context.Context, svc *delivery.Service, p *auth.Principal, name str
 		if rep == nil {
 			return nil, err
 		}
+		telemetry.LeasesExpired(ctx, rep.Events)
 		return &Result{
 			Job: name, Consumers: rep.Consumers, RequeuedLeases: rep.Leases,
 			RequeuedEvents: rep.Events, Failed: rep.Failed,

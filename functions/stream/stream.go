@@ -94,6 +94,7 @@ import (
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/telemetry"
 )
 
 // AccessTokenParam is the query parameter that carries a bearer token on the
@@ -117,7 +118,7 @@ func (h *Handler) NonDurable(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	st, err := h.Service.OpenStream(r.Context(), p, req)
+	st, err := h.Service.OpenStream(telemetry.WithTransport(r.Context(), "sse"), p, req)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -157,7 +158,7 @@ func (h *Handler) Durable(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	st, err := h.Service.OpenStream(r.Context(), p, delivery.StreamRequest{
+	st, err := h.Service.OpenStream(telemetry.WithTransport(r.Context(), "sse"), p, delivery.StreamRequest{
 		Kind: delivery.Durable, QueueID: r.URL.Query().Get("queue_id"),
 	})
 	if err != nil {

@@ -95,6 +95,7 @@ import (
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/wsframe"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/telemetry"
 )
 
 // Path is the endpoint the router mounts (GET).
@@ -202,7 +203,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		log = slog.Default()
 	}
 	s := &session{svc: h.Service, p: p, conn: conn, ping: ping, log: log, wake: make(chan struct{}, 1)}
-	s.run(r.Context(), goingAway)
+	s.run(telemetry.WithTransport(r.Context(), "websocket"), goingAway)
 }
 
 // originAllowed applies CheckOrigin, or its default: no Origin, or the
@@ -243,6 +244,9 @@ type session struct {
 	stream string
 	st     *delivery.Stream
 	tr     *delivery.Triage
+	// proc measures a durable stream's events from send to settlement;
+	// nil otherwise, and when telemetry is off.
+	proc *telemetry.Processing
 }
 
 // run serves the connection until it closes, then ends the stream's
@@ -415,6 +419,9 @@ func (s *session) open(f *wsframe.ClientFrame) {
 			return
 		}
 		s.stream, s.st = f.Stream, st
+		if f.Stream == wsframe.StreamDurable {
+			s.proc = telemetry.NewProcessing(s.ctx)
+		}
 		if s.send(wsframe.Connected(f.ID, f.Stream, st.QueueID())) == nil {
 			s.start(s.push)
 		}
@@ -506,6 +513,8 @@ func (s *session) push() error {
 			if s.stream == wsframe.StreamNonDurable {
 				tag = 0 // acknowledged once written: nothing to settle
 			}
+			// Noted before the send: the client may settle it first.
+			s.proc.Delivered(tag)
 			if err := s.send(wsframe.Event(d, tag)); err != nil {
 				return nil // the connection is gone; Close requeues the rest
 			}
@@ -586,6 +595,7 @@ func (s *session) settle(f *wsframe.ClientFrame) {
 		s.refuse(f.ID, err)
 		return
 	}
+	s.proc.Settled(s.ctx, acks, nacks)
 	_ = s.send(wsframe.Settled(f.ID, rep))
 }
 
@@ -605,6 +615,9 @@ func (s *session) act(f *wsframe.ClientFrame) {
 	if err != nil {
 		s.refuse(f.ID, err)
 		return
+	}
+	for i, o := range outs {
+		telemetry.Triaged(s.ctx, string(in[i].Action), string(o.Outcome))
 	}
 	for _, o := range outs {
 		if s.send(wsframe.Outcome(f.ID, o)) != nil {

@@ -102,6 +102,7 @@ import (
 	"github.com/heraldevents/herald/functions/wsframe"
 	"github.com/heraldevents/herald/functions/wslambda/apigwmgmt"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/leasestore"
 )
 
@@ -1151,6 +1152,7 @@ func (c *conn) act(ctx context.Context, f *wsframe.ClientFrame) {
 		for k, r := range res {
 			o := &outs[index[k]]
 			o.Outcome, o.Detail = r.Outcome, r.Detail
+			telemetry.Triaged(ctx, string(r.Action), string(r.Outcome))
 			if r.Outcome == delivery.OutcomeReplayed || r.Outcome == delivery.OutcomeDiscarded {
 				retired = append(retired, o.DeliveryTag)
 			}

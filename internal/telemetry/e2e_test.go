@@ -124,7 +124,7 @@ func TestPublishPullAckTelemetry(t *testing.T) {
 	require.True(t, telemetry.Enabled())
 
 	h := local.Start(t)
-	call := func(method, path string, body any) (int, []byte) {
+	callOn := func(in *local.Instance, method, path string, body any) (int, []byte) {
 		t.Helper()
 		var rd io.Reader
 		if body != nil {
@@ -132,9 +132,9 @@ func TestPublishPullAckTelemetry(t *testing.T) {
 			require.NoError(t, err)
 			rd = bytes.NewReader(b)
 		}
-		req, err := http.NewRequest(method, h.URL+path, rd)
+		req, err := http.NewRequest(method, in.URL+path, rd)
 		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+h.Token)
+		req.Header.Set("Authorization", "Bearer "+in.Token)
 		req.Header.Set("Content-Type", "application/json")
 		res, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
@@ -142,6 +142,10 @@ func TestPublishPullAckTelemetry(t *testing.T) {
 		out, err := io.ReadAll(res.Body)
 		require.NoError(t, err)
 		return res.StatusCode, out
+	}
+	call := func(method, path string, body any) (int, []byte) {
+		t.Helper()
+		return callOn(h, method, path, body)
 	}
 	status, body := call("POST", "/v1/event-destinations", map[string]any{"type": "DURABLE_CONSUMER"})
 	require.Equal(t, http.StatusCreated, status, "%s", body)
@@ -179,13 +183,70 @@ func TestPublishPullAckTelemetry(t *testing.T) {
 	first := round("ok", "committed")
 	// The nacked event comes back on the next pull: its lease is requeued.
 	round("failed", "requeued")
+
+	// A second Herald, whose delivery limit is 1, follows one event from
+	// publish through pull and a failed acknowledgement to the
+	// dead-letter queue, and an operator discards it.
+	h2 := local.Start(t, func(c *local.Config) { c.DeliveryLimit = 1 })
+	call2 := func(method, path string, body any) (int, []byte) {
+		t.Helper()
+		return callOn(h2, method, path, body)
+	}
+	status, body = call2("POST", "/v1/event-destinations", map[string]any{"type": "DURABLE_CONSUMER"})
+	require.Equal(t, http.StatusCreated, status, "%s", body)
+	var dest2 struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal(body, &dest2))
+	status, body = call2("POST", "/api/v1beta/events", map[string]any{"event": map[string]any{"event_type": "telemetry.dead", "message": map[string]any{}}})
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	status, body = call2("POST", "/v1/event-destinations/"+dest2.ID+"/pull?limit=10&workerId=w", nil)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	var l2 lease
+	require.NoError(t, json.Unmarshal(body, &l2))
+	require.Len(t, l2.Events, 1)
+	status, body = call2("POST", "/v1/event-destinations/"+dest2.ID+"/acknowledge",
+		map[string]any{"leaseId": l2.LeaseID, "generation": l2.Generation, "status": "failed"})
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	// Redelivering it would pass the limit: the pull dead-letters it and
+	// finds nothing else.
+	status, body = call2("POST", "/v1/event-destinations/"+dest2.ID+"/pull?limit=10&workerId=w", nil)
+	require.Equal(t, http.StatusNoContent, status, "%s", body)
+	status, body = call2("GET", "/api/v1beta/dead-letters", nil)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	var dls struct {
+		DeadLetters []struct {
+			ID     string `json:"id"`
+			Reason string `json:"reason"`
+		} `json:"dead_letters"`
+	}
+	require.NoError(t, json.Unmarshal(body, &dls))
+	require.Len(t, dls.DeadLetters, 1)
+	require.Equal(t, "DELIVERY_LIMIT", dls.DeadLetters[0].Reason)
+	status, body = call2("POST", "/api/v1beta/dead-letters/actions", map[string]any{"actions": []any{
+		map[string]any{"id": dls.DeadLetters[0].ID, "action": "DISCARD"},
+	}})
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	require.Contains(t, string(body), "DISCARDED")
+
+	// An SSE stream stays open until the scrape: its session is counted
+	// by transport and queue kind.
+	sseCtx, sseCancel := context.WithCancel(ctx)
+	defer sseCancel()
+	sseReq, err := http.NewRequestWithContext(sseCtx, "GET", h.URL+"/api/v1beta/events/stream", nil)
+	require.NoError(t, err)
+	sseReq.Header.Set("Authorization", "Bearer "+h.Token)
+	sse, err := http.DefaultClient.Do(sseReq)
+	require.NoError(t, err)
+	defer sse.Body.Close()
+	require.Equal(t, http.StatusOK, sse.StatusCode)
 	require.NoError(t, tel.ForceFlush(ctx))
 
 	// The delivered CloudEvent carries the publisher's trace context.
 	require.Regexp(t, `^00-[0-9a-f]{32}-[0-9a-f]{16}-01$`, first.TraceParent)
 	parts := strings.Split(first.TraceParent, "-")
 	publishes := rc.named("publish")
-	require.Len(t, publishes, 2)
+	require.Len(t, publishes, 3)
 	var pub *tracepb.Span
 	for _, s := range publishes {
 		if fmt.Sprintf("%x", s.SpanId) == parts[2] {
@@ -219,8 +280,36 @@ func TestPublishPullAckTelemetry(t *testing.T) {
 	acks, nacks := rc.named("ack"), rc.named("nack")
 	require.Len(t, acks, 1)
 	require.Equal(t, "committed", attr(acks[0], "herald.outcome"))
-	require.Len(t, nacks, 1)
+	require.Len(t, nacks, 2)
 	require.Equal(t, "requeued", attr(nacks[0], "herald.outcome"))
+
+	// Broker and store calls are child spans of the operation that made
+	// them: Herald's broker spans, and the spans gocloud.dev/docstore
+	// makes of each store call.
+	rc.mu.Lock()
+	all := append([]*tracepb.Span(nil), rc.spans...)
+	rc.mu.Unlock()
+	parentsOf := func(name string) map[string]int {
+		out := map[string]int{}
+		for _, s := range all {
+			if s.Name != name && !strings.HasSuffix(s.Name, name) {
+				continue
+			}
+			if p := rc.byID(s.ParentSpanId); p != nil {
+				out[p.Name]++
+			}
+		}
+		return out
+	}
+	sends := parentsOf("broker send")
+	require.Equal(t, 1, sends["publish"], "the single publish's broker send: %v", sends)
+	require.Equal(t, 2, sends["POST /api/v1beta/events/batch"], "a batch's one broker send per request: %v", sends)
+	require.Positive(t, parentsOf("broker receive")["receive pull"], "a pull's broker receive")
+	require.Positive(t, parentsOf("broker ack")["receive pull"], "a pull acks what it leased at the broker")
+	store := parentsOf("ActionList.Do")
+	require.Positive(t, store["receive pull"], "a pull's store calls: %v", store)
+	require.Positive(t, store["ack"], "an acknowledgement's store calls: %v", store)
+	require.Positive(t, store["nack"], "a nack's store calls: %v", store)
 
 	// The Prometheus scrape counts what happened.
 	res, err := http.Get("http://127.0.0.1:" + promPort + "/metrics")
@@ -229,28 +318,64 @@ func TestPublishPullAckTelemetry(t *testing.T) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(res.Body)
 	require.NoError(t, err)
-	count := func(prefix string, labels map[string]string) float64 {
+	sample := func(prefix string, typ dto.MetricType, labels map[string]string) (float64, bool) {
 		t.Helper()
 		var total float64
 		var found bool
 		for name, f := range families {
-			if !strings.HasPrefix(name, prefix) || f.GetType() != dto.MetricType_COUNTER {
+			if !strings.HasPrefix(name, prefix) || f.GetType() != typ {
 				continue
 			}
 			for _, m := range f.Metric {
 				if hasLabels(m, labels) {
-					total += m.GetCounter().GetValue()
+					switch typ {
+					case dto.MetricType_COUNTER:
+						total += m.GetCounter().GetValue()
+					case dto.MetricType_GAUGE:
+						total += m.GetGauge().GetValue()
+					case dto.MetricType_HISTOGRAM:
+						total += float64(m.GetHistogram().GetSampleCount())
+					}
 					found = true
 				}
 			}
 		}
-		require.True(t, found, "no counter %s%v in the scrape", prefix, labels)
-		return total
+		return total, found
 	}
-	require.Equal(t, 2.0, count("messaging_client_sent_messages", map[string]string{"herald_outcome": "ok"}))
-	require.Equal(t, 2.0, count("messaging_client_consumed_messages", map[string]string{"messaging_operation_name": "pull"}))
+	count := func(prefix string, labels map[string]string) float64 {
+		t.Helper()
+		v, found := sample(prefix, dto.MetricType_COUNTER, labels)
+		require.True(t, found, "no counter %s%v in the scrape", prefix, labels)
+		return v
+	}
+	gauge := func(prefix string, labels map[string]string) float64 {
+		t.Helper()
+		v, found := sample(prefix, dto.MetricType_GAUGE, labels)
+		require.True(t, found, "no gauge %s%v in the scrape", prefix, labels)
+		return v
+	}
+	require.Equal(t, 3.0, count("messaging_client_sent_messages", map[string]string{"herald_outcome": "ok"}))
+	require.Equal(t, 3.0, count("messaging_client_consumed_messages", map[string]string{"messaging_operation_name": "pull"}))
 	require.Equal(t, 1.0, count("herald_acknowledgements", map[string]string{"herald_outcome": "committed"}))
-	require.Equal(t, 1.0, count("herald_acknowledgements", map[string]string{"herald_outcome": "requeued"}))
+	require.Equal(t, 2.0, count("herald_acknowledgements", map[string]string{"herald_outcome": "requeued"}))
+	require.Equal(t, 1.0, count("herald_dead_letters_triaged", map[string]string{"herald_action": "DISCARD", "herald_outcome": "DISCARDED"}))
+	require.Equal(t, 1.0, gauge("herald_stream_sessions", map[string]string{"herald_transport": "sse", "herald_queue_kind": "non_durable"}))
+	n, found := sample("herald_broker_operation_duration", dto.MetricType_HISTOGRAM, map[string]string{"messaging_operation_name": "send", "herald_broker": "mem"})
+	require.True(t, found)
+	require.Equal(t, 3.0, n, "one broker send per publish request")
+
+	// The consumer gauges: the first destination holds its nacked event
+	// (lag 1, waiting for redelivery, so none in flight); the second's
+	// was dead-lettered.
+	require.Equal(t, 1.0, gauge("herald_consumer_lag", map[string]string{"messaging_consumer_group_name": dest.ID}))
+	require.Equal(t, 0.0, gauge("herald_consumer_in_flight", map[string]string{"messaging_consumer_group_name": dest.ID}))
+	require.Equal(t, 0.0, gauge("herald_consumer_lag", map[string]string{"messaging_consumer_group_name": dest2.ID}))
+
+	// The dead letter itself, counted by the lease store's write that
+	// moved it.
+	v, found := sample("herald_dead_letters_total", dto.MetricType_COUNTER, map[string]string{"herald_reason": "DELIVERY_LIMIT"})
+	require.True(t, found, "herald_dead_letters_total{herald_reason=DELIVERY_LIMIT}")
+	require.Equal(t, 1.0, v)
 }
 
 func hasLabels(m *dto.Metric, want map[string]string) bool {

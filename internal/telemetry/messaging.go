@@ -3,6 +3,7 @@ package telemetry
 import (
 	"bytes"
 	"context"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -11,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/heraldevents/herald/herr"
 )
 
 // scope is the instrumentation scope of Herald's own spans and metrics.
@@ -29,6 +32,8 @@ const (
 	attrReason    = "herald.reason"
 	attrQueueKind = "herald.queue.kind"
 	attrBatchSize = "messaging.batch.message_count"
+	attrErrorType = "error.type"
+	attrAction    = "herald.action"
 )
 
 // Carrier keys of the W3C trace context: the HTTP header names, the
@@ -41,35 +46,51 @@ const (
 
 var (
 	tracer     = otel.Tracer(scope)
-	meter      = otel.Meter(scope)
 	propagator = propagation.TraceContext{}
 	system     = attribute.String(attrSystem, "herald")
 
-	sent, consumed, acks, redeliveries, deadLetters metric.Int64Counter
-	opDuration, processDuration                     metric.Float64Histogram
-	sessions                                        metric.Int64UpDownCounter
+	// ins are the instruments this package records, from the global
+	// meter: it delegates to the provider Setup installs, and with none
+	// installed its instruments are no-ops. Tests swap in their own.
+	ins = newInstruments(otel.Meter(scope))
 )
 
-func init() {
-	// The global meter delegates to the provider Setup installs; with none
-	// installed its instruments are no-ops. Errors only report invalid
-	// names, which these are not.
-	sent, _ = meter.Int64Counter("messaging.client.sent.messages", metric.WithUnit("{message}"),
+// instruments are Herald's own metrics (docs/telemetry.md, "Metrics").
+type instruments struct {
+	sent, consumed, acks, redeliveries, deadLetters metric.Int64Counter
+	leaseExpiries, triaged                          metric.Int64Counter
+	opDuration, processDuration, brokerDuration     metric.Float64Histogram
+	sessions                                        metric.Int64UpDownCounter
+}
+
+// newInstruments creates the instruments on m. Errors only report
+// invalid names, which these are not; an instrument that failed is a
+// no-op.
+func newInstruments(m metric.Meter) *instruments {
+	in := &instruments{}
+	in.sent, _ = m.Int64Counter("messaging.client.sent.messages", metric.WithUnit("{message}"),
 		metric.WithDescription("Events handed to the broker, by outcome (ok or error)."))
-	consumed, _ = meter.Int64Counter("messaging.client.consumed.messages", metric.WithUnit("{message}"),
+	in.consumed, _ = m.Int64Counter("messaging.client.consumed.messages", metric.WithUnit("{message}"),
 		metric.WithDescription("Events delivered to consumers, by operation (pull, stream)."))
-	opDuration, _ = meter.Float64Histogram("messaging.client.operation.duration", metric.WithUnit("s"),
+	in.opDuration, _ = m.Float64Histogram("messaging.client.operation.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of publish, receive and settle operations."))
-	processDuration, _ = meter.Float64Histogram("messaging.process.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time from an event's delivery to its acknowledgement by a stream consumer."))
-	acks, _ = meter.Int64Counter("herald.acknowledgements", metric.WithUnit("{acknowledgement}"),
+	in.processDuration, _ = m.Float64Histogram("messaging.process.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from an event's delivery to a stream consumer to its acknowledgement or nack, by transport."))
+	in.brokerDuration, _ = m.Float64Histogram("herald.broker.operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of calls to the message broker (send, receive, ack, nack, subscription changes), by operation and outcome."))
+	in.acks, _ = m.Int64Counter("herald.acknowledgements", metric.WithUnit("{acknowledgement}"),
 		metric.WithDescription("Acknowledgements, by outcome (committed, requeued, stale, error)."))
-	redeliveries, _ = meter.Int64Counter("herald.redeliveries", metric.WithUnit("{message}"),
+	in.redeliveries, _ = m.Int64Counter("herald.redeliveries", metric.WithUnit("{message}"),
 		metric.WithDescription("Events delivered again after a nack, an expired lease or a lost session."))
-	deadLetters, _ = meter.Int64Counter("herald.dead_letters", metric.WithUnit("{message}"),
+	in.deadLetters, _ = m.Int64Counter("herald.dead_letters", metric.WithUnit("{message}"),
 		metric.WithDescription("Events dead-lettered, by reason (DELIVERY_LIMIT, EXPIRED, MAXLEN)."))
-	sessions, _ = meter.Int64UpDownCounter("herald.stream.sessions", metric.WithUnit("{session}"),
-		metric.WithDescription("Open stream sessions, by transport."))
+	in.leaseExpiries, _ = m.Int64Counter("herald.lease.expiries", metric.WithUnit("{message}"),
+		metric.WithDescription("Events whose lease expired unacknowledged and that the lease-expiry sweep requeued."))
+	in.triaged, _ = m.Int64Counter("herald.dead_letters.triaged", metric.WithUnit("{message}"),
+		metric.WithDescription("Dead letters acted on, by action (REPLAY, DISCARD, LEAVE) and outcome."))
+	in.sessions, _ = m.Int64UpDownCounter("herald.stream.sessions", metric.WithUnit("{session}"),
+		metric.WithDescription("Open stream sessions, by transport and queue kind."))
+	return in
 }
 
 // Op is one messaging operation in flight: its span and its start, for
@@ -116,16 +137,16 @@ func (o *Op) EndPublish(ctx context.Context, err error) {
 	if o.off {
 		return
 	}
-	outcome := "ok"
+	attrs := []attribute.KeyValue{system, attribute.String(attrOperation, "publish"), attribute.String(attrOutcome, "ok")}
 	if err != nil {
-		outcome = "error"
+		attrs = failed(attrs, err)
 		o.span.RecordError(err)
 		o.span.SetStatus(codes.Error, "publish failed")
 	}
 	o.span.End()
-	opts := metric.WithAttributes(system, attribute.String(attrOperation, "publish"), attribute.String(attrOutcome, outcome))
-	sent.Add(ctx, 1, opts)
-	opDuration.Record(ctx, time.Since(o.start).Seconds(), opts)
+	opts := metric.WithAttributes(attrs...)
+	ins.sent.Add(ctx, 1, opts)
+	ins.opDuration.Record(ctx, time.Since(o.start).Seconds(), opts)
 }
 
 // StartReceive starts the consumer span of one pull or stream read
@@ -152,9 +173,9 @@ func (o *Op) Delivered(ctx context.Context, events [][]byte, redelivered int) {
 		return
 	}
 	opts := metric.WithAttributes(system, attribute.String(attrOperation, o.name))
-	consumed.Add(ctx, int64(len(events)), opts)
+	ins.consumed.Add(ctx, int64(len(events)), opts)
 	if redelivered > 0 {
-		redeliveries.Add(ctx, int64(redelivered), opts)
+		ins.redeliveries.Add(ctx, int64(redelivered), opts)
 	}
 	if !o.span.IsRecording() {
 		return
@@ -214,15 +235,22 @@ func (o *Op) End(ctx context.Context, err error) {
 	if o.off {
 		return
 	}
-	outcome := "ok"
+	attrs := []attribute.KeyValue{system, attribute.String(attrOperation, o.name), attribute.String(attrOutcome, "ok")}
 	if err != nil {
-		outcome = "error"
+		attrs = failed(attrs, err)
 		o.span.RecordError(err)
 		o.span.SetStatus(codes.Error, o.name+" failed")
 	}
 	o.span.End()
-	opDuration.Record(ctx, time.Since(o.start).Seconds(),
-		metric.WithAttributes(system, attribute.String(attrOperation, o.name), attribute.String(attrOutcome, outcome)))
+	ins.opDuration.Record(ctx, time.Since(o.start).Seconds(), metric.WithAttributes(attrs...))
+}
+
+// failed turns the outcome attribute of attrs (the last one) into "error"
+// and adds the semantic conventions' error.type: the Herald error code of
+// err ("unavailable", "deadline_exceeded", …), one of a fixed set.
+func failed(attrs []attribute.KeyValue, err error) []attribute.KeyValue {
+	attrs[len(attrs)-1] = attribute.String(attrOutcome, "error")
+	return append(attrs, attribute.String(attrErrorType, herr.CodeOf(err).String()))
 }
 
 // StartSettle starts the span of an acknowledgement (operation "ack" or
@@ -246,33 +274,144 @@ func (o *Op) Acknowledged(ctx context.Context, outcome string, n int) {
 		return
 	}
 	o.span.SetAttributes(attribute.String(attrOutcome, outcome))
-	acks.Add(ctx, int64(n), metric.WithAttributes(system, attribute.String(attrOutcome, outcome)))
-}
-
-// Processed records how long a stream consumer took from delivery to
-// acknowledgement.
-func Processed(ctx context.Context, transport string, d time.Duration) {
-	if !Enabled() {
-		return
-	}
-	processDuration.Record(ctx, d.Seconds(), metric.WithAttributes(system, attribute.String(attrTransport, transport)))
+	ins.acks.Add(ctx, int64(n), metric.WithAttributes(system, attribute.String(attrOutcome, outcome)))
 }
 
 // DeadLettered counts n events dead-lettered for reason (DELIVERY_LIMIT,
-// EXPIRED, MAXLEN).
+// EXPIRED, MAXLEN). The lease store is where events are dead-lettered;
+// it is the caller.
 func DeadLettered(ctx context.Context, reason string, n int) {
 	if n > 0 && Enabled() {
-		deadLetters.Add(ctx, int64(n), metric.WithAttributes(system, attribute.String(attrReason, reason)))
+		ins.deadLetters.Add(ctx, int64(n), metric.WithAttributes(system, attribute.String(attrReason, reason)))
 	}
 }
 
-// SessionOpened counts an open stream session of transport (sse, grpc,
-// websocket, …) until the returned func is called.
-func SessionOpened(ctx context.Context, transport string) (closed func()) {
+// LeasesExpired counts n events whose lease expired unacknowledged and
+// that the lease-expiry sweep requeued.
+func LeasesExpired(ctx context.Context, n int64) {
+	if n > 0 && Enabled() {
+		ins.leaseExpiries.Add(ctx, n, metric.WithAttributes(system))
+	}
+}
+
+// Triaged counts one action on a dead letter: action is REPLAY, DISCARD
+// or LEAVE and outcome what it did (REPLAYED, DISCARDED, LEFT,
+// ORIGIN_QUEUE_DELETED, REPLAY_FAILED); an action outside the three is
+// counted as "unknown".
+func Triaged(ctx context.Context, action, outcome string) {
+	if Enabled() {
+		switch action {
+		case "REPLAY", "DISCARD", "LEAVE":
+		default:
+			action = "unknown" // keeps the attribute's values few
+		}
+		ins.triaged.Add(ctx, 1, metric.WithAttributes(system,
+			attribute.String(attrAction, action), attribute.String(attrOutcome, outcome)))
+	}
+}
+
+type transportKey struct{}
+
+// WithTransport returns ctx naming the stream transport ("sse", "grpc",
+// "websocket") that serves the requests made with it: SessionOpened and
+// NewProcessing label their metrics with it. The transports call it
+// before they open a stream.
+func WithTransport(ctx context.Context, transport string) context.Context {
+	if !Enabled() {
+		return ctx
+	}
+	return context.WithValue(ctx, transportKey{}, transport)
+}
+
+// transportOf returns the transport WithTransport put in ctx, or
+// "unknown".
+func transportOf(ctx context.Context) string {
+	if t, ok := ctx.Value(transportKey{}).(string); ok {
+		return t
+	}
+	return "unknown"
+}
+
+// SessionOpened counts an open stream session on a queue of queueKind
+// (durable, non_durable), by the transport WithTransport put in ctx,
+// until the returned func is called.
+func SessionOpened(ctx context.Context, queueKind string) (closed func()) {
 	if !Enabled() {
 		return func() {}
 	}
-	opts := metric.WithAttributes(system, attribute.String(attrTransport, transport))
-	sessions.Add(ctx, 1, opts)
-	return func() { sessions.Add(context.WithoutCancel(ctx), -1, opts) }
+	opts := metric.WithAttributes(system, attribute.String(attrTransport, transportOf(ctx)), attribute.String(attrQueueKind, queueKind))
+	ins.sessions.Add(ctx, 1, opts)
+	return func() { ins.sessions.Add(context.WithoutCancel(ctx), -1, opts) }
+}
+
+// Processed records d as one event's processing duration on transport,
+// for a caller that keeps its own delivery times (NewProcessing keeps
+// them for the stream transports).
+func Processed(ctx context.Context, transport string, d time.Duration) {
+	if Enabled() {
+		ins.processDuration.Record(ctx, d.Seconds(), metric.WithAttributes(system, attribute.String(attrTransport, transport)))
+	}
+}
+
+// maxTracked bounds the delivery tags one Processing remembers: a
+// session's unsettled events are bounded by its credit and the store's
+// in-flight window (1,000), so only a consumer that never settles
+// reaches it, and its later tags go unmeasured.
+const maxTracked = 1000
+
+// Processing measures messaging.process.duration for one stream session:
+// the time from each delivery tag's hand-over to the consumer to its ack
+// or nack. Only stream transports whose consumers settle tags themselves
+// use it; events acknowledged by Herald (auto-ack) are not processing.
+// A nil *Processing (telemetry off) does nothing. It is safe for
+// concurrent use: one goroutine delivers while another settles.
+type Processing struct {
+	transport attribute.KeyValue
+	mu        sync.Mutex
+	sent      map[int64]time.Time
+}
+
+// NewProcessing returns the Processing of a session served by the
+// transport WithTransport put in ctx, or nil when telemetry is off.
+func NewProcessing(ctx context.Context) *Processing {
+	if !Enabled() {
+		return nil
+	}
+	return &Processing{transport: attribute.String(attrTransport, transportOf(ctx)), sent: map[int64]time.Time{}}
+}
+
+// Delivered notes that tag was handed to the consumer now.
+func (p *Processing) Delivered(tag int64) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.sent) < maxTracked {
+		p.sent[tag] = time.Now()
+	}
+}
+
+// Settled records the processing duration of each of acks and nacks
+// that Delivered noted (a tag in both counts as acked, as it is settled)
+// and forgets them. Call it once the store has settled them.
+func (p *Processing) Settled(ctx context.Context, acks, nacks []int64) {
+	if p == nil {
+		return
+	}
+	now := time.Now()
+	record := func(tags []int64, outcome string) {
+		opts := metric.WithAttributes(system, p.transport, attribute.String(attrOutcome, outcome))
+		for _, tag := range tags {
+			p.mu.Lock()
+			at, ok := p.sent[tag]
+			delete(p.sent, tag)
+			p.mu.Unlock()
+			if ok {
+				ins.processDuration.Record(ctx, now.Sub(at).Seconds(), opts)
+			}
+		}
+	}
+	record(acks, "ack")
+	record(nacks, "nack")
 }

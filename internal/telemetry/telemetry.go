@@ -1,7 +1,9 @@
 // Package telemetry is Herald's OpenTelemetry: it sets up the SDK's trace
 // and meter providers from the standard OTEL_* environment variables,
 // through go.opentelemetry.io/contrib/exporters/autoexport, and holds the
-// spans and metrics that package delivery records (docs/telemetry.md).
+// spans and metrics that package delivery and the transports record, the
+// broker wrapper that makes broker calls child spans (Broker) and the
+// per-consumer gauges (RegisterConsumerGauges) (docs/telemetry.md).
 //
 // Telemetry is off unless OTEL_TRACES_EXPORTER or OTEL_METRICS_EXPORTER
 // names an exporter (otlp, prometheus or console; "none" is off), and

@@ -101,6 +101,14 @@ resource "aws_lambda_function" "websocket" {
       HERALD_MAX_LEASE_BYTES       = tostring(var.max_lease_bytes)
       HERALD_WS_POLL_WAIT          = var.poll_wait
       HERALD_WS_SESSION_TTL        = var.session_ttl
+      # OpenTelemetry (docs/telemetry.md), from var.telemetry.
+      OTEL_SDK_DISABLED           = var.telemetry.sdk_disabled
+      OTEL_SERVICE_NAME           = var.telemetry.service_name
+      OTEL_RESOURCE_ATTRIBUTES    = var.telemetry.resource_attributes
+      OTEL_TRACES_EXPORTER        = var.telemetry.traces_exporter
+      OTEL_METRICS_EXPORTER       = var.telemetry.metrics_exporter
+      OTEL_EXPORTER_OTLP_ENDPOINT = var.telemetry.otlp_endpoint
+      OTEL_EXPORTER_OTLP_PROTOCOL = var.telemetry.otlp_protocol
     }
   }
 }

@@ -79,3 +79,21 @@ variable "jwt" {
   })
   default = {}
 }
+
+variable "telemetry" {
+  description = "OpenTelemetry (docs/telemetry.md): the standard OTEL_* variables. traces_exporter and metrics_exporter (otlp, console, none) switch it on; send OTLP to a collector extension layer on localhost (add the layer to the function). Not prometheus: nothing scrapes a frozen function. sdk_disabled = \"true\" turns it off whatever the rest says."
+  type = object({
+    sdk_disabled        = optional(string, "false")
+    service_name        = optional(string, "herald")
+    resource_attributes = optional(string, "")
+    traces_exporter     = optional(string, "none")
+    metrics_exporter    = optional(string, "none")
+    otlp_endpoint       = optional(string, "http://localhost:4318")
+    otlp_protocol       = optional(string, "http/protobuf")
+  })
+  default = {}
+  validation {
+    condition     = contains(["none", "otlp", "console"], var.telemetry.traces_exporter) && contains(["none", "otlp", "console"], var.telemetry.metrics_exporter)
+    error_message = "telemetry.traces_exporter and telemetry.metrics_exporter are none, otlp or console."
+  }
+}

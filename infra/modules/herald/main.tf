@@ -183,6 +183,43 @@ resource "google_cloud_run_v2_service" "herald" {
         name  = "HERALD_CORS_ORIGINS"
         value = join(",", var.cors_origins)
       }
+      # OpenTelemetry (docs/telemetry.md), from var.telemetry.
+      env {
+        name  = "OTEL_SDK_DISABLED"
+        value = var.telemetry.sdk_disabled
+      }
+      env {
+        name  = "OTEL_SERVICE_NAME"
+        value = var.telemetry.service_name
+      }
+      env {
+        name  = "OTEL_RESOURCE_ATTRIBUTES"
+        value = var.telemetry.resource_attributes
+      }
+      env {
+        name  = "OTEL_TRACES_EXPORTER"
+        value = var.telemetry.traces_exporter
+      }
+      env {
+        name  = "OTEL_METRICS_EXPORTER"
+        value = var.telemetry.metrics_exporter
+      }
+      env {
+        name  = "OTEL_EXPORTER_OTLP_ENDPOINT"
+        value = var.telemetry.otlp_endpoint
+      }
+      env {
+        name  = "OTEL_EXPORTER_OTLP_PROTOCOL"
+        value = var.telemetry.otlp_protocol
+      }
+      env {
+        name  = "OTEL_EXPORTER_PROMETHEUS_HOST"
+        value = var.telemetry.prometheus_host
+      }
+      env {
+        name  = "OTEL_EXPORTER_PROMETHEUS_PORT"
+        value = tostring(var.telemetry.prometheus_port)
+      }
       env {
         name = "HERALD_TOKENS"
         value_source {

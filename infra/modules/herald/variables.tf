@@ -135,3 +135,23 @@ variable "cors_origins" {
   type        = list(string)
   default     = []
 }
+
+variable "telemetry" {
+  description = "OpenTelemetry (docs/telemetry.md): the standard OTEL_* variables. traces_exporter and metrics_exporter (otlp, prometheus for metrics, console, none) switch it on; on Cloud Run send OTLP to a collector sidecar on localhost (or through it to Google's OTLP endpoint). sdk_disabled = \"true\" turns it off whatever the rest says; prometheus_host/_port are where /metrics is served for a sidecar to scrape."
+  type = object({
+    sdk_disabled        = optional(string, "false")
+    service_name        = optional(string, "herald")
+    resource_attributes = optional(string, "")
+    traces_exporter     = optional(string, "none")
+    metrics_exporter    = optional(string, "none")
+    otlp_endpoint       = optional(string, "http://localhost:4318")
+    otlp_protocol       = optional(string, "http/protobuf")
+    prometheus_host     = optional(string, "localhost")
+    prometheus_port     = optional(number, 9464)
+  })
+  default = {}
+  validation {
+    condition     = contains(["none", "otlp", "console"], var.telemetry.traces_exporter) && contains(["none", "otlp", "prometheus", "console"], var.telemetry.metrics_exporter)
+    error_message = "telemetry.traces_exporter is none, otlp or console; telemetry.metrics_exporter none, otlp, prometheus or console."
+  }
+}

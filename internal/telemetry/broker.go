@@ -1,0 +1,170 @@
+package telemetry
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/heraldevents/herald/filter"
+	"github.com/heraldevents/herald/pubsubx"
+)
+
+// attrBroker names the broker driver (the topic URL's scheme: mem,
+// awssns, gcppubsub, rabbit, nats, …) on broker spans and metrics.
+const attrBroker = "herald.broker"
+
+// Broker wraps b so that each call to it is a client span ("broker
+// send", "broker receive", …), the child of the operation that made it,
+// and is measured by herald.broker.operation.duration. driver names the
+// broker (the topic URL's scheme). Off, it returns b itself.
+//
+// The wrapper keeps b's optional abilities: SendBatch goes through
+// pubsubx.SendBatch on b (so b's own batching or publish order holds),
+// and MaxMessageBytes, KeepsPublishOrder and Ping answer as b would, or
+// as pubsubx reads a broker without them (no size limit, keeps order,
+// reachable).
+func Broker(b pubsubx.Broker, driver string) pubsubx.Broker {
+	if !Enabled() || b == nil {
+		return b
+	}
+	return &tracedBroker{b: b, driver: attribute.String(attrBroker, driver)}
+}
+
+type tracedBroker struct {
+	b      pubsubx.Broker
+	driver attribute.KeyValue
+}
+
+// call is one broker call in flight.
+type call struct {
+	span  trace.Span
+	attrs []attribute.KeyValue
+	start time.Time
+}
+
+func (t *tracedBroker) start(ctx context.Context, operation string, extra ...attribute.KeyValue) (context.Context, *call) {
+	attrs := []attribute.KeyValue{system, t.driver, attribute.String(attrOperation, operation)}
+	ctx, span := tracer.Start(ctx, "broker "+operation, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(append(attrs, extra...)...))
+	return ctx, &call{span: span, attrs: append(attrs, attribute.String(attrOutcome, "ok")), start: time.Now()}
+}
+
+func (c *call) end(ctx context.Context, err error) {
+	if err != nil {
+		c.attrs = failed(c.attrs, err)
+		c.span.RecordError(err)
+		c.span.SetStatus(codes.Error, "broker call failed")
+	}
+	c.span.End()
+	ins.brokerDuration.Record(ctx, time.Since(c.start).Seconds(), metric.WithAttributes(c.attrs...))
+}
+
+func (t *tracedBroker) Send(ctx context.Context, m *pubsubx.Message) (err error) {
+	ctx, c := t.start(ctx, "send")
+	defer func() { c.end(ctx, err) }()
+	return t.b.Send(ctx, m)
+}
+
+// SendBatch implements pubsubx.BatchSender: one span for the batch, with
+// the first error among the messages as its status.
+func (t *tracedBroker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
+	ctx, c := t.start(ctx, "send", attribute.Int(attrBatchSize, len(msgs)))
+	errs := pubsubx.SendBatch(ctx, t.b, msgs)
+	var first error
+	for _, err := range errs {
+		if err != nil {
+			first = err
+			break
+		}
+	}
+	c.end(ctx, first)
+	return errs
+}
+
+func (t *tracedBroker) CreateSubscription(ctx context.Context, name string, groups filter.Groups) (err error) {
+	ctx, c := t.start(ctx, "create_subscription")
+	defer func() { c.end(ctx, err) }()
+	return t.b.CreateSubscription(ctx, name, groups)
+}
+
+func (t *tracedBroker) UpdateSubscription(ctx context.Context, name string, groups filter.Groups) (err error) {
+	ctx, c := t.start(ctx, "update_subscription")
+	defer func() { c.end(ctx, err) }()
+	return t.b.UpdateSubscription(ctx, name, groups)
+}
+
+func (t *tracedBroker) DeleteSubscription(ctx context.Context, name string) (err error) {
+	ctx, c := t.start(ctx, "delete_subscription")
+	defer func() { c.end(ctx, err) }()
+	return t.b.DeleteSubscription(ctx, name)
+}
+
+// Receive makes its span after the call, and none for an empty receive
+// without error: stream sessions poll their subscription all the time,
+// and a span per idle poll would drown the traces. Its duration is
+// measured either way.
+func (t *tracedBroker) Receive(ctx context.Context, name string, max int, wait time.Duration) ([]*pubsubx.Message, error) {
+	start := time.Now()
+	msgs, err := t.b.Receive(ctx, name, max, wait)
+	attrs := []attribute.KeyValue{system, t.driver, attribute.String(attrOperation, "receive"), attribute.String(attrOutcome, "ok")}
+	if err != nil {
+		attrs = failed(attrs, err)
+	}
+	if len(msgs) > 0 || err != nil {
+		_, span := tracer.Start(ctx, "broker receive", trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start),
+			trace.WithAttributes(system, t.driver, attribute.String(attrOperation, "receive"), attribute.Int(attrBatchSize, len(msgs))))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "broker call failed")
+		}
+		span.End()
+	}
+	ins.brokerDuration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attrs...))
+	return msgs, err
+}
+
+func (t *tracedBroker) Ack(ctx context.Context, name string, msgs []*pubsubx.Message) (err error) {
+	ctx, c := t.start(ctx, "ack", attribute.Int(attrBatchSize, len(msgs)))
+	defer func() { c.end(ctx, err) }()
+	return t.b.Ack(ctx, name, msgs)
+}
+
+func (t *tracedBroker) Nack(ctx context.Context, name string, msgs []*pubsubx.Message) (err error) {
+	ctx, c := t.start(ctx, "nack", attribute.Int(attrBatchSize, len(msgs)))
+	defer func() { c.end(ctx, err) }()
+	return t.b.Nack(ctx, name, msgs)
+}
+
+func (t *tracedBroker) Close() error { return t.b.Close() }
+
+// MaxMessageBytes implements pubsubx.SizeLimited as b does; a broker
+// without a limit has none here either.
+func (t *tracedBroker) MaxMessageBytes() int {
+	if sl, ok := t.b.(pubsubx.SizeLimited); ok {
+		return sl.MaxMessageBytes()
+	}
+	return math.MaxInt
+}
+
+// KeepsPublishOrder implements pubsubx.Ordering as b does; a broker that
+// does not say keeps order.
+func (t *tracedBroker) KeepsPublishOrder() bool {
+	if o, ok := t.b.(pubsubx.Ordering); ok {
+		return o.KeepsPublishOrder()
+	}
+	return true
+}
+
+// Ping implements pubsubx.Pinger as b does; a broker without Ping is
+// reachable. Readiness probes are not traced: they would drown the rest.
+func (t *tracedBroker) Ping(ctx context.Context) error {
+	if p, ok := t.b.(pubsubx.Pinger); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
