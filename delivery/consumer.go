@@ -179,7 +179,7 @@ func (s *Service) pull(ctx context.Context, p *auth.Principal, r PullRequest) (*
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	c, err := s.cfg.Store.GetConsumer(ctx, r.Destination)
+	c, err := s.cfg.Store.LookupConsumer(ctx, r.Destination)
 	if err != nil {
 		return nil, err
 	}

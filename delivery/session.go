@@ -150,7 +150,7 @@ func (s *Service) PollSession(ctx context.Context, p *auth.Principal, st *Sessio
 	if n <= 0 {
 		return nil, nil
 	}
-	c, err := s.cfg.Store.GetConsumer(ctx, st.Queue)
+	c, err := s.cfg.Store.LookupConsumer(ctx, st.Queue) // Requeued is a bound: enough to skip the broker's wait
 	if err != nil {
 		return nil, sessionErr(st.Kind, st.Queue, err)
 	}

@@ -618,7 +618,7 @@ func (s *streamSource) Receive(ctx context.Context, max int) ([]leasestore.Incom
 		ok := groups.Match(m.EventType(), m.ResourceID())
 		if !ok && !refreshed {
 			refreshed = true
-			if c, err := s.svc.cfg.Store.GetConsumer(ctx, s.queue); err == nil {
+			if c, err := s.svc.cfg.Store.LookupConsumer(ctx, s.queue); err == nil {
 				s.mu.Lock()
 				// Unless Stream.UpdateFilters set newer groups meanwhile.
 				if SameGroups(s.groups, groups) {

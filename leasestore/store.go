@@ -262,6 +262,37 @@ func (s *Store) GetConsumer(ctx context.Context, id string) (*Consumer, error) {
 	return s.fullView(ctx, d)
 }
 
+// LookupConsumer returns consumer id as its head alone tells it: one read,
+// for the hot paths that need its type, filters, subscription or paused
+// flag. Committed is a floor of the cursor (exact once the head was last
+// written); InFlight is an upper bound of the events held; Requeued is an
+// upper bound of those waiting for redelivery (the events of every block a
+// pull would read now for reclaimable leases). GetConsumer gives exact
+// figures. It fails with herr.NotFound for an unknown consumer.
+func (s *Store) LookupConsumer(ctx context.Context, id string) (*Consumer, error) {
+	d, err := s.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	nowMs := s.nowMs()
+	c, err := d.view(nowMs, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	live := map[uint16]bool{}
+	for _, e := range d.Sessions {
+		if !e.Tombstone && e.Expires > nowMs {
+			live[holderCode(e.Key, true)] = true
+		}
+	}
+	for _, e := range d.Blocks {
+		if e.Until <= nowMs || (sessionCode(e.Holder) && !live[e.Holder]) {
+			c.Requeued += e.Held
+		}
+	}
+	return c, nil
+}
+
 // ListConsumers returns every consumer, of every type, in no particular
 // order, with exact figures (as GetConsumer: each consumer's head and open
 // blocks are read). Consumers stored in an earlier layout are left out.

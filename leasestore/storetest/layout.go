@@ -23,6 +23,34 @@ var layoutCases = []conformanceCase{
 	{"Layout/StaleHintRepaired", testLayoutStaleHint},
 	{"Layout/DeletedConsumerLeavesNothing", testLayoutDelete},
 	{"Layout/EarlierLayoutRefused", testLayoutEarlier},
+	{"Layout/LookupBounds", testLayoutLookup},
+}
+
+// testLayoutLookup: LookupConsumer reads the head alone; its figures are
+// bounds of GetConsumer's.
+func testLayoutLookup(t *testing.T, h Harness) {
+	m := NewMeter()
+	b := setup(t, meteredHarness{h, m}, setupOptions{})
+	src := NewScriptedSource(bodies("k", 6)...)
+	l1 := b.pull(t, "w1", 3, src)
+	b.pull(t, "w2", 3, src)
+	b.ackGen(t, l1.ID, l1.Generation, leasestore.StatusFailed)
+
+	m.Reset()
+	got, err := b.store.LookupConsumer(b.ctx, b.consumer)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), m.Report().Reads, "one read: the head")
+	exact := b.get(t)
+	require.Equal(t, exact.ID, got.ID)
+	require.Equal(t, exact.Type, got.Type)
+	require.Equal(t, exact.Subscription, got.Subscription)
+	require.Equal(t, exact.Paused, got.Paused)
+	require.GreaterOrEqual(t, got.InFlight, exact.InFlight)
+	require.Equal(t, int64(3), exact.Requeued)
+	require.GreaterOrEqual(t, got.Requeued, exact.Requeued, "a failed lease shows as (maybe) waiting")
+	require.LessOrEqual(t, got.Committed, exact.Committed)
+	_, err = b.store.LookupConsumer(b.ctx, b.consumer+"-none")
+	requireCode(t, herr.NotFound, err)
 }
 
 func blockKeyPrefix(id string) string { return "l:" + id + ":" }
