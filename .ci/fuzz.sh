@@ -20,6 +20,7 @@ targets=(
   ./delivery:FuzzCheckText
   ./cloudevent:FuzzParseSequence
   ./pubsubx/mem:FuzzOpenURL
+  ./leasestore:FuzzRecordCodecs
 )
 for t in "${targets[@]}"; do
   pkg="${t%%:*}" name="${t##*:}"

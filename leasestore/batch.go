@@ -61,34 +61,38 @@ var (
 
 // MarshalBinary implements encoding.BinaryMarshaler for docstore.
 func (b eventBatch) MarshalBinary() ([]byte, error) {
-	size := 8
+	size := 2 + binary.MaxVarintLen64
 	for _, e := range b.Events {
-		size += len(e) + 4 + 6
+		size += len(e) + binary.MaxVarintLen32 + binary.MaxVarintLen64
 	}
-	body := make([]byte, 0, size)
-	body = binary.AppendUvarint(body, uint64(len(b.Events)))
+	// The two header bytes go first, so that an uncompressed batch is
+	// built in place, in one allocation.
+	buf := make([]byte, 2, size)
+	buf[0] = eventBatchV1
+	buf = binary.AppendUvarint(buf, uint64(len(b.Events)))
 	for _, e := range b.Events {
-		body = appendString(body, string(e))
+		buf = binary.AppendUvarint(buf, uint64(len(e)))
+		buf = append(buf, e...)
 	}
 	for i := range b.Events {
 		var p int64
 		if i < len(b.Published) {
 			p = b.Published[i]
 		}
-		body = binary.AppendVarint(body, p)
+		buf = binary.AppendVarint(buf, p)
 	}
-	out := make([]byte, 2, 2+len(body)/2)
-	out[0] = eventBatchV1
+	body := buf[2:]
 	if len(body) >= 256 && !b.raw {
-		out[1] = codecZstd
+		out := make([]byte, 2, 2+len(body)/3)
+		out[0], out[1] = eventBatchV1, codecZstd
 		out = zstdEncoder().EncodeAll(body, out)
 		if len(out)-2 <= len(body)-len(body)/8 {
 			return out, nil
 		}
-		out = out[:2] // does not pay: store as is
+		// Does not pay: store as is.
 	}
-	out[1] = codecRaw
-	return append(out, body...), nil
+	buf[1] = codecRaw
+	return buf, nil
 }
 
 // UnmarshalBinary implements encoding.BinaryUnmarshaler for docstore.
@@ -118,7 +122,7 @@ func (b *eventBatch) UnmarshalBinary(data []byte) error {
 	n := r.count()
 	out := eventBatch{Events: make([][]byte, 0, n), Published: make([]int64, 0, n)}
 	for i := 0; i < n && r.err == nil; i++ {
-		out.Events = append(out.Events, []byte(r.string()))
+		out.Events = append(out.Events, r.bytes())
 	}
 	for i := 0; i < n && r.err == nil; i++ {
 		out.Published = append(out.Published, r.varint())

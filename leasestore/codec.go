@@ -167,7 +167,9 @@ func (x *blockIndex) UnmarshalBinary(b []byte) error {
 		e.Held = e.Count - r.varint()
 		end = e.Start + e.Count
 		if u := r.uvarint(); u > 0 {
-			e.Until = (base + int64(u) - 1) * 1000
+			// A corrupt base could make it negative: a hint at or below 0
+			// only means "read the block", so clamp it there.
+			e.Until = max((base+int64(u)-1)*1000, 0)
 		}
 		h := r.uvarint()
 		if h > 1<<16-1 {
@@ -303,6 +305,20 @@ func (r *reader) uint64() uint64 {
 	v := binary.BigEndian.Uint64(r.b)
 	r.b = r.b[8:]
 	return v
+}
+
+// bytes reads a length-prefixed byte string as a copy of its own, with no
+// spare capacity (callers may append to what a lease hands out).
+func (r *reader) bytes() []byte {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.fail(errShort)
+		return nil
+	}
+	out := make([]byte, n)
+	copy(out, r.b[:n])
+	r.b = r.b[n:]
+	return out
 }
 
 func (r *reader) string() string {

@@ -126,6 +126,14 @@ func FuzzRecordCodecs(f *testing.F) {
 			require.NoError(t, back.UnmarshalBinary(again))
 			require.Equal(t, x, back)
 		}
+		var eb eventBatch
+		if eb.UnmarshalBinary(b) == nil {
+			again, err := eb.MarshalBinary()
+			require.NoError(t, err)
+			var back eventBatch
+			require.NoError(t, back.UnmarshalBinary(again))
+			require.Equal(t, len(eb.Events), len(back.Events))
+		}
 		var s sessionList
 		if s.UnmarshalBinary(b) == nil {
 			again, err := s.MarshalBinary()
@@ -135,4 +143,41 @@ func FuzzRecordCodecs(f *testing.F) {
 			require.Equal(t, s, back)
 		}
 	})
+}
+
+func TestEventBatchRoundTrip(t *testing.T) {
+	t.Parallel()
+	big := make([][]byte, 50)
+	for i := range big {
+		big[i] = []byte(`{"specversion":"1.0","type":"com.example.order","data":{"n":` + string(rune('0'+i%10)) + `}}`)
+	}
+	for name, in := range map[string]eventBatch{
+		"empty":      {},
+		"small":      {Events: [][]byte{[]byte("a"), {}}, Published: []int64{5}},
+		"compressed": {Events: big, Published: make([]int64, len(big))},
+		"raw":        {Events: big, Published: make([]int64, len(big)), raw: true},
+	} {
+		b, err := in.MarshalBinary()
+		require.NoError(t, err, name)
+		switch name {
+		case "compressed":
+			require.Equal(t, byte(codecZstd), b[1], "repetitive JSON compresses")
+		case "raw":
+			require.Equal(t, byte(codecRaw), b[1])
+		}
+		var out eventBatch
+		require.NoError(t, out.UnmarshalBinary(b), name)
+		require.Len(t, out.Events, len(in.Events), name)
+		for i := range in.Events {
+			require.Equal(t, string(in.Events[i]), string(out.Events[i]), name)
+			want := int64(0)
+			if i < len(in.Published) {
+				want = in.Published[i]
+			}
+			require.Equal(t, want, out.Published[i], name)
+		}
+	}
+	var out eventBatch
+	require.Error(t, out.UnmarshalBinary([]byte{eventBatchV1, 9}), "unknown codec")
+	require.Error(t, out.UnmarshalBinary([]byte{eventBatchV1, codecZstd, 1, 2, 3}), "corrupt frame")
 }
