@@ -20,7 +20,7 @@ func objectOfSize(n int) []byte {
 	return []byte(`{"p":"` + strings.Repeat("a", n-overhead) + `"}`)
 }
 
-// TestPublishE2E covers seed 002's publish endpoints over HTTP.
+// TestPublishE2E covers the notifications API's publish endpoints over HTTP.
 func TestPublishE2E(t *testing.T) {
 	t.Parallel()
 
@@ -258,7 +258,7 @@ func TestPublishE2E(t *testing.T) {
 		r.decode(t, &rawOut)
 		require.Equal(t, "false", string(rawOut.Results[1]["success"]))
 
-		// A batch is published in parallel (seed 002), so the two may be
+		// A batch is published in parallel (the notifications API), so the two may be
 		// delivered in either order.
 		got := map[string]string{}
 		for _, e := range c.drain(t, id) {

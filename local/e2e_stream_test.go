@@ -24,11 +24,11 @@ func groupsJSON(t testing.TB, groups any) string {
 	return string(b)
 }
 
-// TestNonDurableStreamE2E covers GET /api/v1beta/events/stream (seed 002).
+// TestNonDurableStreamE2E covers GET /api/v1beta/events/stream (the notifications API).
 func TestNonDurableStreamE2E(t *testing.T) {
 	t.Parallel()
 
-	t.Run("connected frame, then events as seed 002's Event", func(t *testing.T) {
+	t.Run("connected frame, then events as the notifications API's Event", func(t *testing.T) {
 		t.Parallel()
 		c := start(t)
 		s := c.mustStream(t, streamPath("filter_groups", `[{"event_type":"myapp.user.created"}]`), nil)
@@ -348,7 +348,7 @@ func waitSettled(t testing.TB, c *client, id string) {
 }
 
 // TestStreamPermissionsE2E checks per-event authorization on streams and
-// seed 000 pulls, and the access_token query parameter.
+// durable-consumer pulls, and the access_token query parameter.
 func TestStreamPermissionsE2E(t *testing.T) {
 	t.Parallel()
 	tokens := auth.StaticTokens{

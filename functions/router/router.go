@@ -54,7 +54,7 @@ const (
 	All       Function = "all"
 )
 
-// Functions lists every function but All, in a stable order. Seed 002's
+// Functions lists every function but All, in a stable order. The notifications API's
 // consumer routes join the function of their kind: the SSE streams are
 // served by Pull (consuming), durable-queue and dead-letter management by
 // Destinations. The streams need a server that does not buffer responses

@@ -1,4 +1,4 @@
-// Package stream serves seed 002's Server-Sent Events streams:
+// Package stream serves the notifications API's Server-Sent Events streams:
 //
 //	GET /api/v1beta/events/stream?filter_groups=JSON[&previous_filter_groups=JSON][&reconnect_token=T]
 //	GET /api/v1beta/events/stream-durable?queue_id=ID
