@@ -190,6 +190,18 @@ var table = []route{
 	{Route{"GET", health.ReadyPath, All, true, false}, nil},
 }
 
+// noStore marks every answer of h, refusals included, Cache-Control:
+// no-store: an authenticated answer carries what only its caller may see
+// (events, principal ids, reconnect tokens, lease ids), so neither a
+// browser nor a shared cache may keep it (RFC 9111 §5.2.2.5; RFC 6749 §5.1
+// asks the same of answers that carry tokens).
+func noStore(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		h.ServeHTTP(w, r)
+	})
+}
+
 // Options are what ForFunction and Build need beyond the core service.
 type Options struct {
 	// Ready checks the process's dependencies for GET /health/ready and
@@ -257,7 +269,7 @@ func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) h
 			ws.CheckOrigin = originCheck(policy)
 		}
 		if !r.Public {
-			h = httpx.Authenticate(a, h)
+			h = noStore(httpx.Authenticate(a, h))
 		}
 		if r.Method != "GET" {
 			h = admission.Wrap(h, r.Function == Publish)
