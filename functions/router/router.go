@@ -14,9 +14,11 @@
 package router
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
@@ -190,6 +192,15 @@ var table = []route{
 	{Route{"GET", health.ReadyPath, All, true, false}, nil},
 }
 
+// withTimeout ends the context of every request h serves after d.
+func withTimeout(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
 // noStore marks every answer of h, refusals included, Cache-Control:
 // no-store: an authenticated answer carries what only its caller may see
 // (events, principal ids, reconnect tokens, lease ids), so neither a
@@ -218,6 +229,25 @@ type Options struct {
 	// routes, REST and gRPC, also take its publish slots. Streams are not
 	// bounded by it: they hold their request open for hours.
 	Admission *httpx.Admission
+	// RequestTimeout, when positive, bounds every REST request but the
+	// streams (SSE, WebSocket) and the jobs: its context ends after this
+	// long, so a broker or store that accepts connections and never
+	// answers fails the request (504 DEADLINE_EXCEEDED, or the store's
+	// 503) instead of holding it, and its client, for ever. The
+	// entrypoints set it with the function RequestTimeout.
+	RequestTimeout time.Duration
+}
+
+// StoreBound is what RequestTimeout allows a request for its store calls,
+// beyond its longest wait at the broker.
+const StoreBound = 10 * time.Second
+
+// RequestTimeout returns the Options.RequestTimeout of a deployment whose
+// pulls wait up to receiveWait at the broker (HERALD_RECEIVE_WAIT) and
+// whose publishes up to publishTimeout (HERALD_PUBLISH_TIMEOUT): the
+// longer of the two plus StoreBound, 15 s with the defaults.
+func RequestTimeout(receiveWait, publishTimeout time.Duration) time.Duration {
+	return max(receiveWait, publishTimeout) + StoreBound
 }
 
 // Routes returns every route, in the order they are documented.
@@ -273,6 +303,9 @@ func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) h
 		}
 		if r.Method != "GET" {
 			h = admission.Wrap(h, r.Function == Publish)
+		}
+		if o.RequestTimeout > 0 && !r.QueryToken && r.Function != Jobs {
+			h = withTimeout(h, o.RequestTimeout)
 		}
 		if r.QueryToken {
 			h = httpx.Unbounded(stream.AccessTokenFromQuery(h))
