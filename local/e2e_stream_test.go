@@ -373,7 +373,9 @@ func TestStreamPermissionsE2E(t *testing.T) {
 		e := s.event(t)
 		require.Equal(t, "orders.created", e.EventType)
 		s.closeAndWait(t, admin, token)
-		// The skipped event was settled: it is not delivered on reconnect.
+		// The skipped event was handed back to the queue, never settled by
+		// this principal (docs/limits.md); it is not shown on reconnect
+		// either.
 		s = orders.mustStream(t, streamPath(), map[string]string{"Last-Event-ID": token})
 		s.connected(t)
 		admin.publish(t, ev("orders.created", "", map[string]any{"n": 3}))
