@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/router"
+	consumerpb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta"
+	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta/consumerv1betaconnect"
 	"github.com/heraldevents/herald/internal/blackhole"
 	"github.com/heraldevents/herald/internal/emulators"
 	"github.com/heraldevents/herald/leasestore/storeurl"
@@ -22,8 +25,9 @@ import (
 
 // TestBlackHoledStoreAnswers: with the lease store behind an address that
 // accepts TCP and never answers (a wedged server, a firewall dropping
-// replies), every REST call that needs the store answers a clean 5xx
-// within the request bound (router.RequestTimeout), rather than holding
+// replies), every REST call that needs the store answers a clean 5xx,
+// and a unary gRPC call DEADLINE_EXCEEDED or UNAVAILABLE, within the
+// request bound (router.RequestTimeout), rather than holding
 // the request as long as the client waits (DynamoDB did: for ever);
 // readiness names the store; and once the store answers again, the event
 // published before the outage is delivered. The store is reached through
@@ -90,6 +94,19 @@ func TestBlackHoledStoreAnswers(t *testing.T) {
 					t.Logf("%s %s: %d %s after %v", call.method, call.path, r.Status, e.Code, took.Round(time.Millisecond))
 				})
 			}
+			wg.Go(func() { // a unary gRPC call that needs the store
+				cons := consumerv1betaconnect.NewEventConsumerServiceClient(h2cClient(t), h.URL, connect.WithGRPC())
+				began := time.Now()
+				_, err := cons.CreateDurableQueue(t.Context(), rpc(&consumerpb.CreateDurableQueueRequest{QueueId: "blackhole-q"}, h.Token))
+				took := time.Since(began)
+				if code := connect.CodeOf(err); code != connect.CodeDeadlineExceeded && code != connect.CodeUnavailable {
+					t.Errorf("CreateDurableQueue with the store black-holed: %v, want DEADLINE_EXCEEDED or UNAVAILABLE", err)
+				}
+				if took > bound+5*time.Second {
+					t.Errorf("CreateDurableQueue answered after %v; the bound is %v", took, bound)
+				}
+				t.Logf("CreateDurableQueue: %v after %v", connect.CodeOf(err), took.Round(time.Millisecond))
+			})
 			wg.Wait()
 			r, err := c.raw("GET", "/health/ready", "", nil)
 			require.NoError(t, err)

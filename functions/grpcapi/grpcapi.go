@@ -55,6 +55,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
@@ -87,6 +88,27 @@ type Services struct {
 	// every served service, while it reports a dependency down (the checks
 	// of GET /health/ready); nil: SERVING always.
 	Ready *health.Checker
+	// UnaryTimeout, when positive, ends the context of every unary RPC
+	// (publishes, queue management) after this long, as
+	// router.Options.RequestTimeout does for REST requests, so a broker or
+	// store that never answers fails the call (DEADLINE_EXCEEDED) instead
+	// of holding it. Streams are not bounded by it.
+	UnaryTimeout time.Duration
+}
+
+// unaryTimeout returns the handler options that bound unary RPCs by d
+// (none when d is not positive).
+func unaryTimeout(d time.Duration) []connect.HandlerOption {
+	if d <= 0 {
+		return nil
+	}
+	return []connect.HandlerOption{connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			ctx, cancel := context.WithTimeout(ctx, d)
+			defer cancel()
+			return next(ctx, req)
+		}
+	}))}
 }
 
 // Mounts returns the handlers of the selected services, each behind
@@ -97,13 +119,13 @@ func Mounts(svc *delivery.Service, a auth.Authenticator, s Services) []Mount {
 	var names []string
 	if s.Publisher {
 		path, h := publisherv1betaconnect.NewEventPublishingServiceHandler(&Publisher{Service: svc},
-			readLimits(), telemetry.ConnectHandlerOption())
+			append(unaryTimeout(s.UnaryTimeout), readLimits(), telemetry.ConnectHandlerOption())...)
 		mounts = append(mounts, Mount{path, Authenticate(a, h)})
 		names = append(names, publisherv1betaconnect.EventPublishingServiceName)
 	}
 	if s.Consumer {
 		path, h := consumerv1betaconnect.NewEventConsumerServiceHandler(&Consumer{Service: svc},
-			connect.WithReadMaxBytes(maxSingleRequestBytes), telemetry.ConnectHandlerOption())
+			append(unaryTimeout(s.UnaryTimeout), connect.WithReadMaxBytes(maxSingleRequestBytes), telemetry.ConnectHandlerOption())...)
 		mounts = append(mounts, Mount{path, Authenticate(a, h)})
 		names = append(names, consumerv1betaconnect.EventConsumerServiceName)
 	}

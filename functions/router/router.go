@@ -230,7 +230,8 @@ type Options struct {
 	// bounded by it: they hold their request open for hours.
 	Admission *httpx.Admission
 	// RequestTimeout, when positive, bounds every REST request but the
-	// streams (SSE, WebSocket) and the jobs: its context ends after this
+	// streams (SSE, WebSocket) and the jobs, and every unary gRPC call
+	// (grpcapi.Services.UnaryTimeout): its context ends after this
 	// long, so a broker or store that accepts connections and never
 	// answers fails the request (504 DEADLINE_EXCEEDED, or the store's
 	// 503) instead of holding it, and its client, for ever. The
@@ -316,8 +317,9 @@ func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) h
 		Publisher: f.Serves(Route{Function: Publish}),
 		// EventConsumerService holds both consuming (Pull) and queue
 		// management (Destinations) RPCs.
-		Consumer: f.Serves(Route{Function: Pull}) || f.Serves(Route{Function: Destinations}),
-		Ready:    o.Ready,
+		Consumer:     f.Serves(Route{Function: Pull}) || f.Serves(Route{Function: Destinations}),
+		Ready:        o.Ready,
+		UnaryTimeout: o.RequestTimeout,
 	}) {
 		h := m.Handler
 		if m.Path == "/"+publisherv1betaconnect.EventPublishingServiceName+"/" {
