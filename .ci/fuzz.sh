@@ -12,6 +12,7 @@ targets=(
   ./internal/strictjson:FuzzCheckObject
   ./functions/router:FuzzRESTBodies
   ./functions/httpx:FuzzBearerToken
+  ./auth:FuzzParseBearer
   ./functions/wsframe:FuzzDecode
   ./filter:FuzzParse
   ./delivery:FuzzReconnectToken
@@ -19,6 +20,7 @@ targets=(
   ./delivery:FuzzEventValidate
   ./delivery:FuzzCheckText
   ./cloudevent:FuzzParseSequence
+  ./leasestore:FuzzRecordCodecs
   ./pubsubx/mem:FuzzOpenURL
 )
 for t in "${targets[@]}"; do
