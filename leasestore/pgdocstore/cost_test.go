@@ -7,7 +7,7 @@ import (
 	"github.com/heraldevents/herald/leasestore/storeurl/storeurltest"
 )
 
-// BenchmarkPostgreSQLCost is storetest.RunCostBenchmarks on the machine's
+// BenchmarkPostgreSQLCost is storetest.RunCostBenchmarks on a local
 // PostgreSQL: the lease store cost model's scenarios, counted per
 // delivered event. On this driver one docstore call is one SQL statement
 // (an Update three, in one transaction), so fs-ops/event and
