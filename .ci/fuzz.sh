@@ -22,6 +22,8 @@ targets=(
   ./cloudevent:FuzzParseSequence
   ./leasestore:FuzzRecordCodecs
   ./pubsubx/mem:FuzzOpenURL
+  ./pubsubx/rabbit:FuzzOpenURL
+  ./pubsubx/nats:FuzzOpenURL
 )
 for t in "${targets[@]}"; do
   pkg="${t%%:*}" name="${t##*:}"
