@@ -12,6 +12,7 @@ targets=(
   ./internal/strictjson:FuzzCheckObject
   ./functions/router:FuzzRESTBodies
   ./functions/httpx:FuzzBearerToken
+  ./auth:FuzzParseBearer
   ./functions/wsframe:FuzzDecode
   ./filter:FuzzParse
   ./delivery:FuzzReconnectToken
@@ -19,8 +20,10 @@ targets=(
   ./delivery:FuzzEventValidate
   ./delivery:FuzzCheckText
   ./cloudevent:FuzzParseSequence
-  ./pubsubx/mem:FuzzOpenURL
   ./leasestore:FuzzRecordCodecs
+  ./pubsubx/mem:FuzzOpenURL
+  ./pubsubx/rabbit:FuzzOpenURL
+  ./pubsubx/nats:FuzzOpenURL
 )
 for t in "${targets[@]}"; do
   pkg="${t%%:*}" name="${t##*:}"

@@ -2,24 +2,24 @@
 // principal may do.
 //
 // Every endpoint but GET /health requires `Authorization: Bearer <token>`
-// (seed 002, "Authentication"). Permissions are plain strings:
+// (the notifications API, "Authentication"). Permissions are plain strings:
 //
-//	read:events                 pull and acknowledge durable consumers (seed 000)
+//	read:events                 pull and acknowledge durable consumers (the durable-consumer API)
 //	manage:destinations         create, list, pause, resume and delete event destinations
 //	run:jobs                    run the scheduled jobs over HTTP (POST /v1/jobs/{job})
 //	publish:PATTERN             publish events whose type matches PATTERN: an exact
 //	                            type, a prefix ending in "*" ("myapp.*"), or "*"
 //	receive:PATTERN             be delivered events whose type matches PATTERN (same
 //	                            patterns as publish); checked on every delivered event,
-//	                            streams and seed 000 pulls alike; a principal with no
+//	                            streams and durable-consumer pulls alike; a principal with no
 //	                            receive right cannot open a non-durable stream
-//	consume-durable-queues      stream from any durable queue (seed 002)
+//	consume-durable-queues      stream from any durable queue (the notifications API)
 //	create-durable-queues       create durable queues and update the filters of any one
 //	delete-durable-queues       delete any durable queue
 //	inspect-and-replay-all-dlq  list, replay and discard every dead letter
 //	*                           everything
 //
-// Seed 002 spells the last four with the service prefix
+// The notifications API spells the last four with the service prefix
 // "event-consumer-service:" (as in
 // "event-consumer-service:inspect-and-replay-all-dlq"); both spellings are
 // accepted.
@@ -49,16 +49,16 @@ const (
 	// PermReceivePrefix + PATTERN lets a principal be delivered events
 	// whose type matches PATTERN (see CanReceive).
 	PermReceivePrefix = "receive:"
-	// The durable-queue permissions of seed 002 ("Per-queue isolation is
+	// The durable-queue permissions of the notifications API ("Per-queue isolation is
 	// not enforced"): deployment-wide, not per queue.
 	PermConsumeDurableQueues = "consume-durable-queues"
 	PermCreateDurableQueues  = "create-durable-queues" // also authorizes updating filters
 	PermDeleteDurableQueues  = "delete-durable-queues"
 	// PermInspectDeadLetters grants deployment-wide dead-letter visibility
-	// and action (seed 002, "ManageDeadLetteredEvents").
+	// and action (the notifications API, "ManageDeadLetteredEvents").
 	PermInspectDeadLetters = "inspect-and-replay-all-dlq"
 	PermAll                = "*"
-	// ServicePrefix is seed 002's spelling prefix of the consumer-service
+	// ServicePrefix is the notifications API's spelling prefix of the consumer-service
 	// permissions; "event-consumer-service:X" grants what X grants.
 	ServicePrefix = "event-consumer-service:"
 )

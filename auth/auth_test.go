@@ -166,7 +166,7 @@ func TestCanReceiveAll(t *testing.T) {
 	}
 }
 
-// TestServicePrefix checks that seed 002's "event-consumer-service:"
+// TestServicePrefix checks that the notifications API's "event-consumer-service:"
 // spelling grants the same permission, and nothing else.
 func TestServicePrefix(t *testing.T) {
 	t.Parallel()

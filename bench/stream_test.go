@@ -82,7 +82,7 @@ type streamHarness struct {
 
 // newStreamHarness starts Herald; with durable it also creates the
 // durable queue streamQueue on streamType. Unlike newHarness it creates no
-// seed 000 destination: that subscription would receive every event too.
+// durable consumer: that subscription would receive every event too.
 func newStreamHarness(b *testing.B, durable bool) *streamHarness {
 	b.Helper()
 	inst := local.Start(b)

@@ -1,5 +1,5 @@
 // Package cloudevent builds the CloudEvents 1.0 structured-JSON form in which
-// Herald delivers events (seed 000, "200 response"), and formats the
+// Herald delivers events (the durable-consumer API, "200 response"), and formats the
 // per-consumer `sequence` attribute.
 //
 // An event is encoded once, at publish time, by Encode with the CloudEvents
@@ -30,7 +30,7 @@ import (
 )
 
 // Extension attribute names. CloudEvents extension names are lower-case
-// letters and digits only, so the seed's snake_case names lose their '_'.
+// letters and digits only, so the notifications API's snake_case names lose their '_'.
 const (
 	ExtPublishedAt       = "publishedat"
 	ExtPrincipalIdentity = "principalidentity"

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/functions/health"
 	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/router"
 )
@@ -311,4 +312,38 @@ func TestDockerfileBuildsTheCloudRunBuild(t *testing.T) {
 	require.NoError(t, err)
 	require.Regexp(t, `(?m)^ARG HERALD_TAGS=`+regexp.QuoteMeta(string(m[1]))+`$`, string(df))
 	require.Regexp(t, `(?m)go build -tags "\$\{HERALD_TAGS\}" .* \./functions/cmd/cloudrun$`, string(df))
+}
+
+// TestTerraformCloudRunProbes: Cloud Run starts sending traffic once
+// GET /health/ready answers (the broker and the store both reachable),
+// and restarts an instance whose GET /health stops answering; both paths
+// are public routes of the router (probes carry no token), and the
+// liveness probe is the cheap one, so an outage of a dependency does not
+// make Cloud Run restart every instance.
+func TestTerraformCloudRunProbes(t *testing.T) {
+	t.Parallel()
+	mod := parseInfra(t)[filepath.Join("..", "infra", "modules", "herald")]
+	var services []*hclsyntax.Block
+	for _, r := range mod.blocks("resource") {
+		if r.Labels[0] == "google_cloud_run_v2_service" {
+			services = append(services, r)
+		}
+	}
+	require.Len(t, services, 1)
+	containers := children(child(t, services[0].Body, "template").Body, "containers")
+	require.Len(t, containers, 1)
+	public := map[string]bool{}
+	for _, r := range router.Routes() {
+		if r.Public && r.Method == "GET" {
+			public[r.Path] = true
+		}
+	}
+	for probe, want := range map[string]string{"startup_probe": health.ReadyPath, "liveness_probe": health.LivePath} {
+		p := child(t, containers[0].Body, probe)
+		path := literal(t, child(t, p.Body, "http_get").Body.Attributes["path"].Expr)
+		require.Equal(t, want, path, probe)
+		require.True(t, public[path], "%s: %s is a public GET route", probe, path)
+		_, ok := p.Body.Attributes["timeout_seconds"]
+		require.True(t, ok, "%s sets timeout_seconds", probe)
+	}
 }

@@ -1,4 +1,4 @@
-// Package filter holds filter groups, the subscription filters of seed 002
+// Package filter holds filter groups, the subscription filters of the notifications API
 // ("FilterGroup Structure", "Filter Types"), and decides whether an event
 // matches them.
 //
@@ -43,12 +43,12 @@ import (
 	"github.com/heraldevents/herald/internal/strictjson"
 )
 
-// Type is a resource filter type. Its JSON form is the seed's lower-case name
+// Type is a resource filter type. Its JSON form is the notifications API's lower-case name
 // ("eq", "starts_with_lazy", "starts_with_greedy", "unspecified"); the proto
 // enum names ("FILTER_TYPE_EQ", …) and numbers are accepted on input too.
 type Type int
 
-// Filter types, numbered as seed 002's ResourceFilter.FilterType enum.
+// Filter types, numbered as the notifications API's ResourceFilter.FilterType enum.
 const (
 	Unspecified      Type = 0
 	Eq               Type = 1
@@ -70,7 +70,7 @@ func (t Type) String() string {
 	return fmt.Sprintf("filter_type(%d)", int(t))
 }
 
-// MarshalJSON writes the seed's lower-case name.
+// MarshalJSON writes the notifications API's lower-case name.
 func (t Type) MarshalJSON() ([]byte, error) { return json.Marshal(t.String()) }
 
 // UnmarshalJSON accepts the lower-case name, the proto enum name, or the

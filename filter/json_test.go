@@ -17,7 +17,7 @@ func requireCode(t *testing.T, err error, want string, msgAndArgs ...any) {
 	require.Equal(t, want, herr.CodeOf(err).String(), msgAndArgs...)
 }
 
-// TestTypeJSON checks the filter_type forms: the seed's lower-case names
+// TestTypeJSON checks the filter_type forms: the notifications API's lower-case names
 // out, and names, proto enum names and numbers in.
 func TestTypeJSON(t *testing.T) {
 	t.Parallel()
@@ -62,7 +62,7 @@ func TestTypeJSON(t *testing.T) {
 	require.Equal(t, "filter_type(7)", filter.Type(7).String())
 }
 
-// TestGroupsJSON checks a round trip through the seed's FilterGroup shape.
+// TestGroupsJSON checks a round trip through the notifications API's FilterGroup shape.
 func TestGroupsJSON(t *testing.T) {
 	t.Parallel()
 	in := `[{"event_type":"myapp.file.uploaded","filters":[{"filter_type":"FILTER_TYPE_STARTS_WITH_GREEDY","resource_id":"/uploads/"},{"resource_id":"/x"},{"filter_type":2,"resource_id":"/y/"}]}]`

@@ -11,7 +11,7 @@ import (
 	"github.com/heraldevents/herald/herr"
 )
 
-// TestResourceFilterMatch is the table of seed 002's filter types as
+// TestResourceFilterMatch is the table of the notifications API's filter types as
 // package filter documents them.
 func TestResourceFilterMatch(t *testing.T) {
 	t.Parallel()

@@ -29,8 +29,8 @@ type Code int
 const (
 	Unknown            Code = iota // an unexpected failure; HTTP 500
 	Malformed                      // not well-formed (bad JSON, bad query syntax); HTTP 400
-	InvalidArgument                // well-formed but invalid; HTTP 422 on the seed 002 APIs
-	OutOfRange                     // a parameter outside its documented range; HTTP 400 (seed 000)
+	InvalidArgument                // well-formed but invalid; HTTP 422 on the notifications API
+	OutOfRange                     // a parameter outside its documented range; HTTP 400 (the durable-consumer API)
 	Unauthenticated                // no or wrong credentials; HTTP 401
 	PermissionDenied               // authenticated, not allowed; HTTP 403
 	NotFound                       // HTTP 404

@@ -23,7 +23,7 @@ import (
 const chromiumPath = "/usr/bin/chromium"
 
 // startBrowser starts a headless Chromium for t, closed when t ends, with
-// the flags this machine's closed network needs (no background
+// the flags a machine without Internet access needs (no background
 // networking). No timeout on the context it returns: it owns the browser
 // (see chromedp.Run); every wait has its own deadline.
 func startBrowser(t *testing.T) context.Context {

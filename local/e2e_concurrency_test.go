@@ -25,7 +25,7 @@ import (
 // random the ways real workers do: failing batches, crashing with a lease
 // (a short visibility, then a new identity), acknowledging twice, and
 // acknowledging a batch it abandoned long ago. It checks the promises of
-// seed 000 that must survive all of that:
+// the durable-consumer API that must survive all of that:
 //
 //   - every published event is delivered and committed;
 //   - the committed cursor never moves backward as any one worker sees it;

@@ -196,3 +196,45 @@ func TestDeadLetterPermissionsE2E(t *testing.T) {
 	out := ops.act(t, map[string]string{"id": "x", "action": "LEAVE"})
 	require.Equal(t, "LEFT", out[0].Outcome)
 }
+
+// TestWithheldEventDeadLetters: an event that no session attached to a
+// durable queue may read is handed back on every delivery, never settled
+// by a principal that may not read it, and is dead-lettered by the
+// delivery limit like any other undeliverable event (docs/limits.md,
+// "Events a principal may not read"); an operator sees it there and may
+// replay it. The events after it still reach the stream: it holds nothing
+// up.
+func TestWithheldEventDeadLetters(t *testing.T) {
+	t.Parallel()
+	const limit = 3
+	tokens := auth.StaticTokens{
+		"orders-reader": {ID: "orders-reader", Permissions: []string{"receive:orders.*", auth.PermConsumeDurableQueues}},
+	}
+	admin := start(t, streamOpts(func(c *local.Config) { c.Tokens = tokens; c.SSEAckDelay = -1; c.DeliveryLimit = limit }))
+	orders := &client{base: admin.base, token: "orders-reader", hc: admin.hc}
+	status, _ := admin.createQueue(t, "withheld-dlq", nil)
+	require.Equal(t, http.StatusCreated, status)
+	s := orders.mustStream(t, durablePath("withheld-dlq"), nil)
+	s.connected(t)
+
+	admin.publish(t, ev("users.created", "/u/1", map[string]any{"n": 1}))
+	admin.publish(t, ev("orders.created", "/o/2", map[string]any{"n": 2}))
+	require.Equal(t, []int{2}, nValues(t, s.events(t, 1)), "the readable event is not held up")
+
+	var dl deadLetterItem
+	require.Eventually(t, func() bool {
+		p := admin.listDeadLetters(t, nil)
+		if len(p.DeadLetters) == 0 {
+			return false
+		}
+		dl = p.DeadLetters[0]
+		return true
+	}, 60*time.Second, 200*time.Millisecond, "the withheld event is dead-lettered after %d deliveries", limit)
+	require.Equal(t, "DELIVERY_LIMIT", dl.Reason)
+	require.Equal(t, "withheld-dlq", dl.OriginQueue)
+	require.Equal(t, "users.created", dl.Event.EventType)
+	require.EqualValues(t, limit, dl.DeliveryCount)
+	require.Len(t, admin.listDeadLetters(t, nil).DeadLetters, 1, "only the withheld event")
+	out := admin.act(t, map[string]string{"id": dl.ID, "action": "REPLAY"})
+	require.Equal(t, "REPLAYED", out[0].Outcome, "%+v", out[0])
+}

@@ -151,7 +151,7 @@ func (c *client) expectError(t testing.TB, status int, method, path string, v an
 	return e
 }
 
-// wireEvent is seed 002's REST event shape, as echoed in results.
+// wireEvent is the notifications API's REST event shape, as echoed in results.
 type wireEvent struct {
 	EventType  string          `json:"event_type"`
 	Message    json.RawMessage `json:"message"`
@@ -161,7 +161,7 @@ type wireEvent struct {
 	} `json:"resource"`
 }
 
-// publishResult is seed 002's PublishingResult.
+// publishResult is the notifications API's PublishingResult.
 type publishResult struct {
 	Event         *wireEvent `json:"event"`
 	Success       bool       `json:"success"`
@@ -226,7 +226,7 @@ func (c *client) getDest(t testing.TB, id string) destination {
 	return d
 }
 
-// lease is seed 000's 200 pull response.
+// lease is the durable-consumer API's 200 pull response.
 type lease struct {
 	LeaseID    string            `json:"leaseId"`
 	Generation int64             `json:"generation"`

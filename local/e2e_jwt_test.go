@@ -1,6 +1,9 @@
 package local_test
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/heraldevents/herald/auth/jwtauth"
 	"github.com/heraldevents/herald/auth/jwtauth/jwttest"
+	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/functions/wsbridge"
 	"github.com/heraldevents/herald/functions/wsframe"
 	"github.com/heraldevents/herald/functions/wsframe/wstest"
@@ -154,14 +158,20 @@ func TestJWTIssuerDown(t *testing.T) {
 
 // TestJWTScopesOnEveryRoute: each route admits a token holding exactly
 // its permission (either spelling of the consumer-service ones) and
-// answers 403 insufficient_scope to one holding every other.
+// answers 403 insufficient_scope to one holding every other. The routes
+// come from the router, so a route added without a case here fails the
+// test instead of escaping the scope check. Every answer of an
+// authenticated route, refusals included, is Cache-Control: no-store: it
+// carries what only its caller may see (events, principal ids, reconnect
+// tokens).
 func TestJWTScopesOnEveryRoute(t *testing.T) {
 	t.Parallel()
 	iss := jwttest.New(t)
 	h := start(t, withIssuer(iss))
 	dest := h.create(t, nil)
+	doomed := h.create(t, nil)
 	all := []string{"publish:orders.*", "manage:destinations", "read:events", "receive:orders.*", "run:jobs",
-		"create-durable-queues", "delete-durable-queues", "inspect-and-replay-all-dlq"}
+		"consume-durable-queues", "create-durable-queues", "delete-durable-queues", "inspect-and-replay-all-dlq"}
 	without := func(perm string) string {
 		var out []string
 		for _, p := range all {
@@ -171,36 +181,106 @@ func TestJWTScopesOnEveryRoute(t *testing.T) {
 		}
 		return strings.Join(out, " ")
 	}
-	// The pull comes before the publish: an event of orders.created would
-	// be withheld from a token without receive:orders.* (403, see
-	// TestStreamPermissionsE2E), which is not what this test is about.
-	routes := []struct {
-		perm, method, path, body string
-		ok                       int
+	const queue = "jwt-scopes-q"
+	groups := `[{"event_type":"orders.created"}]`
+	// In the order they run. The pull comes before the publish: an event
+	// of orders.created would be withheld from a token without
+	// receive:orders.* (403, see TestStreamPermissionsE2E), which is not
+	// what this test is about. perm "" marks a route that needs only a
+	// valid token; what its frames may do is checked per frame
+	// (TestJWTWebSocket).
+	cases := []struct {
+		route            string // "METHOD PATTERN", as router.Routes names it
+		perm, path, body string
+		ok               int
 	}{
-		{"manage:destinations", "GET", "/v1/event-destinations", "", http.StatusOK},
-		{"manage:destinations", "GET", "/v1/event-destinations/" + dest, "", http.StatusOK},
-		{"read:events", "POST", pullPath(dest, nil), "", http.StatusNoContent},
-		{"read:events", "POST", "/v1/event-destinations/" + dest + "/acknowledge", `{"leaseId":"nope","generation":0,"status":"ok"}`, http.StatusOK},
-		{"publish:orders.*", "POST", "/api/v1beta/events", `{"event":{"event_type":"orders.created"}}`, http.StatusOK},
-		{"event-consumer-service:create-durable-queues", "POST", "/api/v1beta/queues/durable", `{"queue_id":"jwt-scopes-q"}`, http.StatusCreated},
-		{"delete-durable-queues", "DELETE", "/api/v1beta/queues/durable?queue_id=jwt-scopes-q", "", http.StatusOK},
-		{"event-consumer-service:inspect-and-replay-all-dlq", "GET", "/api/v1beta/dead-letters", "", http.StatusOK},
-		{"run:jobs", "POST", "/v1/jobs/lease-expiry", "", http.StatusOK},
+		{"GET /v1/event-destinations", "manage:destinations", "/v1/event-destinations", "", http.StatusOK},
+		{"POST /v1/event-destinations", "manage:destinations", "/v1/event-destinations", `{"type":"DURABLE_CONSUMER"}`, http.StatusCreated},
+		{"GET /v1/event-destinations/{id}", "manage:destinations", "/v1/event-destinations/" + dest, "", http.StatusOK},
+		{"POST /v1/event-destinations/{id}/pause", "manage:destinations", "/v1/event-destinations/" + dest + "/pause", "", http.StatusOK},
+		{"POST /v1/event-destinations/{id}/resume", "manage:destinations", "/v1/event-destinations/" + dest + "/resume", "", http.StatusOK},
+		{"DELETE /v1/event-destinations/{id}", "manage:destinations", "/v1/event-destinations/" + doomed, "", http.StatusNoContent},
+		{"POST /v1/event-destinations/{id}/pull", "read:events", pullPath(dest, nil), "", http.StatusNoContent},
+		{"POST /v1/event-destinations/{id}/acknowledge", "read:events", "/v1/event-destinations/" + dest + "/acknowledge", `{"leaseId":"nope","generation":0,"status":"ok"}`, http.StatusOK},
+		{"POST /api/v1beta/events", "publish:orders.*", "/api/v1beta/events", `{"event":{"event_type":"orders.created"}}`, http.StatusOK},
+		{"POST /api/v1beta/events/batch", "publish:orders.*", "/api/v1beta/events/batch", `{"events":[{"event_type":"orders.created"}]}`, http.StatusOK},
+		{"GET /api/v1beta/events/stream", "receive:orders.*", streamPath("filter_groups", groups), "", http.StatusOK},
+		{"POST /api/v1beta/queues/durable", "event-consumer-service:create-durable-queues", "/api/v1beta/queues/durable", `{"queue_id":"` + queue + `","filter_groups":` + groups + `}`, http.StatusCreated},
+		{"GET /api/v1beta/events/stream-durable", "consume-durable-queues", durablePath(queue), "", http.StatusOK},
+		{"PATCH /api/v1beta/queues/durable", "create-durable-queues", "/api/v1beta/queues/durable", `{"queue_id":"` + queue + `","current_filter_groups":` + groups + `,"new_filter_groups":[{"event_type":"orders.updated"}]}`, http.StatusOK},
+		{"DELETE /api/v1beta/queues/durable", "delete-durable-queues", "/api/v1beta/queues/durable?queue_id=" + queue, "", http.StatusOK},
+		{"GET " + wsbridge.Path, "", wsbridge.Path, "", http.StatusUpgradeRequired},
+		{"GET /api/v1beta/dead-letters", "event-consumer-service:inspect-and-replay-all-dlq", "/api/v1beta/dead-letters", "", http.StatusOK},
+		{"POST /api/v1beta/dead-letters/actions", "inspect-and-replay-all-dlq", "/api/v1beta/dead-letters/actions", `{"actions":[{"id":"nope","action":"LEAVE"}]}`, http.StatusOK},
+		{"POST /v1/jobs/{job}", "run:jobs", "/v1/jobs/lease-expiry", "", http.StatusOK},
 	}
-	for _, rt := range routes {
-		var body []byte
-		if rt.body != "" {
-			body = []byte(rt.body)
+
+	// A batch publish answers a refused event in its per-event result
+	// (success:false), not with 403.
+	const perEvent = "POST /api/v1beta/events/batch"
+	covered := map[string]bool{}
+	for _, c := range cases {
+		covered[c.route] = true
+	}
+	for _, r := range router.Routes() {
+		if !r.Public {
+			require.True(t, covered[r.Method+" "+r.Path], "route %s %s has no case in this test", r.Method, r.Path)
 		}
-		r, err := h.raw(rt.method, rt.path, iss.Token(t, "svc", without(rt.perm)), body)
-		require.NoError(t, err)
-		require.Equal(t, http.StatusForbidden, r.Status, "%s %s without %s: %s", rt.method, rt.path, rt.perm, r.Body)
-		require.Contains(t, challengeOf(r), `error="insufficient_scope"`)
-		r, err = h.raw(rt.method, rt.path, iss.Token(t, "svc", rt.perm), body)
-		require.NoError(t, err)
-		require.Equal(t, rt.ok, r.Status, "%s %s with %s: %s", rt.method, rt.path, rt.perm, r.Body)
 	}
+
+	for _, c := range cases {
+		method := strings.Fields(c.route)[0]
+		var body []byte
+		if c.body != "" {
+			body = []byte(c.body)
+		}
+		r := h.head(t, method, c.path, "", body)
+		require.Equal(t, http.StatusUnauthorized, r.Status, "%s without a token: %s", c.route, r.Body)
+		require.Equal(t, "no-store", r.Header.Get("Cache-Control"), "%s: a 401", c.route)
+		if c.perm != "" {
+			r = h.head(t, method, c.path, iss.Token(t, "svc", without(c.perm)), body)
+			if c.route == perEvent {
+				require.Equal(t, http.StatusOK, r.Status, "%s without %s: %s", c.route, c.perm, r.Body)
+				require.Contains(t, string(r.Body), `"success":false,"failure_reason":"not authorized`, c.route)
+			} else {
+				require.Equal(t, http.StatusForbidden, r.Status, "%s without %s: %s", c.route, c.perm, r.Body)
+				require.Contains(t, challengeOf(r), `error="insufficient_scope"`, c.route)
+			}
+			require.Equal(t, "no-store", r.Header.Get("Cache-Control"), "%s: a refusal", c.route)
+		}
+		r = h.head(t, method, c.path, iss.Token(t, "svc", c.perm), body)
+		require.Equal(t, c.ok, r.Status, "%s with %q: %s", c.route, c.perm, r.Body)
+		if c.route == perEvent {
+			require.Contains(t, string(r.Body), `"success":true`, c.route)
+		}
+		require.Equal(t, "no-store", r.Header.Get("Cache-Control"), "%s: its answer", c.route)
+	}
+}
+
+// head sends body (nil for none) with token ("" for none) and returns the
+// answer's status and headers, and its body unless it is an event stream,
+// which it leaves open no longer than it takes to read the headers.
+func (c *client) head(t *testing.T, method, path, token string, body []byte) *response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	require.NoError(t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := (&http.Client{Transport: c.hc.Transport}).Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	out := &response{Status: res.StatusCode, Header: res.Header}
+	if !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		out.Body, err = io.ReadAll(res.Body)
+		require.NoError(t, err)
+	}
+	return out
 }
 
 // TestJWTPrincipalIdentity: a published event names the token's sub.

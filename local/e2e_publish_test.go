@@ -20,7 +20,7 @@ func objectOfSize(n int) []byte {
 	return []byte(`{"p":"` + strings.Repeat("a", n-overhead) + `"}`)
 }
 
-// TestPublishE2E covers seed 002's publish endpoints over HTTP.
+// TestPublishE2E covers the notifications API's publish endpoints over HTTP.
 func TestPublishE2E(t *testing.T) {
 	t.Parallel()
 
@@ -258,7 +258,7 @@ func TestPublishE2E(t *testing.T) {
 		r.decode(t, &rawOut)
 		require.Equal(t, "false", string(rawOut.Results[1]["success"]))
 
-		// A batch is published in parallel (seed 002), so the two may be
+		// A batch is published in parallel (the notifications API), so the two may be
 		// delivered in either order.
 		got := map[string]string{}
 		for _, e := range c.drain(t, id) {
@@ -281,4 +281,51 @@ func TestPublishEdgeValues(t *testing.T) {
 	r := c.must(t, "POST", "/api/v1beta/events", `{"event":{"event_type":"a.b","message":null,"occurred_at":"9999-12-31T23:59:59Z"}}`)
 	require.Equal(t, http.StatusOK, r.Status)
 	require.Contains(t, string(r.Body), `"message":{}`)
+}
+
+// TestPublishControlCharacters: a REST publish whose event carries a
+// control character gets a clean answer and nothing reaches a consumer.
+// Escaped in the JSON (\u0001, \u0085) it breaks a publish rule: 422
+// naming the field, as an HTTPValidationError. Raw in the body it is not
+// JSON (RFC 8259 §7): 400 malformed. In a batch the event fails alone, in
+// its result.
+func TestPublishControlCharacters(t *testing.T) {
+	t.Parallel()
+	c := start(t)
+	dest := c.create(t, nil)
+	for name, tc := range map[string]struct {
+		event string
+		loc   []any
+	}{
+		"C0 in resource_id":  {`{"event_type":"a.b","resource":{"resource_id":"/x\u0001y"}}`, []any{"body", "event", "resource", "resource_id"}},
+		"LF in resource_id":  {`{"event_type":"a.b","resource":{"resource_id":"/x\ny"}}`, []any{"body", "event", "resource", "resource_id"}},
+		"DEL in resource_id": {`{"event_type":"a.b","resource":{"resource_id":"/x\u007fy"}}`, []any{"body", "event", "resource", "resource_id"}},
+		"C1 in resource_id":  {`{"event_type":"a.b","resource":{"resource_id":"/x\u0085y"}}`, []any{"body", "event", "resource", "resource_id"}},
+		"BEL in event_type":  {`{"event_type":"a.b\u0007"}`, []any{"body", "event", "event_type"}},
+	} {
+		e := c.expectError(t, http.StatusUnprocessableEntity, "POST", "/api/v1beta/events", `{"event":`+tc.event+`}`)
+		require.Equal(t, "invalid_argument", e.Code, name)
+		detail, ok := e.Detail.([]any)
+		require.True(t, ok, "%s: detail %v", name, e.Detail)
+		require.Len(t, detail, 1, name)
+		require.Equal(t, tc.loc, detail[0].(map[string]any)["loc"], name)
+
+		r := c.must(t, "POST", "/api/v1beta/events/batch", `{"events":[`+tc.event+`]}`)
+		require.Equal(t, http.StatusOK, r.Status, name)
+		var out struct {
+			Results []publishResult `json:"results"`
+		}
+		r.decode(t, &out)
+		require.Len(t, out.Results, 1, name)
+		require.False(t, out.Results[0].Success, name)
+		require.NotEmpty(t, out.Results[0].FailureReason, name)
+	}
+	raw := "{\"event\":{\"event_type\":\"a.b\",\"resource\":{\"resource_id\":\"/x\x01y\"}}}"
+	e := c.expectError(t, http.StatusBadRequest, "POST", "/api/v1beta/events", raw)
+	require.Equal(t, "malformed", e.Code)
+	require.NotContains(t, e.Message, "\x01", "the answer does not echo the control character")
+
+	r, err := c.raw("POST", pullPath(dest, nil), c.token, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNoContent, r.Status, "no refused event reached the consumer: %s", r.Body)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/heraldevents/herald/local"
 )
 
-// TestPullParametersE2E covers seed 000's pull parameter ranges and
+// TestPullParametersE2E covers the durable-consumer API's pull parameter ranges and
 // defaults.
 func TestPullParametersE2E(t *testing.T) {
 	t.Parallel()
@@ -71,7 +71,7 @@ func TestPullParametersE2E(t *testing.T) {
 	})
 }
 
-// TestPullResponsesE2E covers seed 000's pull answers: 200, 204, 409, 429.
+// TestPullResponsesE2E covers the durable-consumer API's pull answers: 200, 204, 409, 429.
 func TestPullResponsesE2E(t *testing.T) {
 	t.Parallel()
 
@@ -159,7 +159,7 @@ func TestPullResponsesE2E(t *testing.T) {
 }
 
 // TestLeasesE2E covers lease ownership, redelivery and the acknowledge
-// outcomes of seed 000.
+// outcomes of the durable-consumer API.
 func TestLeasesE2E(t *testing.T) {
 	t.Parallel()
 

@@ -17,13 +17,13 @@ import (
 	"github.com/heraldevents/herald/local"
 )
 
-// badQueueIDs break seed 002's rule ^[A-Za-z0-9._-]{1,200}$.
+// badQueueIDs break the notifications API's rule ^[A-Za-z0-9._-]{1,200}$.
 var badQueueIDs = []string{
 	"has space", strings.Repeat("q", 201), "a/b", "émoji", "tab\there", "new\nline", "q?x", "q#1", "q%20",
 }
 
 // TestDurableQueuesE2E covers POST, PATCH and DELETE
-// /api/v1beta/queues/durable (seed 002).
+// /api/v1beta/queues/durable (the notifications API).
 func TestDurableQueuesE2E(t *testing.T) {
 	t.Parallel()
 
@@ -205,14 +205,14 @@ func TestDurableQueuesE2E(t *testing.T) {
 	t.Run("a queue_id taken by a durable consumer is not a queue", func(t *testing.T) {
 		t.Parallel()
 		c := start(t)
-		id := c.create(t, nil) // a seed 000 durable consumer
+		id := c.create(t, nil) // a durable consumer (durable-consumer API)
 		c.expectError(t, http.StatusConflict, "POST", "/api/v1beta/queues/durable", map[string]any{"queue_id": id})
 		c.expectError(t, http.StatusNotFound, "DELETE", "/api/v1beta/queues/durable?queue_id="+id, nil)
 		c.getDest(t, id) // untouched
 	})
 }
 
-// TestQueueIdleExpiryE2E covers seed 002's "Durable Queue Lifetime": a
+// TestQueueIdleExpiryE2E covers the notifications API's "Durable Queue Lifetime": a
 // queue without an attached consumer for the idle window is deleted with
 // what it holds, every call then answers 404, and creating it again with
 // the same id and filters works.

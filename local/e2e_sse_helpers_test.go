@@ -37,7 +37,7 @@ type sseConn struct {
 	header http.Header
 }
 
-// consumerEvent is seed 002's consumer Event as an SSE event frame carries
+// consumerEvent is the notifications API's consumer Event as an SSE event frame carries
 // it.
 type consumerEvent struct {
 	EventType         string          `json:"event_type"`
@@ -176,7 +176,7 @@ func (s *sseConn) closeAndWait(t testing.TB, c *client, id string) {
 	}
 }
 
-// connected reads the first frame, requires it to be seed 002's connected
+// connected reads the first frame, requires it to be the notifications API's connected
 // frame, and returns the reconnect token.
 func (s *sseConn) connected(t testing.TB) string {
 	t.Helper()

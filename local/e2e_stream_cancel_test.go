@@ -13,7 +13,7 @@ import (
 
 // TestConsumerCancelledE2E: when a stream's session is taken away while its
 // queue is intact (here its heartbeat lapsed: the clock jumped past the
-// session TTL), the stream ends with seed 002's documented 500 error
+// session TTL), the stream ends with the notifications API's documented 500 error
 // event, and a reconnect finds the backlog, including what the lost
 // session had not acknowledged.
 func TestConsumerCancelledE2E(t *testing.T) {

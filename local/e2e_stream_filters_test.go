@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestStreamFilterSemanticsE2E runs seed 002's filter semantics over SSE:
+// TestStreamFilterSemanticsE2E runs the notifications API's filter semantics over SSE:
 // one fresh non-durable stream per case, every combination of two event
 // types and a set of resource ids (the empty one included) published, and
 // exactly the expected ones delivered. A final marker event, selected by

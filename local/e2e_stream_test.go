@@ -24,11 +24,11 @@ func groupsJSON(t testing.TB, groups any) string {
 	return string(b)
 }
 
-// TestNonDurableStreamE2E covers GET /api/v1beta/events/stream (seed 002).
+// TestNonDurableStreamE2E covers GET /api/v1beta/events/stream (the notifications API).
 func TestNonDurableStreamE2E(t *testing.T) {
 	t.Parallel()
 
-	t.Run("connected frame, then events as seed 002's Event", func(t *testing.T) {
+	t.Run("connected frame, then events as the notifications API's Event", func(t *testing.T) {
 		t.Parallel()
 		c := start(t)
 		s := c.mustStream(t, streamPath("filter_groups", `[{"event_type":"myapp.user.created"}]`), nil)
@@ -348,7 +348,7 @@ func waitSettled(t testing.TB, c *client, id string) {
 }
 
 // TestStreamPermissionsE2E checks per-event authorization on streams and
-// seed 000 pulls, and the access_token query parameter.
+// durable-consumer pulls, and the access_token query parameter.
 func TestStreamPermissionsE2E(t *testing.T) {
 	t.Parallel()
 	tokens := auth.StaticTokens{
@@ -373,7 +373,9 @@ func TestStreamPermissionsE2E(t *testing.T) {
 		e := s.event(t)
 		require.Equal(t, "orders.created", e.EventType)
 		s.closeAndWait(t, admin, token)
-		// The skipped event was settled: it is not delivered on reconnect.
+		// The skipped event was handed back to the queue, never settled by
+		// this principal (docs/limits.md); it is not shown on reconnect
+		// either.
 		s = orders.mustStream(t, streamPath(), map[string]string{"Last-Event-ID": token})
 		s.connected(t)
 		admin.publish(t, ev("orders.created", "", map[string]any{"n": 3}))

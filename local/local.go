@@ -64,7 +64,7 @@ type Config struct {
 	// PublishTimeout bounds how long a publish waits for the broker
 	// (HERALD_PUBLISH_TIMEOUT; default 5s).
 	PublishTimeout time.Duration
-	// ReconnectGrace, QueueIdleWindow and DeliveryLimit are seed 002's
+	// ReconnectGrace, QueueIdleWindow and DeliveryLimit are the notifications API's
 	// queue lifetimes and redelivery budget (HERALD_RECONNECT_GRACE,
 	// default 20s; HERALD_QUEUE_IDLE_WINDOW, default 24h;
 	// HERALD_DELIVERY_LIMIT, default 20).

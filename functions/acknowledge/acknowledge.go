@@ -1,4 +1,4 @@
-// Package acknowledge serves seed 000's "Acknowledge a batch":
+// Package acknowledge serves the durable-consumer API's "Acknowledge a batch":
 //
 //	POST /v1/event-destinations/{id}/acknowledge
 //	{"leaseId": "…", "generation": 0, "status": "ok" | "failed"}

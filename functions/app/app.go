@@ -6,6 +6,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -159,7 +160,10 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 	a.authn = chain
 	a.admission = cfg.Admission()
 	a.handler = telemetry.Handler(accesslog.Middleware(opts.Logger, telemetry.Route(
-		router.Build(a.svc, chain, cfg.Function, router.Options{Ready: a.readiness(opts.Logger), CORSOrigins: cfg.CORSOrigins, Admission: a.admission}))))
+		router.Build(a.svc, chain, cfg.Function, router.Options{
+			Ready: a.readiness(opts.Logger), CORSOrigins: cfg.CORSOrigins, Admission: a.admission,
+			RequestTimeout: router.RequestTimeout(cfg.ReceiveWait, cmp.Or(cfg.PublishTimeout, delivery.DefaultPublishTimeout)),
+		}))))
 	return a, nil
 }
 

@@ -19,7 +19,7 @@
 // Permission names are those of package auth: read:events,
 // manage:destinations, run:jobs, publish:PATTERN, receive:PATTERN,
 // consume-durable-queues, create-durable-queues, delete-durable-queues,
-// inspect-and-replay-all-dlq (the last four also with seed 002's
+// inspect-and-replay-all-dlq (the last four also with the notifications API's
 // "event-consumer-service:" prefix) and *. An unknown name is refused.
 //
 // Both may be set, together with HERALD_DEV_TOKEN (a token with every
@@ -156,7 +156,7 @@ const (
 	MaxLeaseBytes = 1_000_000
 	// MinCloudTokenLength is the shortest token a cloud profile accepts.
 	MinCloudTokenLength = 16
-	// Seed 002 defaults: the reconnect grace of a non-durable queue, the
+	// The notifications API defaults: the reconnect grace of a non-durable queue, the
 	// idle window of a durable queue, the delivery limit past which an
 	// event is dead-lettered.
 	DefaultReconnectGrace  = 20 * time.Second
@@ -211,7 +211,7 @@ const (
 	// DefaultHTTP2PingInterval is how long an HTTP/2 connection may go
 	// without a frame from the client before the server sends it a PING:
 	// half the shortest common load-balancer idle timeout (60 s), so an idle
-	// gRPC stream is never quiet for long enough to be cut. Seed 002 defines
+	// gRPC stream is never quiet for long enough to be cut. The notifications API defines
 	// no keep-alive message; see package functions/grpcapi, "Keep-alive".
 	DefaultHTTP2PingInterval = 30 * time.Second
 	// MinHTTP2PingInterval and MaxHTTP2PingInterval bound a non-zero
@@ -469,7 +469,7 @@ type Config struct {
 	// for the broker (DefaultPublishTimeout, 5s, when unset; 0 in a Config
 	// built by hand means the same).
 	PublishTimeout time.Duration
-	// ReconnectGrace, QueueIdleWindow and DeliveryLimit are seed 002's
+	// ReconnectGrace, QueueIdleWindow and DeliveryLimit are the notifications API's
 	// queue lifetimes and redelivery budget.
 	ReconnectGrace  time.Duration
 	QueueIdleWindow time.Duration

@@ -268,7 +268,7 @@ func TestDocsListEveryVariable(t *testing.T) {
 	require.ElementsMatch(t, want, listed, "docs/configuration.md table vs config.Vars")
 }
 
-// TestStreamVariables checks seed 002's lifetimes, the delivery limit and
+// TestStreamVariables checks the notifications API's lifetimes, the delivery limit and
 // the SSE settings: defaults, overrides and ranges.
 func TestStreamVariables(t *testing.T) {
 	t.Parallel()
@@ -308,7 +308,7 @@ func TestStreamVariables(t *testing.T) {
 	require.ErrorContains(t, err, config.EnvDeliveryLimit)
 }
 
-// TestConsumerPermissions checks that HERALD_TOKENS accepts seed 002's
+// TestConsumerPermissions checks that HERALD_TOKENS accepts the notifications API's
 // permissions, with and without the service prefix, and receive patterns.
 func TestConsumerPermissions(t *testing.T) {
 	t.Parallel()

@@ -6,7 +6,7 @@
 //	POST /api/v1beta/dead-letters/actions {"actions": [{"id": "…", "action": "REPLAY|DISCARD|LEAVE"}]}
 //	     → 200 {"outcomes": [{"id", "action", "outcome", "detail"}…]}
 //
-// Seed 002 offers dead-letter triage only as the gRPC stream
+// The notifications API offers dead-letter triage only as the gRPC stream
 // ManageDeadLetteredEvents, whose delivery tags live as long as the stream.
 // Herald adds these two REST calls over the same store: a dead letter is
 // named by its stable id instead of a session tag, and every action gets
@@ -41,7 +41,7 @@ import (
 
 const maxBody = 64 << 10
 
-// DeadLetter is one item of the listing: seed 002's DeadLetteredEvent with
+// DeadLetter is one item of the listing: the notifications API's DeadLetteredEvent with
 // a stable id instead of a delivery tag.
 type DeadLetter struct {
 	ID string `json:"id"`

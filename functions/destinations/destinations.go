@@ -1,4 +1,4 @@
-// Package destinations serves event-destination management, which seed 000
+// Package destinations serves event-destination management, which the durable-consumer API
 // leaves out and Herald adds:
 //
 //	POST   /v1/event-destinations              {"type":"DURABLE_CONSUMER","filter_groups":[…]} → 201 Destination
@@ -42,7 +42,7 @@ type Destination struct {
 	// or expired and swept by the lease-expiry job).
 	Requeued int64 `json:"requeued"`
 	// LiveSessions counts the streams attached to a queue now (0 for a
-	// seed 000 durable consumer, which has none).
+	// durable consumer of the durable-consumer API, which has none).
 	LiveSessions int `json:"live_sessions"`
 }
 

@@ -176,7 +176,7 @@ func (h *Consumer) ConsumeDurableEventsWithAcks(ctx context.Context, stream *con
 // carries one event and the token again. Events are acknowledged once
 // sent. A client may half-close after its first message.
 //
-// A later message updates the open stream's filters (seed 002:
+// A later message updates the open stream's filters (the notifications API:
 // previous_filter_groups is "Required when updating filters"): the queue's
 // filters move from its previous_filter_groups (absent = no groups, every
 // event) to its filter_groups, compare-and-set as on a reconnect
@@ -311,7 +311,7 @@ func updateFilters(ctx context.Context, procedure string, st *delivery.Stream, m
 // acknowledges each event StreamConfig.AutoAckDelay after it was sent.
 // An event still unacknowledged when the stream ends is delivered again
 // on reconnect; one acknowledged just before a disconnect is lost to the
-// client, which is the loss window seed 002 documents for this RPC. Errors
+// client, which is the loss window the notifications API documents for this RPC. Errors
 // are those of ConsumeDurableEventsWithAcks.
 func (h *Consumer) ConsumeDurableEvents(ctx context.Context, req *connect.Request[pb.ConsumeDurableEventsRequest], stream *connect.ServerStream[pb.ConsumeDurableEventsResponse]) (err error) {
 	procedure := req.Spec().Procedure
@@ -375,7 +375,7 @@ func streamStart(ctx context.Context, procedure string) (context.Context, *auth.
 }
 
 // shutdownErr ends a stream UNAVAILABLE when its context ended because the
-// server is shutting down, whatever the handler returned: seed 002 tells
+// server is shutting down, whatever the handler returned: the notifications API tells
 // clients to reconnect on UNAVAILABLE, and they find their queue (same
 // reconnect token or queue_id) on another instance or this one restarted.
 // It is not logged as a failure.
@@ -438,7 +438,7 @@ func toGroups(in []*pb.FilterGroup) filter.Groups {
 	return out
 }
 
-// toConsumerEvent converts a delivered event to seed 002's consumer Event.
+// toConsumerEvent converts a delivered event to the notifications API's consumer Event.
 // A missing or null message is an empty Struct.
 func toConsumerEvent(e *delivery.ConsumerEvent) (*pb.Event, error) {
 	out := &pb.Event{

@@ -640,7 +640,7 @@ func TestGRPCNonDurableReaped(t *testing.T) {
 	h.rest(t, "POST", "/v1/jobs/reap-idle-queues", nil, http.StatusOK, &job)
 	require.EqualValues(t, 1, job["reaped_queues"])
 	// The running stream may notice either first: its session lapsed (the
-	// clock jumped past its TTL: INTERNAL with seed 002's "broker
+	// clock jumped past its TTL: INTERNAL with the notifications API's "broker
 	// cancelled" message) or its queue is gone (NOT_FOUND). Both end it;
 	// which one depends on whether it pulled between the jump and the
 	// reap. (A queue deleted under a live session is always NOT_FOUND:

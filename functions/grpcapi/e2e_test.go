@@ -27,9 +27,9 @@ import (
 
 // The tests in this file are a client nobody on the team wrote: plain
 // grpc-go (grpc.NewClient, insecure credentials, HTTP/2 cleartext) with the
-// generated messages and the method names spelled out from the seed,
+// generated messages and the method names spelled out from the notifications API,
 // against a real local.Start server on its one port. What they publish is
-// pulled back over the REST pull API (seed 000).
+// pulled back over the REST pull API (the durable-consumer API).
 
 const (
 	publishMethod = "/nvidia.omniverse.notifications.publisher.v1beta.EventPublishingService/PublishEvent"

@@ -24,7 +24,7 @@ import (
 	"github.com/heraldevents/herald/local"
 )
 
-// The tests in this file drive the remaining rules of seed 002's consumer
+// The tests in this file drive the remaining rules of the notifications API's consumer
 // API with plain grpc-go against local.Start: filter updates on an open
 // ConsumeNonDurableEvents stream, the errors of an open stream (consumer
 // cancelled, queue deleted, too many sessions), REPLAY_FAILED, and the
@@ -162,7 +162,7 @@ func TestGRPCNonDurableFilterUpdate(t *testing.T) {
 
 // TestGRPCConsumerCancelled: when a stream's session is taken away while
 // its queue is intact (here evicted in the store, as a broker cancelling
-// the consumer would), each consume RPC ends INTERNAL with seed 002's
+// the consumer would), each consume RPC ends INTERNAL with the notifications API's
 // exact message, and a reconnect finds the queue with what the lost
 // session had not settled.
 func TestGRPCConsumerCancelled(t *testing.T) {
@@ -246,7 +246,7 @@ func TestGRPCDeprecatedConsumeQueueDeleted(t *testing.T) {
 }
 
 // TestGRPCTooManySessions: a queue with leasestore.MaxSessions attached
-// sessions refuses one more stream RESOURCE_EXHAUSTED (seed 002: "Service
+// sessions refuses one more stream RESOURCE_EXHAUSTED (the notifications API: "Service
 // overloaded", retry with backoff); once one leaves, a stream opens.
 func TestGRPCTooManySessions(t *testing.T) {
 	t.Parallel()

@@ -1,4 +1,4 @@
-// Package grpcapi serves seed 002's gRPC API with connectrpc.com/connect:
+// Package grpcapi serves the notifications API's gRPC API with connectrpc.com/connect:
 // EventPublishingService and EventConsumerService over a
 // delivery.Service, plus gRPC health checking
 // (grpc.health.v1.Health) and server reflection (v1 and v1alpha). One
@@ -11,7 +11,7 @@
 //
 // # Authentication
 //
-// Every RPC of the seed's services needs `authorization: Bearer <token>`
+// Every RPC of the notifications API's services needs `authorization: Bearer <token>`
 // metadata (an HTTP header). Authenticate checks it before the request body
 // is read, so a caller without a valid token cannot make the server
 // decode a large message; it answers UNAUTHENTICATED in the caller's
@@ -33,8 +33,8 @@
 //
 // # Keep-alive
 //
-// A consuming stream may stay idle for a long time. Seed 002's response
-// messages have no keep-alive form and the seed defines none (an empty
+// A consuming stream may stay idle for a long time. The notifications API's response
+// messages have no keep-alive form and the API defines none (an empty
 // ConsumeDurableEventsWithAcksResponse would carry delivery tag 0, which
 // names no event), so none is sent: idle streams are kept alive below the
 // RPC layer, by HTTP/2 PING frames. The server (functions/app.Serve, for
@@ -46,7 +46,7 @@
 // gRPC keepalive (grpc-go: grpc.WithKeepaliveParams with
 // keepalive.ClientParameters{Time: 30 * time.Second}) with a period
 // shorter than the load balancer's idle timeout; the server answers every
-// PING. A stream cut anyway ends UNAVAILABLE (seed 002: "Connection lost
+// PING. A stream cut anyway ends UNAVAILABLE (the notifications API: "Connection lost
 // (e.g. load balancer idle timeout)"): reconnect.
 package grpcapi
 
@@ -55,6 +55,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
@@ -87,6 +88,27 @@ type Services struct {
 	// every served service, while it reports a dependency down (the checks
 	// of GET /health/ready); nil: SERVING always.
 	Ready *health.Checker
+	// UnaryTimeout, when positive, ends the context of every unary RPC
+	// (publishes, queue management) after this long, as
+	// router.Options.RequestTimeout does for REST requests, so a broker or
+	// store that never answers fails the call (DEADLINE_EXCEEDED) instead
+	// of holding it. Streams are not bounded by it.
+	UnaryTimeout time.Duration
+}
+
+// unaryTimeout returns the handler options that bound unary RPCs by d
+// (none when d is not positive).
+func unaryTimeout(d time.Duration) []connect.HandlerOption {
+	if d <= 0 {
+		return nil
+	}
+	return []connect.HandlerOption{connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			ctx, cancel := context.WithTimeout(ctx, d)
+			defer cancel()
+			return next(ctx, req)
+		}
+	}))}
 }
 
 // Mounts returns the handlers of the selected services, each behind
@@ -97,13 +119,13 @@ func Mounts(svc *delivery.Service, a auth.Authenticator, s Services) []Mount {
 	var names []string
 	if s.Publisher {
 		path, h := publisherv1betaconnect.NewEventPublishingServiceHandler(&Publisher{Service: svc},
-			readLimits(), telemetry.ConnectHandlerOption())
+			append(unaryTimeout(s.UnaryTimeout), readLimits(), telemetry.ConnectHandlerOption())...)
 		mounts = append(mounts, Mount{path, Authenticate(a, h)})
 		names = append(names, publisherv1betaconnect.EventPublishingServiceName)
 	}
 	if s.Consumer {
 		path, h := consumerv1betaconnect.NewEventConsumerServiceHandler(&Consumer{Service: svc},
-			connect.WithReadMaxBytes(maxSingleRequestBytes), telemetry.ConnectHandlerOption())
+			append(unaryTimeout(s.UnaryTimeout), connect.WithReadMaxBytes(maxSingleRequestBytes), telemetry.ConnectHandlerOption())...)
 		mounts = append(mounts, Mount{path, Authenticate(a, h)})
 		names = append(names, consumerv1betaconnect.EventConsumerServiceName)
 	}
@@ -127,8 +149,8 @@ func Mounts(svc *delivery.Service, a auth.Authenticator, s Services) []Mount {
 // The REST distinction between a malformed request (400) and a
 // well-formed but invalid one (422) has no gRPC counterpart: both, and
 // OutOfRange (a parameter outside its documented range), are
-// INVALID_ARGUMENT, the code seed 002 documents for a bad request.
-// Unknown is INTERNAL: seed 002 documents INTERNAL for server errors.
+// INVALID_ARGUMENT, the code the notifications API documents for a bad request.
+// Unknown is INTERNAL: the notifications API documents INTERNAL for server errors.
 func Code(c herr.Code) connect.Code {
 	switch c {
 	case herr.Malformed, herr.InvalidArgument, herr.OutOfRange:

@@ -23,7 +23,7 @@ import (
 )
 
 // TestShutdownEndsStreams: when the server shuts down, open gRPC streams
-// end UNAVAILABLE (seed 002: reconnect) and SSE responses end, at once,
+// end UNAVAILABLE (the notifications API: reconnect) and SSE responses end, at once,
 // instead of holding the shutdown to its grace period (10 s); Serve then
 // returns cleanly, not with the grace period's deadline error.
 func TestShutdownEndsStreams(t *testing.T) {

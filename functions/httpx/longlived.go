@@ -17,7 +17,7 @@ import (
 // server installs one in its base context (WithLongLived; app.Serve
 // does). A handler registers with Track (or StreamContext), ends when
 // goingAway is closed — a WebSocket closes with 1001, a gRPC stream ends
-// UNAVAILABLE so that its client reconnects (seed 002, status codes) — and
+// UNAVAILABLE so that its client reconnects (the notifications API, status codes) — and
 // calls the done func. Shutdown tells every tracked request to go away and
 // waits for them, so a process closes its broker and store only after
 // their sessions have detached.

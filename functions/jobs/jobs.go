@@ -7,7 +7,7 @@
 // reap-idle-queues deletes the non-durable queues whose last stream left
 // more than HERALD_RECONNECT_GRACE ago and the durable queues without an
 // attached consumer for HERALD_QUEUE_IDLE_WINDOW, with their broker
-// subscriptions (seed 002, "Durable Queue Lifetime"); failed counts
+// subscriptions (the notifications API, "Durable Queue Lifetime"); failed counts
 // subscriptions it could not delete. It also removes the connection
 // records of the API Gateway WebSocket function that are older than 2
 // hours (wslambda.CloseStale; reaped_connections), ending their sessions,

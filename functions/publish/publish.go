@@ -1,4 +1,4 @@
-// Package publish serves seed 002's Publisher REST API:
+// Package publish serves the notifications API's Publisher REST API:
 //
 //	POST /api/v1beta/events        {"event": Event}      → {"result": PublishingResult}
 //	POST /api/v1beta/events/batch  {"events": [Event]}   → {"results": [PublishingResult]}
@@ -47,7 +47,7 @@ type WireResource struct {
 	ResourceID string `json:"resource_id"`
 }
 
-// Result is seed 002's PublishingResult.
+// Result is the notifications API's PublishingResult.
 type Result struct {
 	Event         *WireEvent `json:"event"`
 	Success       bool       `json:"success"`

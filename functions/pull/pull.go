@@ -1,4 +1,4 @@
-// Package pull serves seed 000's "Pull a batch":
+// Package pull serves the durable-consumer API's "Pull a batch":
 //
 //	POST /v1/event-destinations/{id}/pull?limit=20&visibility=60&workerId=worker-1
 //
@@ -85,7 +85,7 @@ func parse(r *http.Request) (delivery.PullRequest, error) {
 	return req, req.Validate()
 }
 
-// AppendLease appends the seed 000 "200 response" JSON of l to dst:
+// AppendLease appends the durable-consumer API's "200 response" JSON of l to dst:
 // {"leaseId","generation","attempt","expiresAt","events":[CloudEvent…]}.
 // A nil entry of l.Events is left out, and the others keep their
 // sequences.

@@ -12,7 +12,7 @@ import (
 	"github.com/heraldevents/herald/leasestore"
 )
 
-// TestAppendLease checks seed 000's 200 body as pull writes it by
+// TestAppendLease checks the durable-consumer API's 200 body as pull writes it by
 // appending: valid JSON, the documented keys, and each event's sequence
 // its position.
 func TestAppendLease(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package queues serves seed 002's durable-queue management:
+// Package queues serves the notifications API's durable-queue management:
 //
 //	POST   /api/v1beta/queues/durable  {"queue_id"?, "filter_groups"?}
 //	       → 201 {"queue_id", "created": true, "filter_groups"}   a new queue with the supplied id

@@ -14,9 +14,11 @@
 package router
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
@@ -54,7 +56,7 @@ const (
 	All       Function = "all"
 )
 
-// Functions lists every function but All, in a stable order. Seed 002's
+// Functions lists every function but All, in a stable order. The notifications API's
 // consumer routes join the function of their kind: the SSE streams are
 // served by Pull (consuming), durable-queue and dead-letter management by
 // Destinations. The streams need a server that does not buffer responses
@@ -190,6 +192,27 @@ var table = []route{
 	{Route{"GET", health.ReadyPath, All, true, false}, nil},
 }
 
+// withTimeout ends the context of every request h serves after d.
+func withTimeout(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// noStore marks every answer of h, refusals included, Cache-Control:
+// no-store: an authenticated answer carries what only its caller may see
+// (events, principal ids, reconnect tokens, lease ids), so neither a
+// browser nor a shared cache may keep it (RFC 9111 §5.2.2.5; RFC 6749 §5.1
+// asks the same of answers that carry tokens).
+func noStore(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		h.ServeHTTP(w, r)
+	})
+}
+
 // Options are what ForFunction and Build need beyond the core service.
 type Options struct {
 	// Ready checks the process's dependencies for GET /health/ready and
@@ -206,6 +229,26 @@ type Options struct {
 	// routes, REST and gRPC, also take its publish slots. Streams are not
 	// bounded by it: they hold their request open for hours.
 	Admission *httpx.Admission
+	// RequestTimeout, when positive, bounds every REST request but the
+	// streams (SSE, WebSocket) and the jobs, and every unary gRPC call
+	// (grpcapi.Services.UnaryTimeout): its context ends after this
+	// long, so a broker or store that accepts connections and never
+	// answers fails the request (504 DEADLINE_EXCEEDED, or the store's
+	// 503) instead of holding it, and its client, for ever. The
+	// entrypoints set it with the function RequestTimeout.
+	RequestTimeout time.Duration
+}
+
+// StoreBound is what RequestTimeout allows a request for its store calls,
+// beyond its longest wait at the broker.
+const StoreBound = 10 * time.Second
+
+// RequestTimeout returns the Options.RequestTimeout of a deployment whose
+// pulls wait up to receiveWait at the broker (HERALD_RECEIVE_WAIT) and
+// whose publishes up to publishTimeout (HERALD_PUBLISH_TIMEOUT): the
+// longer of the two plus StoreBound, 15 s with the defaults.
+func RequestTimeout(receiveWait, publishTimeout time.Duration) time.Duration {
+	return max(receiveWait, publishTimeout) + StoreBound
 }
 
 // Routes returns every route, in the order they are documented.
@@ -257,10 +300,13 @@ func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) h
 			ws.CheckOrigin = originCheck(policy)
 		}
 		if !r.Public {
-			h = httpx.Authenticate(a, h)
+			h = noStore(httpx.Authenticate(a, h))
 		}
 		if r.Method != "GET" {
 			h = admission.Wrap(h, r.Function == Publish)
+		}
+		if o.RequestTimeout > 0 && !r.QueryToken && r.Function != Jobs {
+			h = withTimeout(h, o.RequestTimeout)
 		}
 		if r.QueryToken {
 			h = httpx.Unbounded(stream.AccessTokenFromQuery(h))
@@ -271,8 +317,9 @@ func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) h
 		Publisher: f.Serves(Route{Function: Publish}),
 		// EventConsumerService holds both consuming (Pull) and queue
 		// management (Destinations) RPCs.
-		Consumer: f.Serves(Route{Function: Pull}) || f.Serves(Route{Function: Destinations}),
-		Ready:    o.Ready,
+		Consumer:     f.Serves(Route{Function: Pull}) || f.Serves(Route{Function: Destinations}),
+		Ready:        o.Ready,
+		UnaryTimeout: o.RequestTimeout,
 	}) {
 		h := m.Handler
 		if m.Path == "/"+publisherv1betaconnect.EventPublishingServiceName+"/" {

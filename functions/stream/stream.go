@@ -1,4 +1,4 @@
-// Package stream serves seed 002's Server-Sent Events streams:
+// Package stream serves the notifications API's Server-Sent Events streams:
 //
 //	GET /api/v1beta/events/stream?filter_groups=JSON[&previous_filter_groups=JSON][&reconnect_token=T]
 //	GET /api/v1beta/events/stream-durable?queue_id=ID
@@ -200,7 +200,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *delivery.Str
 	sse := &writer{w: w, rc: http.NewResponseController(w)}
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
-	hdr.Set("Cache-Control", "no-cache")
+	// no-store, not just no-cache: the first frame carries the reconnect
+	// token, which is as good as a credential for this queue.
+	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
 	connected, _ := json.Marshal(struct {

@@ -3,7 +3,7 @@
 //
 //	GET /api/v1beta/events/websocket
 //
-// It carries seed 002's three streams (ConsumeNonDurableEvents,
+// It carries the notifications API's three streams (ConsumeNonDurableEvents,
 // ConsumeDurableEventsWithAcks, ManageDeadLetteredEvents) as the JSON
 // frames of package functions/wsframe, over one gorilla/websocket
 // connection per stream. docs/websocket.md is the user's reference; this

@@ -59,9 +59,9 @@ func TestDecodeAccepts(t *testing.T) {
 			`{"type":"ack","delivery_tags":[1,2,3]}`,
 			func(t *testing.T, f *wsframe.ClientFrame) { assert.Equal(t, []int64{1, 2, 3}, f.DeliveryTags) },
 		},
-		"nack":                         {`{"type":"nack","delivery_tags":[7]}`, nil},
-		"actions in seed 002 spelling": {`{"type":"actions","actions":[{"delivery_tag":1,"action":"ACTION_REPLAY"},{"delivery_tag":2,"action":"discard"}]}`, nil},
-		"ping":                         {`{"type":"ping","id":"p-1"}`, nil},
+		"nack": {`{"type":"nack","delivery_tags":[7]}`, nil},
+		"actions in the notifications API spelling": {`{"type":"actions","actions":[{"delivery_tag":1,"action":"ACTION_REPLAY"},{"delivery_tag":2,"action":"discard"}]}`, nil},
+		"ping": {`{"type":"ping","id":"p-1"}`, nil},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f, err := wsframe.Decode([]byte(tc.frame))

@@ -1,5 +1,5 @@
 // Package wsframe defines Herald's WebSocket frame protocol: the JSON text
-// frames a client and the WebSocket bridge exchange to carry seed 002's
+// frames a client and the WebSocket bridge exchange to carry the notifications API's
 // streams (ConsumeNonDurableEvents, ConsumeDurableEventsWithAcks and
 // ManageDeadLetteredEvents) over one WebSocket. Both bridges speak it: the
 // gorilla/websocket loop of the local adapter and Cloud Run (package
@@ -141,7 +141,7 @@ type ClientFrame struct {
 }
 
 // Action is one triage action of an actions frame: REPLAY, DISCARD or
-// LEAVE (also spelled ACTION_REPLAY, … as in seed 002's enum) for the dead
+// LEAVE (also spelled ACTION_REPLAY, … as in the notifications API's enum) for the dead
 // letter this connection showed with DeliveryTag.
 type Action struct {
 	DeliveryTag int64  `json:"delivery_tag"`

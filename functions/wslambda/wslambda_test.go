@@ -446,7 +446,7 @@ func TestPingsKeepTheSession(t *testing.T) {
 	require.Equal(t, wsframe.TypeEvent, f.Type, "the session is still attached: %+v", f)
 
 	// Silent for longer than the TTL: the next frame is told the session
-	// is gone, with seed 002's message.
+	// is gone, with the notifications API's message.
 	advance(2 * time.Minute)
 	c.send(`{"type":"ping","id":"late"}`)
 	f = c.next()

@@ -148,8 +148,8 @@ func (poolAs) ErrorCheck(c *docstore.Collection, err error) error {
 	return nil
 }
 
-// TestConformance runs gocloud's docstore conformance suite on the
-// machine's PostgreSQL, every collection a fresh table of one database.
+// TestConformance runs gocloud's docstore conformance suite on a
+// local PostgreSQL (internal/emulators), every collection a fresh table of one database.
 func TestConformance(t *testing.T) {
 	pool := testPool(t)
 	newHarness := func(context.Context, *testing.T) (drivertest.Harness, error) {

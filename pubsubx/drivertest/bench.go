@@ -8,7 +8,7 @@ import (
 
 // benchBatch is how many events a benchmark round sends before receiving
 // them back with Receive(max=100) and acking: the publish batch limit and
-// the pull limit of seed 000.
+// the pull limit of the durable-consumer API.
 const benchBatch = 100
 
 // RunBenchmarks measures a driver's throughput in events per second (the

@@ -14,7 +14,7 @@ import (
 // "type resource" ("-" for no resource_id attribute).
 type filterEvent struct{ eventType, resourceID, label string }
 
-// filterEvents covers the corners of seed 002's filter types: trailing
+// filterEvents covers the corners of the notifications API's filter types: trailing
 // slashes, a path without a leading slash, nested paths, a prefix that is
 // not a path segment, unicode, no resource at all, and event types that
 // are prefixes of one another.
@@ -45,7 +45,7 @@ var filterEvents = []filterEvent{
 var longType = strings.Repeat("t", 255) + "x"
 
 // filterCase is one subscription of the filter test and the labels of the
-// events its groups match, worked out by hand from seed 002's rules.
+// events its groups match, worked out by hand from the notifications API's rules.
 type filterCase struct {
 	tag    string
 	groups filter.Groups

@@ -94,7 +94,7 @@ func TestPatterns(t *testing.T) {
 	}
 }
 
-// corpus are event types and resource ids with the corners of seed 002's
+// corpus are event types and resource ids with the corners of the notifications API's
 // filters, and ids long enough to be cut.
 var (
 	corpusTypes = []string{"order.created", "order.created.v2", "order", "user.deleted"}

@@ -1,4 +1,4 @@
-// The Consumer API of seed 002 ("Event Consumer Service"). Names, field
+// The consumer service of the notifications API ("Event Consumer Service"). Names, field
 // numbers and types are the documented ones, so a client generated from
 // the published definitions talks to Herald unchanged.
 

@@ -1,4 +1,4 @@
-// The Publisher API of seed 002 ("Event Aggregation Service"). Names,
+// The publisher service of the notifications API ("Event Aggregation Service"). Names,
 // field numbers and types are the documented ones, so a client generated
 // from the published definitions talks to Herald unchanged.
 
