@@ -179,7 +179,7 @@ func (s *Service) PollSession(ctx context.Context, p *auth.Principal, st *Sessio
 		}
 		out, withheld, poison := s.leaseDeliveries(p, st.Kind, st.Queue, leases)
 		if len(withheld)+len(poison) > 0 {
-			if _, err := s.cfg.Store.Settle(ctx, st.Queue, nil, append(withheld, poison...)); err != nil {
+			if err := s.handBack(ctx, st.Queue, withheld, poison); err != nil {
 				return nil, sessionErr(st.Kind, st.Queue, err)
 			}
 		}
@@ -197,13 +197,32 @@ func (s *Service) PollSession(ctx context.Context, p *auth.Principal, st *Sessio
 	}
 }
 
+// handBack hands withheld events back to queue for other sessions (a
+// nack) and dead-letters poison events at once, as if their delivery
+// limit had passed (REASON_DELIVERY_LIMIT, the closest reason the
+// notifications API has): handed back, they would fail every stream that
+// took them until that limit.
+func (s *Service) handBack(ctx context.Context, queue string, withheld, poison []leasestore.EventRef) error {
+	if len(poison) > 0 {
+		if _, err := s.cfg.Store.Reject(ctx, queue, poison, leasestore.ReasonDeliveryLimit); err != nil {
+			return err
+		}
+	}
+	if len(withheld) > 0 {
+		if _, err := s.cfg.Store.Settle(ctx, queue, nil, withheld); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // leaseDeliveries turns single-event leases into deliveries (Tag 0) for
 // principal p, applying Stream's rules (see Stream): it returns the refs
 // of the events p may not read (withheld: to be handed back to the queue
 // for others) and of poison events, which no transport could deliver (not
 // a stored CloudEvent, or a message that breaks the publish rules of
 // Event.Validate: written before they were enforced, or by another
-// writer), to be handed back until the delivery limit dead-letters them.
+// writer), to be dead-lettered at once (see handBack).
 func (s *Service) leaseDeliveries(p *auth.Principal, kind StreamKind, queue string, leases []*leasestore.Lease) (out []Delivery, withheld, poison []leasestore.EventRef) {
 	for _, l := range leases {
 		ref := leasestore.EventRef{LeaseID: l.ID, Generation: l.Generation}
@@ -219,7 +238,7 @@ func (s *Service) leaseDeliveries(p *auth.Principal, kind StreamKind, queue stri
 			err = ev.deliverable()
 		}
 		if err != nil {
-			s.cfg.Logger.Error("poison event: handed back until the delivery limit dead-letters it", queueAttr(kind, queue), "lease", l.ID, "delivery_count", l.Attempt, "err", err)
+			s.cfg.Logger.Error("poison event: no transport can deliver it; it goes to the dead-letter queue at once", queueAttr(kind, queue), "lease", l.ID, "delivery_count", l.Attempt, "err", err)
 			poison = append(poison, ref)
 			continue
 		}

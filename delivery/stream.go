@@ -111,9 +111,10 @@ type SettleReport struct {
 //
 // A poison event — one no transport can deliver: not a stored CloudEvent,
 // or a message breaking the publish rules (invalid UTF-8, nesting past
-// MaxMessageDepth) — is logged and handed back at once, and the session
-// takes it again until the delivery limit dead-letters it: within one
-// Next call, so it never reaches a client and never ends a stream.
+// MaxMessageDepth) — is logged and moved to the dead-letter queue at once
+// (leasestore.Store.Reject, reason DELIVERY_LIMIT), within the Next call
+// that pulled it: it never reaches a client, never ends a stream, and
+// never comes back.
 //
 // Errors from Next and Settle: herr.NotFound when the queue is gone
 // (deleted, or reaped under the stream); herr.Internal with
@@ -374,7 +375,7 @@ func (st *Stream) Next(ctx context.Context) ([]Delivery, error) {
 		failures = 0
 		out, withheld, poison := st.deliveries(leases)
 		if len(withheld)+len(poison) > 0 {
-			if _, err := st.svc.cfg.Store.Settle(ctx, st.queue, nil, append(withheld, poison...)); err != nil {
+			if err := st.svc.handBack(ctx, st.queue, withheld, poison); err != nil {
 				if cerr := st.check(ctx); cerr != nil {
 					return nil, cerr
 				}

@@ -479,3 +479,31 @@ func TestWithheldEventsReachTheOwner(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, dls, "nothing was dead-lettered")
 }
+
+// TestPoisonDeadLetteredAtOnce: an event no transport can deliver (here a
+// body that is not a CloudEvent, as another writer to the topic could
+// leave) goes to the dead-letter queue on its first delivery, never
+// reaches the client, and does not hold up the events behind it.
+func TestPoisonDeadLetteredAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := t.Context()
+	_, _, err := b.svc.CreateQueue(ctx, root, "pq", nil)
+	require.NoError(t, err)
+	require.NoError(t, b.broker.Send(ctx, &pubsubx.Message{Body: []byte("not a cloud event \xff"), Metadata: map[string]string{pubsubx.AttrEventType: "a.b"}}))
+	b.publish(t, "a.b", 1, 1)
+	st, err := b.svc.OpenStream(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "pq"})
+	require.NoError(t, err)
+	defer func() { _ = st.Close(context.Background()) }()
+	ds := next(t, st)
+	require.Len(t, ds, 1, "only the good event reaches the client")
+	require.Equal(t, 1, nOf(t, ds[0]))
+	dls, _, err := b.svc.ListDeadLetters(ctx, root, 10, "")
+	require.NoError(t, err)
+	require.Len(t, dls, 1)
+	require.Equal(t, "pq", dls[0].OriginQueue)
+	require.Equal(t, leasestore.ReasonDeliveryLimit, dls[0].Reason)
+	require.Equal(t, int64(1), dls[0].DeliveryCount, "dead-lettered on its first delivery, not after the delivery limit")
+	_, err = st.Ack(ctx, ds[0].Tag)
+	require.NoError(t, err)
+}

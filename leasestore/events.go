@@ -479,3 +479,74 @@ func (s *Store) Settle(ctx context.Context, consumer string, acks, nacks []Event
 	}
 	return res, nil
 }
+
+// Reject moves the single-event or batch leases refs names to the
+// dead-letter queue at once, with reason (ReasonDeliveryLimit,
+// ReasonExpired or ReasonMaxLen: the reasons the notifications API can
+// report), instead of handing them back for redelivery: for events no
+// transport can deliver (poison), which would otherwise come back until
+// their delivery limit. A ref that is not current (an older generation,
+// settled, already dying) is skipped. The move follows DeadLetter's
+// no-loss order (marked dying, records written, then removed), each block
+// of refs in its own conditional writes; a move that fails half-way is
+// finished by whoever meets the lease next. It returns how many leases it
+// dead-lettered; herr.InvalidArgument for another reason, herr.NotFound
+// for an unknown consumer.
+func (s *Store) Reject(ctx context.Context, consumer string, refs []EventRef, reason string) (int, error) {
+	if reasonCode(reason) == 0 {
+		return 0, herr.New(herr.InvalidArgument, "unknown dead-letter reason %q", reason)
+	}
+	d, err := s.get(ctx, consumer)
+	if err != nil {
+		return 0, err
+	}
+	byBlock := map[int64][]EventRef{}
+	for _, r := range refs {
+		if bst, _, _, ok := parseLeaseID(r.LeaseID); ok {
+			byBlock[bst] = append(byBlock[bst], r)
+		}
+	}
+	total := 0
+	var stuck []int64
+	for bst, rs := range byBlock {
+		var b *blockDoc
+		n := 0
+		err := s.retry(ctx, func() (bool, error) {
+			n = 0
+			bs, err := s.getBlocks(ctx, d, []int64{bst})
+			if err != nil {
+				return false, err
+			}
+			if b = bs[bst]; b == nil {
+				return true, nil
+			}
+			nowMs := s.nowMs()
+			for _, r := range rs {
+				_, lst, tag, _ := parseLeaseID(r.LeaseID)
+				i := b.lease(lst, tag)
+				if i < 0 || b.Leases[i].Generation != r.Generation || b.Leases[i].Dying != "" {
+					continue
+				}
+				b.markDying(i, reason, nowMs)
+				n++
+			}
+			if n == 0 {
+				return true, nil
+			}
+			return s.commit(ctx, d.ID, blockWrite(b))
+		})
+		if err != nil {
+			return total, err
+		}
+		if n == 0 {
+			continue
+		}
+		total += n
+		if err := s.finishDying(ctx, d, b); err != nil {
+			stuck = append(stuck, bst)
+		}
+	}
+	// A move left half-way must be found by the next pull.
+	_ = s.lowerHints(ctx, d.ID, stuck...)
+	return total, nil
+}

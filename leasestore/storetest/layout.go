@@ -24,6 +24,32 @@ var layoutCases = []conformanceCase{
 	{"Layout/DeletedConsumerLeavesNothing", testLayoutDelete},
 	{"Layout/EarlierLayoutRefused", testLayoutEarlier},
 	{"Layout/LookupBounds", testLayoutLookup},
+	{"Events/RejectDeadLettersAtOnce", testReject},
+}
+
+// testReject: Reject moves current leases to the dead-letter queue at
+// once, in the no-loss order, and skips refs that are not current.
+func testReject(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	q := b.newQueue(t, leasestore.TypeDurableQueue, nil)
+	require.NoError(t, b.store.Attach(b.ctx, q, "s", sessionTTL))
+	ls := b.pullEvents(t, q, "s", 3, NewScriptedSource(bodies("p", 3)...))
+	require.Len(t, ls, 3)
+	_, err := b.store.Reject(b.ctx, q, refs(ls[0]), "BORED")
+	requireCode(t, herr.InvalidArgument, err)
+	stale := leasestore.EventRef{LeaseID: ls[2].ID, Generation: ls[2].Generation + 1}
+	n, err := b.store.Reject(b.ctx, q, append(refs(ls[0], ls[1]), stale), leasestore.ReasonDeliveryLimit)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "the stale ref is skipped")
+	dls := b.deadLettersOf(t, q)
+	require.Len(t, dls, 2)
+	for _, d := range dls {
+		require.Equal(t, int64(1), d.DeliveryCount)
+	}
+	require.Equal(t, 0, b.settle(t, q, refs(ls[0]), nil).Acked, "a rejected lease cannot be acknowledged")
+	r := b.settle(t, q, refs(ls[2]), nil)
+	require.Equal(t, 1, r.Acked)
+	require.Equal(t, int64(3), r.Committed, "the cursor passes dead-lettered events")
 }
 
 // testLayoutLookup: LookupConsumer reads the head alone; its figures are
