@@ -178,8 +178,22 @@ func testReconnect(t *testing.T, h *Harness) {
 	Publish(t, h, typA, 10, 1)
 	Publish(t, h, typB, 20, 1)
 	c.Demand(5)
-	if f := c.Events(1)[0]; f.Event.EventType != typB || N(t, f) != 20 {
-		t.Fatalf("after the filter update only %s arrives, got %+v", typB, f)
+	for {
+		f := c.Events(1)[0]
+		if !h.Push && f.Event.EventType == typA && f.DeliveryCount > 1 {
+			// On API Gateway every frame is its own invocation: the one
+			// that posted events 0 and 1 acknowledges them after posting,
+			// and may still be doing so when the client's ping is answered
+			// and the connection closes. Such an event comes back on
+			// reconnect (at least once): a redelivery, never a new typA
+			// event, which the filter update must keep out.
+			c.Demand(1)
+			continue
+		}
+		if f.Event.EventType != typB || N(t, f) != 20 {
+			t.Fatalf("after the filter update only %s arrives, got %+v (type %s)", typB, f, f.Event.EventType)
+		}
+		break
 	}
 	c.Quiet()
 	c.Close()
