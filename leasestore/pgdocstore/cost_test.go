@@ -1,3 +1,5 @@
+//go:build !herald_aws && !herald_gcp
+
 package pgdocstore_test
 
 import (
