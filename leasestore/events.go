@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/telemetry"
 )
 
 // PullEvents is Pull for streams (the notifications API, ConsumeDurableEventsWithAcks
@@ -61,6 +62,13 @@ import (
 // session that is not attached; *WindowFullError when MaxInFlight events
 // are held and none can be handed out; the source's errors.
 func (s *Store) PullEvents(ctx context.Context, p PullParams) ([]*Lease, error) {
+	start := time.Now()
+	ls, err := s.pullEvents(ctx, p)
+	telemetry.StoreOperation(ctx, "pull_events", start, err)
+	return ls, err
+}
+
+func (s *Store) pullEvents(ctx context.Context, p PullParams) ([]*Lease, error) {
 	if p.Limit < 1 {
 		return nil, herr.New(herr.InvalidArgument, "limit must be at least 1")
 	}
@@ -363,6 +371,13 @@ type SettleResult struct {
 // settling session. A call whose refs change nothing writes nothing. It
 // fails with herr.NotFound for an unknown consumer.
 func (s *Store) Settle(ctx context.Context, consumer string, acks, nacks []EventRef) (SettleResult, error) {
+	start := time.Now()
+	res, err := s.settle(ctx, consumer, acks, nacks)
+	telemetry.StoreOperation(ctx, "settle", start, err)
+	return res, err
+}
+
+func (s *Store) settle(ctx context.Context, consumer string, acks, nacks []EventRef) (SettleResult, error) {
 	d, err := s.get(ctx, consumer)
 	if err != nil {
 		return SettleResult{}, err
@@ -493,6 +508,13 @@ func (s *Store) Settle(ctx context.Context, consumer string, acks, nacks []Event
 // dead-lettered; herr.InvalidArgument for another reason, herr.NotFound
 // for an unknown consumer.
 func (s *Store) Reject(ctx context.Context, consumer string, refs []EventRef, reason string) (int, error) {
+	start := time.Now()
+	n, err := s.reject(ctx, consumer, refs, reason)
+	telemetry.StoreOperation(ctx, "reject", start, err)
+	return n, err
+}
+
+func (s *Store) reject(ctx context.Context, consumer string, refs []EventRef, reason string) (int, error) {
 	if reasonCode(reason) == 0 {
 		return 0, herr.New(herr.InvalidArgument, "unknown dead-letter reason %q", reason)
 	}

@@ -12,6 +12,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/telemetry"
 )
 
 // Source is the broker side of a pull: where new work comes from.
@@ -98,6 +99,13 @@ func (e *WindowFullError) Unwrap() error {
 //
 // It returns (nil, nil) when the consumer is caught up.
 func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
+	start := time.Now()
+	l, err := s.pull(ctx, p)
+	telemetry.StoreOperation(ctx, "pull", start, err)
+	return l, err
+}
+
+func (s *Store) pull(ctx context.Context, p PullParams) (*Lease, error) {
 	var (
 		received []Incoming // custody held by this call until settled
 		taken    int        // how many of received the payload holds
@@ -600,6 +608,13 @@ type AckResult struct {
 // that block (a failed acknowledgement also lowers the block's hint in the
 // head, so that the next pull finds the lease).
 func (s *Store) Acknowledge(ctx context.Context, p AckParams) (*AckResult, error) {
+	start := time.Now()
+	res, err := s.acknowledge(ctx, p)
+	telemetry.StoreOperation(ctx, "acknowledge", start, err)
+	return res, err
+}
+
+func (s *Store) acknowledge(ctx context.Context, p AckParams) (*AckResult, error) {
 	if p.Status != StatusOK && p.Status != StatusFailed {
 		return nil, herr.New(herr.InvalidArgument, "status must be ok or failed")
 	}

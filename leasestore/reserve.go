@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/leasestore/internal/faults"
 )
 
@@ -227,6 +228,7 @@ func (s *Store) writeReservations(ctx context.Context, consumer string, batch []
 			return
 		}
 		s.notes.giveBack(d, nt)
+		telemetry.StoreConflict(ctx)
 		if attempt >= 3 {
 			return // hand the decision back: the callers re-read
 		}

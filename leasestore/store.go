@@ -15,6 +15,7 @@ import (
 
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/telemetry"
 )
 
 // Defaults and limits of the durable-consumer API ("Pull a batch").
@@ -443,6 +444,7 @@ func (s *Store) retry(ctx context.Context, step func() (bool, error)) error {
 		if err != nil || done {
 			return err
 		}
+		telemetry.StoreConflict(ctx)
 		if err := sleep(ctx, backoff(i)); err != nil {
 			return err
 		}

@@ -58,8 +58,9 @@ var (
 // instruments are Herald's own metrics (docs/telemetry.md, "Metrics").
 type instruments struct {
 	sent, consumed, acks, redeliveries, deadLetters metric.Int64Counter
-	leaseExpiries, triaged                          metric.Int64Counter
+	leaseExpiries, triaged, storeConflicts          metric.Int64Counter
 	opDuration, processDuration, brokerDuration     metric.Float64Histogram
+	storeDuration                                   metric.Float64Histogram
 	sessions                                        metric.Int64UpDownCounter
 }
 
@@ -78,6 +79,10 @@ func newInstruments(m metric.Meter) *instruments {
 		metric.WithDescription("Time from an event's delivery to a stream consumer to its acknowledgement or nack, by transport."))
 	in.brokerDuration, _ = m.Float64Histogram("herald.broker.operation.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of calls to the message broker (send, receive, ack, nack, subscription changes), by operation and outcome."))
+	in.storeDuration, _ = m.Float64Histogram("herald.store.operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of lease-store operations (pull, pull_events, acknowledge, settle, reject), retries included, by operation and outcome."))
+	in.storeConflicts, _ = m.Int64Counter("herald.store.conflicts", metric.WithUnit("{retry}"),
+		metric.WithDescription("Retries of lease-store operations after a fresh read (a conditional write lost a race, or what was read changed under it)."))
 	in.acks, _ = m.Int64Counter("herald.acknowledgements", metric.WithUnit("{acknowledgement}"),
 		metric.WithDescription("Acknowledgements, by outcome (committed, requeued, stale, error)."))
 	in.redeliveries, _ = m.Int64Counter("herald.redeliveries", metric.WithUnit("{message}"),
