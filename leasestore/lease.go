@@ -312,8 +312,12 @@ func (s *Store) readCandidates(ctx context.Context, d *consumerDoc, worker strin
 			liveCodes[holderCode(e.Key, true)] = true
 		}
 	}
+	done := s.notes.done(d) // blocks this Store saw emptied: nothing to find there
 	var starts []int64
 	for _, e := range d.Blocks {
+		if done[e.Start] {
+			continue
+		}
 		if e.Until <= nowMs || e.Holder == 0 || e.Holder == holderCode(worker, false) || e.Holder == holderCode(worker, true) ||
 			(sessionCode(e.Holder) && !liveCodes[e.Holder]) {
 			starts = append(starts, e.Start)

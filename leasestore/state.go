@@ -244,6 +244,23 @@ func (n *notes) giveBack(d *consumerDoc, m map[int64]int64) {
 	}
 }
 
+// done returns the blocks of d this Store has seen emptied (a note of
+// held 0), or nil.
+func (n *notes) done(d *consumerDoc) map[int64]bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out map[int64]bool
+	for st, held := range n.m[noteKey(d)] {
+		if held == 0 {
+			if out == nil {
+				out = map[int64]bool{}
+			}
+			out[st] = true
+		}
+	}
+	return out
+}
+
 func (n *notes) cursorFloor(d *consumerDoc) int64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -367,14 +384,7 @@ func (s *Store) lowerHints(ctx context.Context, consumer string, starts ...int64
 // lowest open block is in known.
 func (s *Store) cursor(ctx context.Context, d *consumerDoc, known map[int64]*blockDoc) (int64, error) {
 	c := max(d.Committed, s.notes.cursorFloor(d))
-	nt := map[int64]bool{}
-	s.notes.mu.Lock()
-	for st, held := range s.notes.m[noteKey(d)] {
-		if held == 0 {
-			nt[st] = true
-		}
-	}
-	s.notes.mu.Unlock()
+	nt := s.notes.done(d)
 	for _, e := range d.Blocks {
 		if e.Start+e.Count-1 <= c {
 			continue
