@@ -444,7 +444,7 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, id string) (ReplayOutcome,
 		}
 		pd := &payloadDoc{
 			Key: payloadKey(d.ID, pid), Kind: kindPayload, Consumer: d.ID,
-			Batch: eventBatch{Events: [][]byte{dl.Body}, Published: []int64{s.nowMs()}, raw: s.opts.Uncompressed},
+			Batch: eventBatch{Events: [][]byte{dl.Body}, Published: []int64{s.nowMs()}},
 		}
 		r := &reservation{
 			incarnation: d.Incarnation, count: 1, nowMs: s.nowMs(),

@@ -89,6 +89,7 @@ func (s *Store) pullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 
 	err := s.retry(ctx, func() (bool, error) {
 		out = nil
+		seen := s.headWrites(p.Consumer)
 		d, err := s.get(ctx, p.Consumer)
 		if err != nil {
 			return false, err
@@ -282,7 +283,7 @@ func (s *Store) pullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 		var nb *blockDoc
 		last = &reservation{
 			incarnation: d.Incarnation, count: int64(n), checkRoom: true, nowMs: nowMs,
-			refresh: newRefresh(d, blocks), extra: extra, basis: d,
+			refresh: newRefresh(d, blocks), extra: extra, basis: d, seen: seen,
 			block: func(start int64) *blockDoc {
 				nb = &blockDoc{
 					Key: blockKey(d.ID, d.Incarnation, start), Kind: kindBlock, Consumer: d.ID,

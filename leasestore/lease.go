@@ -118,6 +118,7 @@ func (s *Store) pull(ctx context.Context, p PullParams) (*Lease, error) {
 
 	err := s.retry(ctx, func() (bool, error) {
 		out = nil
+		seen := s.headWrites(p.Consumer)
 		d, err := s.get(ctx, p.Consumer)
 		if err != nil {
 			return false, err
@@ -239,7 +240,7 @@ func (s *Store) pull(ctx context.Context, p PullParams) (*Lease, error) {
 		lease := leaseRec{Count: int64(n), Tag: newTag(), Worker: worker, Attempt: 1, Expires: expires}
 		last = &reservation{
 			incarnation: d.Incarnation, count: int64(n), checkRoom: true, nowMs: nowMs,
-			refresh: newRefresh(d, blocks), basis: d, worker: worker,
+			refresh: newRefresh(d, blocks), basis: d, worker: worker, seen: seen,
 			block: func(start int64) *blockDoc {
 				l := lease
 				l.Start = start
@@ -414,10 +415,12 @@ func (s *Store) finishAll(ctx context.Context, d *consumerDoc, blocks map[int64]
 // the others; when the bounds leave no room, the others are read too
 // (and blocks is extended with them).
 func (s *Store) holding(ctx context.Context, d *consumerDoc, blocks map[int64]*blockDoc) (int64, error) {
+	done := s.notes.done(d) // emptied, as this Store saw
 	count := func() (n int64, unread []int64) {
 		for _, e := range d.Blocks {
 			b, ok := blocks[e.Start]
 			switch {
+			case done[e.Start]:
 			case !ok:
 				n += e.Held
 				if e.Held > 0 {
@@ -490,9 +493,14 @@ func (s *Store) fit(in []Incoming) int {
 // and their enqueue times (nil: unknown).
 func (s *Store) putPayload(ctx context.Context, consumer, id string, in []Incoming, published []int64) error {
 	pd := &payloadDoc{Key: payloadKey(consumer, id), Kind: kindPayload, Consumer: consumer}
-	pd.Batch = eventBatch{Events: make([][]byte, len(in)), Published: published, raw: s.opts.Uncompressed}
+	events := make([][]byte, len(in))
 	for i := range in {
-		pd.Batch.Events[i] = in[i].Body
+		events[i] = in[i].Body
+	}
+	if s.opts.Uncompressed {
+		pd.Events, pd.Published = events, published
+	} else {
+		pd.Batch = eventBatch{Events: events, Published: published}
 	}
 	if err := s.coll.Put(ctx, pd); err != nil {
 		return storeErr(err)
@@ -534,7 +542,8 @@ func (s *Store) getPayload(ctx context.Context, consumer, id string) (*payloadDo
 
 // events returns lease l's events (of block b) from b's payload pd.
 func (pd *payloadDoc) events(b *blockDoc, l *leaseRec) ([][]byte, error) {
-	off, evs := l.Start-b.Start, pd.Batch.Events
+	evs, _ := pd.all()
+	off := l.Start - b.Start
 	if off < 0 || off+l.Count > int64(len(evs)) {
 		return nil, herr.New(herr.Internal, "a lease refers to events %d–%d of a payload of %d", off, off+l.Count-1, len(evs))
 	}

@@ -199,14 +199,28 @@ type payloadDoc struct {
 	// publishedat, or the replay time of a replayed dead letter; 0 when
 	// unknown), packed and compressed (see eventBatch).
 	Batch eventBatch `docstore:"batch"`
+	// Events and Published hold the same as a plain list instead, on a
+	// Store with Options.Uncompressed (an in-memory store, where packing
+	// would only add a copy); Batch is then empty.
+	Events    [][]byte `docstore:"events"`
+	Published []int64  `docstore:"published"`
 
 	DocstoreRevision any
 }
 
+// events returns the payload's events and enqueue times, whichever form
+// holds them.
+func (p *payloadDoc) all() ([][]byte, []int64) {
+	if len(p.Events) > 0 {
+		return p.Events, p.Published
+	}
+	return p.Batch.Events, p.Batch.Published
+}
+
 // publishedAt returns the enqueue time of event i (Unix ms), 0 if unknown.
 func (p *payloadDoc) publishedAt(i int64) int64 {
-	if i >= 0 && i < int64(len(p.Batch.Published)) {
-		return p.Batch.Published[i]
+	if _, pub := p.all(); i >= 0 && i < int64(len(pub)) {
+		return pub[i]
 	}
 	return 0
 }

@@ -40,6 +40,9 @@ type reservation struct {
 	// new work.
 	basis  *consumerDoc
 	worker string
+	// seen is the Store's head-write count of the consumer before basis
+	// was read (headWrites).
+	seen uint64
 
 	start int64 // the first position given, once done
 	ok    bool  // false: re-read and decide again (the head moved on, or no room)
@@ -51,6 +54,31 @@ type reservation struct {
 type reservations struct {
 	mu sync.Mutex
 	q  map[string]*resQueue
+	// writes counts the head writes this Store made per consumer, so that
+	// a lone reservation can tell whether the head its caller read is
+	// still this Store's latest (see writeReservations).
+	writes map[string]uint64
+}
+
+// headWrites returns how many head writes of consumer this Store has made
+// (read before reading the head, it tells later whether the head read is
+// still the latest this Store wrote).
+func (s *Store) headWrites(consumer string) uint64 {
+	s.res.mu.Lock()
+	defer s.res.mu.Unlock()
+	return s.res.writes[consumer]
+}
+
+func (s *Store) wroteHead(consumer string) {
+	s.res.mu.Lock()
+	defer s.res.mu.Unlock()
+	if s.res.writes == nil {
+		s.res.writes = map[string]uint64{}
+	}
+	if len(s.res.writes) > 10_000 {
+		clear(s.res.writes)
+	}
+	s.res.writes[consumer]++
 }
 
 type resQueue struct {
@@ -138,12 +166,22 @@ func (s *Store) writeReservations(ctx context.Context, consumer string, batch []
 		}
 	}()
 	for attempt := 0; ; attempt++ {
-		d, err := s.get(ctx, consumer)
-		if err != nil {
-			for _, r := range batch {
-				r.err = err
+		var d *consumerDoc
+		if r := batch[0]; attempt == 0 && len(batch) == 1 && r.basis != nil && s.headWrites(consumer) == r.seen {
+			// A lone reservation over a head this Store has not written
+			// since its caller read it: write over that head (the write is
+			// conditional on its revision) and save a read. With company,
+			// or after this Store's own writes, read it fresh: another
+			// caller's basis is likely behind.
+			d = r.basis.clone()
+		} else {
+			var err error
+			if d, err = s.get(ctx, consumer); err != nil {
+				for _, r := range batch {
+					r.err = err
+				}
+				return
 			}
-			return
 		}
 		nt := s.notes.take(d)
 		nowMs := s.nowMs()
@@ -218,6 +256,9 @@ func (s *Store) writeReservations(ctx context.Context, consumer string, batch []
 		if err == nil {
 			ok, err = s.commit(ctx, consumer, append([]write{{doc: d}}, ws...)...)
 		}
+		if ok {
+			s.wroteHead(consumer)
+		}
 		if err != nil || ok {
 			for _, r := range taken {
 				r.ok, r.err = ok, err
@@ -252,4 +293,13 @@ func docKey(doc any) string {
 		return d.Key
 	}
 	return ""
+}
+
+// clone returns a copy of d whose index and sessions can change without
+// changing d's.
+func (d *consumerDoc) clone() *consumerDoc {
+	c := *d
+	c.Blocks = append(blockIndex(nil), d.Blocks...)
+	c.Sessions = append(sessionList(nil), d.Sessions...)
+	return &c
 }
