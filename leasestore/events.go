@@ -321,7 +321,7 @@ func (s *Store) pullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 		// Custody of the first n has passed to leases: only now ack them
 		// at the broker. A failed ack means a duplicate later, which
 		// at-least-once allows.
-		_ = p.Source.Settle(ctx, received, n)
+		s.settleSource(ctx, p.Source, received, n)
 		received = nil
 		for b := range dirty {
 			s.notes.note(d, b.Start, b.unsettled())

@@ -262,7 +262,7 @@ func (s *Store) pull(ctx context.Context, p PullParams) (*Lease, error) {
 		out = &Lease{ID: leaseID(last.start, &lease), Attempt: 1, Start: last.start, Events: events, ExpiresAt: time.UnixMilli(expires)}
 		// Custody has passed to the lease: only now ack at the broker. A
 		// failed ack means a duplicate later, which at-least-once allows.
-		_ = p.Source.Settle(ctx, received, n)
+		s.settleSource(ctx, p.Source, received, n)
 		received = nil
 		return true, nil
 	})
@@ -301,6 +301,17 @@ func (s *Store) release(ctx context.Context, consumer string, src Source, receiv
 		}
 	}
 	_ = src.Settle(bg, received, 0)
+}
+
+// settleSource acks the first n of received at the source (custody has
+// passed to a lease) and hands the rest back. It runs detached from ctx,
+// within custodyTimeout: a caller that gave up meanwhile must not leave
+// events it did not take outstanding at the broker until its ack deadline.
+// A failure only means duplicates later, which at-least-once allows.
+func (s *Store) settleSource(ctx context.Context, src Source, received []Incoming, n int) {
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), custodyTimeout)
+	defer cancel()
+	_ = src.Settle(bg, received, n)
 }
 
 // readCandidates reads the blocks a pull by worker must look at (see
