@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // A block's leases, a head's block index and its sessions are stored as
@@ -115,6 +116,10 @@ func (t *blockLeases) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
+// maxUntilSec is the largest Until, in seconds, an index entry can hold
+// without overflowing milliseconds.
+const maxUntilSec = math.MaxInt64 / 1000
+
 // MarshalBinary implements encoding.BinaryMarshaler for docstore.
 func (x blockIndex) MarshalBinary() ([]byte, error) {
 	b := make([]byte, 0, 12+len(x)*8)
@@ -167,9 +172,13 @@ func (x *blockIndex) UnmarshalBinary(b []byte) error {
 		e.Held = e.Count - r.varint()
 		end = e.Start + e.Count
 		if u := r.uvarint(); u > 0 {
+			sec := base + int64(u) - 1
+			if u > maxUntilSec || base > maxUntilSec || sec > maxUntilSec {
+				r.fail(errors.New("until out of range"))
+			}
 			// A corrupt base could make it negative: a hint at or below 0
 			// only means "read the block", so clamp it there.
-			e.Until = max((base+int64(u)-1)*1000, 0)
+			e.Until = max(sec*1000, 0)
 		}
 		h := r.uvarint()
 		if h > 1<<16-1 {
