@@ -24,10 +24,10 @@ var heraldURL, heraldToken string
 
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := local.New(ctx, local.Config{
-		DevToken: "example-token", TopicURL: "mem://herald-examples", StoreURL: "mem://herald-examples/key",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	cfg := local.DefaultConfig()
+	cfg.DevToken, cfg.TopicURL, cfg.StoreURL = "example-token", "mem://herald-examples", "mem://herald-examples/key"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := local.New(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}

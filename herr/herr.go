@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"gocloud.dev/gcerrors"
 )
@@ -84,6 +85,10 @@ type Error struct {
 	// 422 body reports it as a validation error's `loc`. Set it with
 	// InField.
 	Field []any
+	// RetryAfter, when positive, is how long the caller should wait before
+	// retrying (REST answers send it as Retry-After, in whole seconds
+	// rounded up). Set it with WithRetryAfter; read it with RetryAfterOf.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -118,6 +123,36 @@ func InField(err error, path ...any) error {
 	out := *he
 	out.Field = append(append(make([]any, 0, len(path)+len(he.Field)), path...), he.Field...)
 	return &out
+}
+
+// WithRetryAfter returns err with a retry-after detail of d (see
+// Error.RetryAfter): the first *Error in its chain, copied, with RetryAfter
+// set. An error that is not an *Error, or nil, is returned unchanged; err
+// itself is never modified.
+func WithRetryAfter(err error, d time.Duration) error {
+	var he *Error
+	if !errors.As(err, &he) {
+		return err
+	}
+	out := *he
+	out.RetryAfter = d
+	return &out
+}
+
+// RetryAfterOf returns the retry-after detail of the first *Error in err's
+// chain that has one, and whether there is one.
+func RetryAfterOf(err error) (time.Duration, bool) {
+	for err != nil {
+		var he *Error
+		if !errors.As(err, &he) {
+			return 0, false
+		}
+		if he.RetryAfter > 0 {
+			return he.RetryAfter, true
+		}
+		err = he.Err
+	}
+	return 0, false
 }
 
 // FieldOf returns the field path of the first *Error in err's chain, or

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/gcerrors"
@@ -89,4 +90,26 @@ func TestCodeString(t *testing.T) {
 		seen[s] = true
 	}
 	require.Equal(t, "code(99)", herr.Code(99).String())
+}
+
+// TestRetryAfter: WithRetryAfter sets the detail on a copy, RetryAfterOf
+// finds it through wrapping, and errors without one report none.
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	base := herr.New(herr.ResourceExhausted, "full")
+	withDelay := herr.WithRetryAfter(base, 3*time.Second)
+	d, ok := herr.RetryAfterOf(fmt.Errorf("outer: %w", withDelay))
+	require.True(t, ok)
+	require.Equal(t, 3*time.Second, d)
+	_, ok = herr.RetryAfterOf(base)
+	require.False(t, ok, "the original is not modified")
+	_, ok = herr.RetryAfterOf(errors.New("plain"))
+	require.False(t, ok)
+	plain := errors.New("plain")
+	require.Same(t, plain, herr.WithRetryAfter(plain, time.Second), "a non-herr error is returned unchanged")
+	// An outer *Error without the detail does not hide an inner one.
+	d, ok = herr.RetryAfterOf(herr.Wrap(herr.Unavailable, withDelay, "busy"))
+	require.True(t, ok)
+	require.Equal(t, 3*time.Second, d)
+	require.Equal(t, herr.ResourceExhausted, herr.CodeOf(withDelay))
 }

@@ -77,9 +77,20 @@ func (e *WindowFullError) Error() string {
 	return fmt.Sprintf("%d events are leased and unacknowledged; the in-flight window of %d is full: acknowledge leases to free it", e.InFlight, MaxInFlight)
 }
 
-// Unwrap lets herr.CodeOf see ResourceExhausted.
+// Unwrap lets herr.CodeOf see ResourceExhausted and herr.RetryAfterOf
+// see RetryAfter.
 func (e *WindowFullError) Unwrap() error {
-	return &herr.Error{Code: herr.ResourceExhausted, Message: e.Error()}
+	// A caller is always told to wait: at least a second, as RetryAfter's
+	// doc says.
+	return &herr.Error{Code: herr.ResourceExhausted, Message: e.Error(), RetryAfter: max(e.RetryAfter, time.Second)}
+}
+
+// WindowState returns what holds the window: the events in flight, the
+// committed cursor and the last position handed out. Transports read it
+// through an interface (the durable-consumer API's 429 body), so they
+// need not import this package.
+func (e *WindowFullError) WindowState() (inFlight, committed, dispatched int64) {
+	return e.InFlight, e.Committed, e.Dispatched
 }
 
 // Pull leases the next batch to p.Worker, following the durable-consumer API:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/internal/blackhole"
 	"github.com/heraldevents/herald/local"
 )
@@ -79,7 +80,7 @@ func TestBlackHoledBrokerPublishes(t *testing.T) {
 				c.TopicURL = drivers[name](t, hole.Addr())
 				c.PublishTimeout = bound
 				c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
-				c.ReapInterval = -1
+				c.ReapInterval = config.MaxReapInterval
 			})
 			c := &client{base: h.URL, token: h.Token, hc: &http.Client{Timeout: time.Minute}}
 

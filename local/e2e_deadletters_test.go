@@ -210,7 +210,7 @@ func TestWithheldEventDeadLetters(t *testing.T) {
 	tokens := auth.StaticTokens{
 		"orders-reader": {ID: "orders-reader", Permissions: []string{"receive:orders.*", auth.PermConsumeDurableQueues}},
 	}
-	admin := start(t, streamOpts(func(c *local.Config) { c.Tokens = tokens; c.SSEAckDelay = -1; c.DeliveryLimit = limit }))
+	admin := start(t, streamOpts(func(c *local.Config) { c.Tokens = tokens; c.SSEAckDelay = 0; c.DeliveryLimit = limit }))
 	orders := &client{base: admin.base, token: "orders-reader", hc: admin.hc}
 	status, _ := admin.createQueue(t, "withheld-dlq", nil)
 	require.Equal(t, http.StatusCreated, status)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/local"
 )
 
@@ -150,7 +151,7 @@ func TestDurableQueuesE2E(t *testing.T) {
 
 	t.Run("PATCH re-filters the queue without losing its backlog", func(t *testing.T) {
 		t.Parallel()
-		c := start(t, streamOpts(func(c *local.Config) { c.SSEAckDelay = -1 }))
+		c := start(t, streamOpts(func(c *local.Config) { c.SSEAckDelay = 0 }))
 		one := []map[string]any{{"event_type": "a.one"}}
 		both := []map[string]any{{"event_type": "a.two"}, {"event_type": "a.one", "filters": []any{}}}
 		status, _ := c.createQueue(t, "q", one)
@@ -220,9 +221,9 @@ func TestQueueIdleExpiryE2E(t *testing.T) {
 	t.Parallel()
 	clk := newClock()
 	c := start(t, local.WithClock(clk.Now), streamOpts(func(c *local.Config) {
-		c.ReapInterval = -1 // the test runs the job itself
+		c.ReapInterval = config.MaxReapInterval // the test runs the job itself
 		c.QueueIdleWindow = time.Hour
-		c.SSEAckDelay = -1
+		c.SSEAckDelay = 0
 		c.SessionTTL = 48 * time.Hour // the attached session outlives the clock's jumps
 	}))
 	groups := []map[string]any{{"event_type": "a.b"}}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/internal/blackhole"
 	"github.com/heraldevents/herald/internal/emulators"
 	"github.com/heraldevents/herald/local"
@@ -30,7 +31,7 @@ func TestReadinessFollowsRabbitMQ(t *testing.T) {
 	h := local.Start(t, func(c *local.Config) {
 		c.TopicURL = "rabbit://herald-ready-" + strings.ReplaceAll(t.Name(), "/", "-") +
 			"?url=" + url.QueryEscape("amqp://guest:guest@"+hole.Addr()+"/")
-		c.ReapInterval = -1
+		c.ReapInterval = config.MaxReapInterval
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
 	hc := &http.Client{Timeout: time.Minute}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/router"
 	consumerpb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta/consumerv1betaconnect"
@@ -55,7 +56,7 @@ func TestBlackHoledStoreAnswers(t *testing.T) {
 			hole := blackhole.Start(t)
 			storeURL, server := stores[name](t, hole)
 			hole.Forward(server)
-			h := local.Start(t, func(c *local.Config) { c.StoreURL = storeURL; c.ReapInterval = -1 })
+			h := local.Start(t, func(c *local.Config) { c.StoreURL = storeURL; c.ReapInterval = config.MaxReapInterval })
 			c := &client{base: h.URL, token: h.Token, hc: &http.Client{Timeout: 3 * bound}}
 			id := c.create(t, nil)
 			c.publish(t, ev("app.blackhole", "/r", map[string]int{"i": 1}))

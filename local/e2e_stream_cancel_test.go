@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/local"
 )
 
@@ -26,7 +27,7 @@ func TestConsumerCancelledE2E(t *testing.T) {
 			c := start(t, local.WithClock(clk.Now), streamOpts(func(c *local.Config) {
 				c.SessionTTL = 300 * time.Millisecond // heartbeats every 100 ms of real time
 				c.SSEAckDelay = time.Hour             // the durable stream acknowledges nothing
-				c.ReapInterval = -1
+				c.ReapInterval = config.MaxReapInterval
 			}))
 			path := streamPath()
 			if durable {

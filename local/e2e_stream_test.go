@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/local"
 )
 
@@ -246,7 +247,7 @@ func TestNonDurableStreamE2E(t *testing.T) {
 	t.Run("the reconnect grace window", func(t *testing.T) {
 		t.Parallel()
 		clk := newClock()
-		c := start(t, local.WithClock(clk.Now), streamOpts(func(c *local.Config) { c.ReapInterval = -1 }))
+		c := start(t, local.WithClock(clk.Now), streamOpts(func(c *local.Config) { c.ReapInterval = config.MaxReapInterval }))
 		s := c.mustStream(t, streamPath(), nil)
 		token := s.connected(t)
 		s.close()
@@ -355,7 +356,7 @@ func TestStreamPermissionsE2E(t *testing.T) {
 		"orders-reader": {ID: "orders-reader", Permissions: []string{"receive:orders.*", auth.PermReadEvents, auth.PermConsumeDurableQueues}},
 		"no-receive":    {ID: "no-receive", Permissions: []string{auth.PermReadEvents, auth.PermConsumeDurableQueues, "publish:*"}},
 	}
-	admin := start(t, streamOpts(func(c *local.Config) { c.Tokens = tokens; c.SSEAckDelay = -1 }))
+	admin := start(t, streamOpts(func(c *local.Config) { c.Tokens = tokens; c.SSEAckDelay = 0 }))
 	as := func(tok string) *client { return &client{base: admin.base, token: tok, hc: admin.hc} }
 	orders, none := as("orders-reader"), as("no-receive")
 

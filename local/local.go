@@ -23,12 +23,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/heraldevents/herald/auth"
-	"github.com/heraldevents/herald/auth/jwtauth"
 	"github.com/heraldevents/herald/functions/app"
 	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/jobs"
-	"github.com/heraldevents/herald/functions/router"
 )
 
 // Defaults of the local adapter (docs/configuration.md; the table lives in
@@ -40,72 +37,16 @@ const (
 	DefaultStoreURL = config.DefaultStoreURL
 )
 
-// Config configures a Server. Zero fields take the defaults above.
+// Config configures a Server: the settings of package functions/config
+// (the same table, defaults and checks as the HERALD_* variables), plus
+// what only a process in code can set. Start from DefaultConfig or
+// ConfigFromEnv and change fields; New refuses a value out of range,
+// naming the field.
 type Config struct {
-	Addr     string // HERALD_ADDR
-	DevToken string // HERALD_DEV_TOKEN: grants every permission
-	TopicURL string // HERALD_TOPIC_URL: a pubsubx broker URL
-	StoreURL string // HERALD_STORE_URL: a gocloud docstore collection URL keyed by "key"
-	Source   string // HERALD_SOURCE: CloudEvents source of published events
-	// Tokens are more bearer tokens (HERALD_TOKENS, HERALD_TOKENS_FILE).
-	Tokens auth.StaticTokens
-	// JWT accepts an identity provider's JWTs beside the tokens when its
-	// Issuer or JWKSURL is set (the HERALD_JWT_* variables; docs/auth.md).
-	JWT jwtauth.Config
-	// CORSOrigins are the browser origins allowed to call Herald and open
-	// its WebSocket (HERALD_CORS_ORIGINS; default none).
-	CORSOrigins []string
-	// ReceiveWait is how long a pull waits at the broker
-	// (HERALD_RECEIVE_WAIT; default 0).
-	ReceiveWait time.Duration
-	// MaxLeaseBytes caps one lease's encoded events
-	// (HERALD_MAX_LEASE_BYTES; default 350,000).
-	MaxLeaseBytes int
-	// PublishTimeout bounds how long a publish waits for the broker
-	// (HERALD_PUBLISH_TIMEOUT; default 5s).
-	PublishTimeout time.Duration
-	// ReconnectGrace, QueueIdleWindow and DeliveryLimit are the notifications API's
-	// queue lifetimes and redelivery budget (HERALD_RECONNECT_GRACE,
-	// default 20s; HERALD_QUEUE_IDLE_WINDOW, default 24h;
-	// HERALD_DELIVERY_LIMIT, default 20).
-	ReconnectGrace  time.Duration
-	QueueIdleWindow time.Duration
-	DeliveryLimit   int
-	// ClaimRetention is how long the idle-queue reaper keeps a
-	// claim-check claim (HERALD_CLAIM_RETENTION; default 336h).
-	ClaimRetention time.Duration
-	// MaxInflightBytes and MaxConcurrentPublishes are the admission
-	// bounds (HERALD_MAX_INFLIGHT_BYTES, default 64 MiB;
-	// HERALD_MAX_CONCURRENT_PUBLISHES, default 256); 0 means the default,
-	// negative no bound.
-	MaxInflightBytes       int64
-	MaxConcurrentPublishes int64
-	// QueueMessageTTL and QueueMaxLength configure queues created from
-	// now on (HERALD_QUEUE_MESSAGE_TTL, HERALD_QUEUE_MAX_LENGTH; 0 = none).
-	QueueMessageTTL time.Duration
-	QueueMaxLength  int
-	// SSEKeepAlive and SSEAckDelay tune the SSE streams
-	// (HERALD_SSE_KEEPALIVE, default 15s; HERALD_SSE_ACK_DELAY, default 1s,
-	// negative for none).
-	SSEKeepAlive time.Duration
-	SSEAckDelay  time.Duration
-	// WSPingInterval is how often the WebSocket bridge pings a client
-	// (HERALD_WS_PING_INTERVAL, default 30s); tests set it shorter.
-	WSPingInterval time.Duration
-	// ReapInterval is how often the idle-queue reaper runs
-	// (HERALD_REAP_INTERVAL, default 5s); negative turns it off (tests
-	// that run the reap-idle-queues job themselves).
-	ReapInterval time.Duration
+	config.Config
 	// SessionTTL replaces how long a stream session counts as attached
-	// without a heartbeat (tests; default 30s).
+	// without a heartbeat (tests; 0 means delivery.DefaultSessionTTL).
 	SessionTTL time.Duration
-	// HTTP2PingInterval is how long an HTTP/2 connection may go without a
-	// frame from the client before the server PINGs it
-	// (HERALD_HTTP2_PING_INTERVAL, default 30s); negative for none.
-	HTTP2PingInterval time.Duration
-	// LogLevel is the least severe level logged (HERALD_LOG_LEVEL; the
-	// zero value is info: one access-log line per request).
-	LogLevel slog.Level
 	// Now, if set, replaces the clock of the lease store and publisher.
 	Now func() time.Time
 	// Logger defaults to text lines on standard error at LogLevel.
@@ -114,49 +55,16 @@ type Config struct {
 	envErr error // what ConfigFromEnv could not parse; New reports it
 }
 
+// DefaultConfig returns the local adapter's defaults
+// (config.Defaults(config.Local); docs/configuration.md).
+func DefaultConfig() Config { return Config{Config: config.Defaults(config.Local)} }
+
 // ConfigFromEnv reads the HERALD_* variables (see package functions/config).
 // A value it cannot parse makes New fail with a message naming the
 // variable.
 func ConfigFromEnv() Config {
 	c, err := config.FromEnv(config.Local)
-	return Config{
-		Addr: c.Addr, DevToken: c.DevToken, TopicURL: c.TopicURL, StoreURL: c.StoreURL,
-		Source: c.Source, Tokens: c.Tokens, ReceiveWait: c.ReceiveWait, MaxLeaseBytes: c.MaxLeaseBytes,
-		ReconnectGrace: c.ReconnectGrace, QueueIdleWindow: c.QueueIdleWindow, DeliveryLimit: c.DeliveryLimit,
-		ClaimRetention: c.ClaimRetention, PublishTimeout: c.PublishTimeout,
-		SSEKeepAlive: c.SSEKeepAlive, SSEAckDelay: c.SSEAckDelay, ReapInterval: c.ReapInterval,
-		QueueMessageTTL: c.QueueMessageTTL, QueueMaxLength: c.QueueMaxLength,
-		WSPingInterval:    c.WSPingInterval,
-		HTTP2PingInterval: c.HTTP2PingInterval,
-		LogLevel:          c.LogLevel,
-		JWT:               c.JWT, CORSOrigins: c.CORSOrigins,
-		MaxInflightBytes: c.MaxInflightBytes, MaxConcurrentPublishes: c.MaxConcurrentPublishes,
-		envErr: err,
-	}
-}
-
-func (c *Config) setDefaults() {
-	if c.Addr == "" {
-		c.Addr = DefaultAddr
-	}
-	if c.DevToken == "" {
-		c.DevToken = DefaultDevToken
-	}
-	if c.TopicURL == "" {
-		c.TopicURL = DefaultTopicURL
-	}
-	if c.StoreURL == "" {
-		c.StoreURL = DefaultStoreURL
-	}
-	if c.Source == "" {
-		c.Source = config.DefaultSource
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel}))
-	}
-	if c.ReapInterval == 0 {
-		c.ReapInterval = config.DefaultReapInterval
-	}
+	return Config{Config: c, envErr: err}
 }
 
 // Server is a running local Herald: its broker, store and handler.
@@ -171,22 +79,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.envErr != nil {
 		return nil, cfg.envErr
 	}
-	cfg.setDefaults()
-	a, err := app.Open(ctx, config.Config{
-		Profile: config.Local, Function: router.All, Addr: cfg.Addr,
-		DevToken: cfg.DevToken, Tokens: cfg.Tokens,
-		TopicURL: cfg.TopicURL, StoreURL: cfg.StoreURL, Source: cfg.Source,
-		ReceiveWait: cfg.ReceiveWait, MaxLeaseBytes: cfg.MaxLeaseBytes,
-		ReconnectGrace: cfg.ReconnectGrace, QueueIdleWindow: cfg.QueueIdleWindow, DeliveryLimit: cfg.DeliveryLimit,
-		ClaimRetention: cfg.ClaimRetention, PublishTimeout: cfg.PublishTimeout,
-		SSEKeepAlive: cfg.SSEKeepAlive, SSEAckDelay: cfg.SSEAckDelay,
-		QueueMessageTTL: cfg.QueueMessageTTL, QueueMaxLength: cfg.QueueMaxLength,
-		WSPingInterval:    cfg.WSPingInterval,
-		HTTP2PingInterval: cfg.HTTP2PingInterval,
-		LogLevel:          cfg.LogLevel,
-		JWT:               cfg.JWT, CORSOrigins: cfg.CORSOrigins,
-		MaxInflightBytes: cfg.MaxInflightBytes, MaxConcurrentPublishes: cfg.MaxConcurrentPublishes,
-	}, app.Options{Now: cfg.Now, Logger: cfg.Logger, SessionTTL: cfg.SessionTTL})
+	if cfg.Profile != config.Local || cfg.Function != config.All {
+		return nil, fmt.Errorf("local: the Config's Profile is %s and Function %s; the local adapter is %s and %s (start from DefaultConfig)", cfg.Profile, cfg.Function, config.Local, config.All)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	}
+	a, err := app.Open(ctx, cfg.Config, app.Options{Now: cfg.Now, Logger: cfg.Logger, SessionTTL: cfg.SessionTTL})
 	if err != nil {
 		return nil, err
 	}
@@ -237,9 +136,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // reap runs the idle-queue reaper (the reap-idle-queues job) every
 // ReapInterval until ctx is done; the clouds run the job on a schedule.
 func (s *Server) reap(ctx context.Context) {
-	if s.cfg.ReapInterval < 0 {
-		return
-	}
 	t := time.NewTicker(s.cfg.ReapInterval)
 	defer t.Stop()
 	for {

@@ -22,11 +22,11 @@ import (
 func TestRestartWithDurableStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := local.Config{
-		DevToken: "restart-token-0123456789",
-		TopicURL: "mem://restart-" + strings.ReplaceAll(t.Name(), "/", "-"),
-		StoreURL: emulators.PostgreSQL(t) + "?table=herald",
-	}
+	cfg := local.DefaultConfig()
+	cfg.DevToken = "restart-token-0123456789"
+	cfg.TopicURL = "mem://restart-" + strings.ReplaceAll(t.Name(), "/", "-")
+	cfg.StoreURL = emulators.PostgreSQL(t) + "?table=herald"
+
 	call := func(srv *httptest.Server, method, path, body string) (int, string) {
 		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 		require.NoError(t, err)

@@ -27,7 +27,7 @@ type Instance struct {
 type Option func(*Config)
 
 // WithConfig replaces the whole Config (Addr is ignored: Start picks a free
-// port).
+// port); build c from DefaultConfig.
 func WithConfig(c Config) Option { return func(dst *Config) { *dst = c } }
 
 // WithClock makes the store and publisher read time from now.
@@ -41,14 +41,13 @@ var startCount atomic.Int64
 func Start(t testing.TB, opts ...Option) *Instance {
 	t.Helper()
 	n := startCount.Add(1)
-	cfg := Config{
-		DevToken: "test-token",
-		// A fresh named broker and collection per instance, so parallel
-		// tests never share state.
-		TopicURL: fmt.Sprintf("mem://herald-test-%d", n),
-		StoreURL: fmt.Sprintf("mem://herald-test-%d/key", n),
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
+	cfg := DefaultConfig()
+	cfg.DevToken = "test-token"
+	// A fresh named broker and collection per instance, so parallel
+	// tests never share state.
+	cfg.TopicURL = fmt.Sprintf("mem://herald-test-%d", n)
+	cfg.StoreURL = fmt.Sprintf("mem://herald-test-%d/key", n)
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/heraldevents/herald/functions/app"
 	"github.com/heraldevents/herald/functions/config"
-	"github.com/heraldevents/herald/functions/router"
 )
 
 // floodBody is a publish batch of delivery.MaxBatchEvents events with
@@ -47,16 +46,15 @@ type floodResult struct {
 	retryAfter string  // a 503's Retry-After
 }
 
-// flood opens a local-profile App with maxBytes (config's encoding: 0
-// default, negative none), sends n concurrent batch publishes of body,
+// flood opens a local-profile App with maxBytes (0: no bound), sends n concurrent batch publishes of body,
 // and samples the heap while they run.
 func flood(t testing.TB, maxBytes int64, n int, body []byte) floodResult {
 	ctx := context.Background()
-	a, err := app.Open(ctx, config.Config{
-		Profile: config.Local, Function: router.All, DevToken: "dev-token-0123456789",
-		TopicURL: "mem://flood-" + fmt.Sprint(time.Now().UnixNano()), StoreURL: "mem://flood/key",
-		Source: "/test", MaxInflightBytes: maxBytes,
-	}, app.Options{})
+	cfg := config.Defaults(config.Local)
+	cfg.DevToken = "dev-token-0123456789"
+	cfg.TopicURL, cfg.StoreURL = "mem://flood-"+fmt.Sprint(time.Now().UnixNano()), "mem://flood/key"
+	cfg.Source, cfg.MaxInflightBytes = "/test", maxBytes
+	a, err := app.Open(ctx, cfg, app.Options{})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, a.Close()) }()
 	srv := httptest.NewServer(a.Handler())
@@ -136,7 +134,7 @@ func flood(t testing.TB, maxBytes int64, n int, body []byte) floodResult {
 // below what the flood would take unbounded (BenchmarkPublishFlood).
 func TestAdmissionBoundsMemory(t *testing.T) {
 	body := floodBody()
-	res := flood(t, 0, 40, body)
+	res := flood(t, config.DefaultMaxInflightBytes, 40, body)
 	t.Logf("bounded flood: %d published, %d shed, peak heap %.0f MiB", res.ok, res.shed, res.peakHeapMB)
 	require.Positive(t, res.ok, "some batches get in")
 	require.Positive(t, res.shed, "the rest are shed")
@@ -157,7 +155,7 @@ func BenchmarkPublishFlood(b *testing.B) {
 	for _, c := range []struct {
 		name     string
 		maxBytes int64
-	}{{"bounded", 0}, {"unbounded", -1}} {
+	}{{"bounded", config.DefaultMaxInflightBytes}, {"unbounded", 0}} {
 		b.Run(c.name, func(b *testing.B) {
 			var res floodResult
 			for b.Loop() {

@@ -6,7 +6,6 @@
 package app
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +40,10 @@ type Options struct {
 	// SessionTTL replaces how long a stream session counts as attached
 	// without a heartbeat (tests; default delivery.DefaultSessionTTL).
 	SessionTTL time.Duration
+	// Jobs adjusts the scheduled jobs (RunJob and POST /v1/jobs/{job}):
+	// the Lambda bootstrap gives the reaper the API Gateway WebSocket
+	// function's connection closer (jobs.Options).
+	Jobs jobs.Options
 }
 
 // App is one process's Herald: its backends and its handler.
@@ -56,6 +59,8 @@ type App struct {
 	jwt     *jwtauth.Verifier // nil without an identity provider
 	// admission sheds load past the configured bounds; nil when off.
 	admission *httpx.Admission
+	// jobs adjusts the scheduled jobs (Options.Jobs).
+	jobs jobs.Options
 	// unregisterGauges stops the consumer gauges (telemetry.
 	// RegisterConsumerGauges); nil when none were registered.
 	unregisterGauges func() error
@@ -81,19 +86,24 @@ func (h minLevel) WithGroup(name string) slog.Handler {
 }
 
 // Admission returns the App's load-shedding bounds and counters, or nil
-// when they are off (config.Config.Admission).
+// when they are off (HERALD_MAX_INFLIGHT_BYTES and
+// HERALD_MAX_CONCURRENT_PUBLISHES).
 func (a *App) Admission() *httpx.Admission { return a.admission }
 
 // Open opens what cfg.Function needs (the broker for publish, pull and
 // destinations; the store for pull, acknowledge, destinations and jobs)
-// and builds its handler. Errors name the variable at fault. The caller
-// closes the App.
+// and builds its handler. Errors name the variable at fault; a cfg that
+// config.Config.Validate refuses is refused first (build one from
+// config.Load or config.Defaults). The caller closes the App.
 func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	opts.Logger = slog.New(telemetry.LogHandler(minLevel{opts.Logger.Handler(), cfg.LogLevel}))
-	a := &App{cfg: cfg, logger: opts.Logger}
+	a := &App{cfg: cfg, logger: opts.Logger, jobs: opts.Jobs}
 	var err error
 	if cfg.Profile.Cloud() {
 		for _, u := range []struct{ name, value string }{{config.EnvTopicURL, cfg.TopicURL}, {config.EnvStoreURL, cfg.StoreURL}} {
@@ -138,7 +148,7 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		ClaimRetention: cfg.ClaimRetention, PublishTimeout: cfg.PublishTimeout,
 		Streams: delivery.StreamConfig{
 			ReconnectGrace: cfg.ReconnectGrace, IdleWindow: cfg.QueueIdleWindow,
-			KeepAlive: cfg.SSEKeepAlive, AutoAckDelay: cfg.SSEAckDelay, SessionTTL: opts.SessionTTL,
+			KeepAlive: cfg.SSEKeepAlive, AutoAckDelay: autoAckDelay(cfg.SSEAckDelay), SessionTTL: opts.SessionTTL,
 			MessageTTL: cfg.QueueMessageTTL, MaxLength: cfg.QueueMaxLength,
 			WSPingInterval: cfg.WSPingInterval,
 		},
@@ -158,13 +168,35 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		}
 	}
 	a.authn = chain
-	a.admission = cfg.Admission()
+	a.admission = admission(cfg)
 	a.handler = telemetry.Handler(accesslog.Middleware(opts.Logger, telemetry.Route(
 		router.Build(a.svc, chain, cfg.Function, router.Options{
 			Ready: a.readiness(opts.Logger), CORSOrigins: cfg.CORSOrigins, Admission: a.admission,
-			RequestTimeout: router.RequestTimeout(cfg.ReceiveWait, cmp.Or(cfg.PublishTimeout, delivery.DefaultPublishTimeout)),
+			RequestTimeout: router.RequestTimeout(cfg.ReceiveWait, cfg.PublishTimeout),
+			Jobs:           opts.Jobs,
 		}))))
 	return a, nil
+}
+
+// autoAckDelay is HERALD_SSE_ACK_DELAY as delivery.StreamConfig takes it:
+// there 0 means its default and a negative delay none.
+func autoAckDelay(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// admission returns the server's load-shedding bounds (see
+// functions/httpx.Admission; HERALD_MAX_INFLIGHT_BYTES and
+// HERALD_MAX_CONCURRENT_PUBLISHES, 0 for no bound), or nil when both are
+// off. A Lambda function gets nil: Lambda runs one request per instance
+// and sheds load itself.
+func admission(cfg config.Config) *httpx.Admission {
+	if cfg.Profile == config.Lambda || (cfg.MaxInflightBytes == 0 && cfg.MaxConcurrentPublishes == 0) {
+		return nil
+	}
+	return &httpx.Admission{MaxBytes: cfg.MaxInflightBytes, MaxPublishes: cfg.MaxConcurrentPublishes}
 }
 
 // Authenticator returns what resolves bearer tokens: the static tokens,
@@ -211,7 +243,7 @@ func (a *App) RunJob(ctx context.Context, name string) (*jobs.Result, error) {
 	if a.cfg.Function != router.Jobs && a.cfg.Function != router.All {
 		return nil, errNoJobs(a.cfg.Function)
 	}
-	return jobs.Run(ctx, a.svc, jobs.SchedulerPrincipal, name)
+	return jobs.Run(ctx, a.svc, jobs.SchedulerPrincipal, name, a.jobs)
 }
 
 // Close releases the broker and the store (saving a file-backed store).

@@ -16,8 +16,10 @@ import (
 )
 
 func cfg(f router.Function, topic, store string) config.Config {
-	return config.Config{Profile: config.Lambda, Function: f, TopicURL: topic, StoreURL: store,
-		DevToken: "a-token-of-sixteen-characters"}
+	c := config.Defaults(config.Lambda)
+	c.Function, c.TopicURL, c.StoreURL = f, topic, store
+	c.DevToken = "a-token-of-sixteen-characters"
+	return c
 }
 
 func TestOpenOpensOnlyWhatTheFunctionUses(t *testing.T) {

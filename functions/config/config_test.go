@@ -292,7 +292,7 @@ func TestStreamVariables(t *testing.T) {
 	require.Equal(t, 2*time.Hour, c.QueueIdleWindow)
 	require.Equal(t, 3, c.DeliveryLimit)
 	require.Equal(t, 30*time.Second, c.SSEKeepAlive)
-	require.Negative(t, c.SSEAckDelay, "0s means no delay")
+	require.Zero(t, c.SSEAckDelay, "0s means no delay")
 	require.Equal(t, time.Second, c.ReapInterval)
 	require.Equal(t, 720*time.Hour, c.ClaimRetention)
 

@@ -40,7 +40,7 @@ func TestHTTP2PingInterval(t *testing.T) {
 			require.ErrorContains(t, err, config.EnvHTTP2PingInterval+":", bad)
 		}
 	}
-	require.Equal(t, config.DefaultHTTP2PingInterval, config.Config{}.PingInterval(), "a Config built in code gets the default")
+	require.Equal(t, config.DefaultHTTP2PingInterval, config.Defaults(config.CloudRun).PingInterval(), "a Config built in code from Defaults gets the default")
 
 	var lambda, run []string
 	for _, v := range config.ReadBy(config.Lambda, router.All) {

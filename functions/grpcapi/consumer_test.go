@@ -18,6 +18,7 @@ import (
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/config"
 	cpb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta"
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta"
 	"github.com/heraldevents/herald/local"
@@ -629,7 +630,7 @@ func TestGRPCNonDurableReaped(t *testing.T) {
 	t.Parallel()
 	clk := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	h := startConsumerGRPC(t, local.WithClock(clk.Now), func(c *local.Config) {
-		c.ReapInterval = -1
+		c.ReapInterval = config.MaxReapInterval
 		c.SessionTTL = time.Hour // no heartbeat during the test
 	})
 	s, token := h.ndStream(t, h.ctx(t, h.Token), &cpb.ConsumeNonDurableEventsRequest{

@@ -28,11 +28,11 @@ import (
 // returns cleanly, not with the grace period's deadline error.
 func TestShutdownEndsStreams(t *testing.T) {
 	t.Parallel()
-	srv, err := local.New(t.Context(), local.Config{
-		DevToken: "shutdown-token-0123456789",
-		TopicURL: "mem://herald-shutdown", StoreURL: "mem://herald-shutdown/key",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	cfg := local.DefaultConfig()
+	cfg.DevToken = "shutdown-token-0123456789"
+	cfg.TopicURL, cfg.StoreURL = "mem://herald-shutdown", "mem://herald-shutdown/key"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := local.New(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

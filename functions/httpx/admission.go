@@ -60,7 +60,9 @@ func (e *OverloadedError) Error() string {
 }
 
 // Unwrap gives the error its herr code and caller-safe message.
-func (e *OverloadedError) Unwrap() error { return herr.New(herr.Unavailable, "%s", e.Error()) }
+func (e *OverloadedError) Unwrap() error {
+	return herr.WithRetryAfter(herr.New(herr.Unavailable, "%s", e.Error()), RetryAfter)
+}
 
 // Shed returns how many requests a has refused so far.
 func (a *Admission) Shed() int64 {

@@ -38,7 +38,6 @@ import (
 	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/internal/strictjson"
-	"github.com/heraldevents/herald/leasestore"
 )
 
 // Status maps a herr code to its HTTP status. It is the only such mapping.
@@ -152,6 +151,14 @@ func fieldProblems(r *http.Request, err error, msg string) []FieldProblem {
 	return []FieldProblem{{Loc: loc, Msg: truncate(msg, MaxDetailLength), Type: kind}}
 }
 
+// WindowState is what an error of a full in-flight window reports (as
+// leasestore.WindowFullError does): the events in flight, the committed
+// cursor and the last position handed out, which the durable-consumer
+// API's 429 body carries.
+type WindowState interface {
+	WindowState() (inFlight, committed, dispatched int64)
+}
+
 // WriteError writes err as a JSON error response. Unexpected errors are
 // logged with their cause; the client gets only the safe message.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
@@ -161,17 +168,14 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnprocessableEntity && strings.HasPrefix(r.URL.Path, notificationsPrefix) {
 		body.Detail = fieldProblems(r, err, body.Message)
 	}
-	var over *OverloadedError
-	if errors.As(err, &over) {
-		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
+	if d, ok := herr.RetryAfterOf(err); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(max(int((d+time.Second-1)/time.Second), 1)))
 	}
-	var full *leasestore.WindowFullError
+	var full WindowState
 	if errors.As(err, &full) {
-		n := full.InFlight
-		committed, dispatched := cloudevent.FormatSequence(full.Committed), cloudevent.FormatSequence(full.Dispatched)
+		n, c, d := full.WindowState()
+		committed, dispatched := cloudevent.FormatSequence(c), cloudevent.FormatSequence(d)
 		body.InFlight, body.Committed, body.Dispatched = &n, &committed, &dispatched
-		secs := int((full.RetryAfter + 999_999_999) / 1_000_000_000)
-		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 	}
 	if code == herr.PermissionDenied {
 		insufficientScope(w, r, err)

@@ -10,7 +10,8 @@
 // subscriptions (the notifications API, "Durable Queue Lifetime"); failed counts
 // subscriptions it could not delete. It also removes the connection
 // records of the API Gateway WebSocket function that are older than 2
-// hours (wslambda.CloseStale; reaped_connections), ending their sessions,
+// hours (Options.CloseStaleConnections, which the Lambda bootstrap sets to
+// wslambda.CloseStale; reaped_connections), ending their sessions,
 // and the claim-check claims (events too big for the broker, kept in the
 // lease store) older than HERALD_CLAIM_RETENTION (reaped_claims; see
 // package delivery).
@@ -35,7 +36,6 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/httpx"
-	"github.com/heraldevents/herald/functions/wslambda"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/internal/telemetry"
 )
@@ -72,9 +72,26 @@ type Result struct {
 	ReapedClaims *int `json:"reaped_claims,omitempty"`
 }
 
+// ConnectionCloser removes the connection records of the API Gateway
+// WebSocket function that are stale, ending their sessions, as p (who
+// needs run:jobs), and returns how many it removed.
+type ConnectionCloser func(ctx context.Context, svc *delivery.Service, p *auth.Principal) (int, error)
+
+// Options adjust what the jobs do beyond the core service.
+type Options struct {
+	// CloseStaleConnections is what reap-idle-queues runs for the API
+	// Gateway WebSocket function's connection records: the Lambda
+	// bootstrap sets it to wslambda.CloseStale, the one reader of those
+	// records. nil reaps none (reaped_connections 0): only that function
+	// writes them, so no other build has any. It is a function here, not
+	// an import, so that a build without the API Gateway WebSocket
+	// function (Cloud Run) links no AWS Lambda package.
+	CloseStaleConnections ConnectionCloser
+}
+
 // Run runs job name as p. An unknown name is herr.NotFound. On a partial
 // failure it returns the result so far and the error.
-func Run(ctx context.Context, svc *delivery.Service, p *auth.Principal, name string) (*Result, error) {
+func Run(ctx context.Context, svc *delivery.Service, p *auth.Principal, name string, o Options) (*Result, error) {
 	switch name {
 	case LeaseExpiry:
 		rep, err := svc.ExpireLeases(ctx, p)
@@ -91,7 +108,13 @@ func Run(ctx context.Context, svc *delivery.Service, p *auth.Principal, name str
 		if rep == nil {
 			return nil, err
 		}
-		conns, cerr := wslambda.CloseStale(ctx, svc, p)
+		var (
+			conns int
+			cerr  error
+		)
+		if o.CloseStaleConnections != nil {
+			conns, cerr = o.CloseStaleConnections(ctx, svc, p)
+		}
 		return &Result{Job: name, Failed: rep.Failed, ReapedQueues: &rep.Queues, ReapedConnections: &conns, ReapedClaims: &rep.Claims}, errors.Join(err, cerr)
 	default:
 		return nil, herr.New(herr.NotFound, "no such job %q (known: %s, %s)", name, LeaseExpiry, ReapIdleQueues)
@@ -101,6 +124,7 @@ func Run(ctx context.Context, svc *delivery.Service, p *auth.Principal, name str
 // Handler serves POST /v1/jobs/{job}.
 type Handler struct {
 	Service *delivery.Service
+	Options Options
 }
 
 // ServeHTTP implements http.Handler.
@@ -110,7 +134,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	res, err := Run(r.Context(), h.Service, p, r.PathValue("job"))
+	res, err := Run(r.Context(), h.Service, p, r.PathValue("job"), h.Options)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return

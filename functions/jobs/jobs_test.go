@@ -1,6 +1,7 @@
 package jobs_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -113,13 +114,13 @@ func TestJobPermissionsAndNames(t *testing.T) {
 func TestRunAsScheduler(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	res, err := jobs.Run(t.Context(), f.svc, jobs.SchedulerPrincipal, jobs.LeaseExpiry)
+	res, err := jobs.Run(t.Context(), f.svc, jobs.SchedulerPrincipal, jobs.LeaseExpiry, jobs.Options{})
 	require.NoError(t, err)
 	require.Equal(t, &jobs.Result{Job: jobs.LeaseExpiry}, res)
-	_, err = jobs.Run(t.Context(), f.svc, &auth.Principal{ID: "p", Permissions: []string{auth.PermReadEvents}}, jobs.LeaseExpiry)
+	_, err = jobs.Run(t.Context(), f.svc, &auth.Principal{ID: "p", Permissions: []string{auth.PermReadEvents}}, jobs.LeaseExpiry, jobs.Options{})
 	require.Error(t, err)
 	require.Equal(t, []string{"lease-expiry", "reap-idle-queues"}, jobs.Names())
-	res, err = jobs.Run(t.Context(), f.svc, jobs.SchedulerPrincipal, jobs.ReapIdleQueues)
+	res, err = jobs.Run(t.Context(), f.svc, jobs.SchedulerPrincipal, jobs.ReapIdleQueues, jobs.Options{})
 	require.NoError(t, err)
 	require.Equal(t, jobs.ReapIdleQueues, res.Job)
 	require.NotNil(t, res.ReapedQueues)
@@ -144,4 +145,27 @@ func TestReapClaims(t *testing.T) {
 	require.Equal(t, herr.NotFound, herr.CodeOf(err))
 	_, err = f.store.GetClaim(t.Context(), "new")
 	require.NoError(t, err)
+}
+
+// TestReapRunsTheConnectionCloser: reap-idle-queues runs the closer it is
+// given, as its caller, and reports its count and error; without one it
+// reports none reaped.
+func TestReapRunsTheConnectionCloser(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	var got *auth.Principal
+	closer := func(_ context.Context, svc *delivery.Service, p *auth.Principal) (int, error) {
+		require.Same(t, f.svc, svc)
+		got = p
+		return 3, herr.New(herr.Unavailable, "store down")
+	}
+	res, err := jobs.Run(t.Context(), f.svc, jobs.SchedulerPrincipal, jobs.ReapIdleQueues, jobs.Options{CloseStaleConnections: closer})
+	require.Equal(t, herr.Unavailable, herr.CodeOf(err))
+	require.Same(t, jobs.SchedulerPrincipal, got)
+	require.Equal(t, 3, *res.ReapedConnections)
+
+	res, err = jobs.Run(t.Context(), f.svc, jobs.SchedulerPrincipal, jobs.ReapIdleQueues, jobs.Options{})
+	require.NoError(t, err)
+	require.NotNil(t, res.ReapedConnections, "the count is always reported")
+	require.Zero(t, *res.ReapedConnections)
 }

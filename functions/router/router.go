@@ -15,14 +15,13 @@ package router
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/acknowledge"
+	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/deadletters"
 	"github.com/heraldevents/herald/functions/destinations"
 	"github.com/heraldevents/herald/functions/grpcapi"
@@ -38,70 +37,29 @@ import (
 	"github.com/heraldevents/herald/herr"
 )
 
-// Function names a set of routes that one deployment unit serves.
-type Function string
+// Function names a set of routes that one deployment unit serves
+// (HERALD_FUNCTION). It is config.Function: the configuration parses it,
+// the router serves it.
+type Function = config.Function
 
-// The functions. All serves every route.
+// The functions (config.Publish, …). All serves every route.
 const (
-	Publish      Function = "publish"
-	Pull         Function = "pull"
-	Acknowledge  Function = "acknowledge"
-	Destinations Function = "destinations"
-	Jobs         Function = "jobs"
-	// Websocket serves no REST route but GET /health: it is the API
-	// Gateway WebSocket API's integration on AWS (package
-	// functions/wslambda), driven by $connect, $default and $disconnect
-	// events, not HTTP requests. All serves those events too.
-	Websocket Function = "websocket"
-	All       Function = "all"
+	Publish      = config.Publish
+	Pull         = config.Pull
+	Acknowledge  = config.Acknowledge
+	Destinations = config.Destinations
+	Jobs         = config.Jobs
+	Websocket    = config.Websocket
+	All          = config.All
 )
 
-// Functions lists every function but All, in a stable order. The notifications API's
-// consumer routes join the function of their kind: the SSE streams are
-// served by Pull (consuming), durable-queue and dead-letter management by
-// Destinations. The streams need a server that does not buffer responses
-// (the local adapter, Cloud Run).
-func Functions() []Function {
-	return []Function{Publish, Pull, Acknowledge, Destinations, Jobs, Websocket}
-}
+// Functions lists every function but All, in a stable order
+// (config.Functions).
+func Functions() []Function { return config.Functions() }
 
 // ParseFunction returns the Function named s, or an error listing the
-// known names.
-func ParseFunction(s string) (Function, error) {
-	for _, f := range append(Functions(), All) {
-		if string(f) == s {
-			return f, nil
-		}
-	}
-	names := make([]string, 0, 7)
-	for _, f := range append(Functions(), All) {
-		names = append(names, string(f))
-	}
-	return "", fmt.Errorf("unknown function %q (known: %s)", s, strings.Join(names, ", "))
-}
-
-// UsesBroker reports whether f's routes reach the message broker. Jobs
-// does: the idle-queue reaper deletes the subscriptions of the queues it
-// reaps; so does Websocket, whose streams pull from subscriptions and make
-// those of fresh non-durable queues.
-func (f Function) UsesBroker() bool {
-	switch f {
-	case Publish, Pull, Destinations, Jobs, Websocket, All:
-		return true
-	}
-	return false
-}
-
-// UsesStore reports whether f's routes reach the lease store. Publish
-// does: an event too big for a size-limited broker (Amazon SNS) is stored
-// there as a claim-check claim (package delivery).
-func (f Function) UsesStore() bool {
-	switch f {
-	case Publish, Pull, Acknowledge, Destinations, Jobs, Websocket, All:
-		return true
-	}
-	return false
-}
+// known names (config.ParseFunction).
+func ParseFunction(s string) (Function, error) { return config.ParseFunction(s) }
 
 // Route is one endpoint.
 type Route struct {
@@ -124,72 +82,72 @@ type route struct {
 }
 
 var table = []route{
-	{Route{"POST", "/api/v1beta/events", Publish, false, false}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/api/v1beta/events", Function: Publish}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&publish.Handler{Service: s}).Single)
 	}},
-	{Route{"POST", "/api/v1beta/events/batch", Publish, false, false}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/api/v1beta/events/batch", Function: Publish}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&publish.Handler{Service: s}).Batch)
 	}},
-	{Route{"POST", "/v1/event-destinations", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/v1/event-destinations", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Create)
 	}},
-	{Route{"GET", "/v1/event-destinations", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "GET", Path: "/v1/event-destinations", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).List)
 	}},
-	{Route{"GET", "/v1/event-destinations/{id}", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "GET", Path: "/v1/event-destinations/{id}", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Get)
 	}},
-	{Route{"DELETE", "/v1/event-destinations/{id}", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "DELETE", Path: "/v1/event-destinations/{id}", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Delete)
 	}},
-	{Route{"POST", "/v1/event-destinations/{id}/pause", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/pause", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Pause)
 	}},
-	{Route{"POST", "/v1/event-destinations/{id}/resume", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/resume", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Resume)
 	}},
-	{Route{"POST", "/v1/event-destinations/{id}/pull", Pull, false, false}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/pull", Function: Pull}, handler: func(s *delivery.Service) http.Handler {
 		return &pull.Handler{Service: s}
 	}},
-	{Route{"POST", "/v1/event-destinations/{id}/acknowledge", Acknowledge, false, false}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/acknowledge", Function: Acknowledge}, handler: func(s *delivery.Service) http.Handler {
 		return &acknowledge.Handler{Service: s}
 	}},
-	{Route{"POST", "/api/v1beta/queues/durable", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/api/v1beta/queues/durable", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&queues.Handler{Service: s}).Create)
 	}},
-	{Route{"PATCH", "/api/v1beta/queues/durable", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "PATCH", Path: "/api/v1beta/queues/durable", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&queues.Handler{Service: s}).Update)
 	}},
-	{Route{"DELETE", "/api/v1beta/queues/durable", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "DELETE", Path: "/api/v1beta/queues/durable", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&queues.Handler{Service: s}).Delete)
 	}},
-	{Route{"GET", "/api/v1beta/events/stream", Pull, false, true}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "GET", Path: "/api/v1beta/events/stream", Function: Pull, QueryToken: true}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&stream.Handler{Service: s}).NonDurable)
 	}},
-	{Route{"GET", "/api/v1beta/events/stream-durable", Pull, false, true}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "GET", Path: "/api/v1beta/events/stream-durable", Function: Pull, QueryToken: true}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&stream.Handler{Service: s}).Durable)
 	}},
-	{Route{"GET", wsbridge.Path, Pull, false, true}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "GET", Path: wsbridge.Path, Function: Pull, QueryToken: true}, handler: func(s *delivery.Service) http.Handler {
 		return &wsbridge.Handler{Service: s, PingInterval: s.Streams().WSPingInterval}
 	}},
-	{Route{"GET", "/api/v1beta/dead-letters", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "GET", Path: "/api/v1beta/dead-letters", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&deadletters.Handler{Service: s}).List)
 	}},
-	{Route{"POST", "/api/v1beta/dead-letters/actions", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/api/v1beta/dead-letters/actions", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&deadletters.Handler{Service: s}).Act)
 	}},
-	{Route{"POST", "/v1/jobs/{job}", Jobs, false, false}, func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/v1/jobs/{job}", Function: Jobs}, handler: func(s *delivery.Service) http.Handler {
 		return &jobs.Handler{Service: s}
 	}},
-	{Route{"GET", health.LivePath, All, true, false}, func(*delivery.Service) http.Handler {
+	{Route: Route{Method: "GET", Path: health.LivePath, Function: All, Public: true}, handler: func(*delivery.Service) http.Handler {
 		return health.Handler{}
 	}},
-	{Route{"GET", "/api/v1beta/health", All, true, false}, func(*delivery.Service) http.Handler {
+	{Route: Route{Method: "GET", Path: "/api/v1beta/health", Function: All, Public: true}, handler: func(*delivery.Service) http.Handler {
 		return health.Handler{}
 	}},
 	// GET /health/ready's handler needs the Checker of Options; ForFunction
 	// mounts it.
-	{Route{"GET", health.ReadyPath, All, true, false}, nil},
+	{Route: Route{Method: "GET", Path: health.ReadyPath, Function: All, Public: true}, handler: nil},
 }
 
 // withTimeout ends the context of every request h serves after d.
@@ -237,6 +195,8 @@ type Options struct {
 	// 503) instead of holding it, and its client, for ever. The
 	// entrypoints set it with the function RequestTimeout.
 	RequestTimeout time.Duration
+	// Jobs adjusts the jobs of POST /v1/jobs/{job} (jobs.Options).
+	Jobs jobs.Options
 }
 
 // StoreBound is what RequestTimeout allows a request for its store calls,
@@ -260,10 +220,8 @@ func Routes() []Route {
 	return out
 }
 
-// Serves reports whether function f serves r.
-func (f Function) Serves(r Route) bool {
-	return f == All || r.Function == All || r.Function == f
-}
+// ServedBy reports whether function f serves r.
+func (r Route) ServedBy(f Function) bool { return f.Serves(r.Function) }
 
 // New returns the handler for every endpoint. Everything but GET /health
 // and GET /health/ready requires a bearer token that a resolves.
@@ -287,7 +245,7 @@ func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) h
 	admission := o.Admission
 	mux := http.NewServeMux()
 	for _, r := range table {
-		if !f.Serves(r.Route) {
+		if !r.ServedBy(f) {
 			continue
 		}
 		var h http.Handler
@@ -296,8 +254,11 @@ func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) h
 		} else {
 			h = r.handler(svc)
 		}
-		if ws, ok := h.(*wsbridge.Handler); ok {
-			ws.CheckOrigin = originCheck(policy)
+		switch h := h.(type) {
+		case *wsbridge.Handler:
+			h.CheckOrigin = originCheck(policy)
+		case *jobs.Handler:
+			h.Options = o.Jobs
 		}
 		if !r.Public {
 			h = noStore(httpx.Authenticate(a, h))
@@ -314,10 +275,10 @@ func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) h
 		mux.Handle(r.Method+" "+r.Path, h)
 	}
 	for _, m := range grpcapi.Mounts(svc, a, grpcapi.Services{
-		Publisher: f.Serves(Route{Function: Publish}),
+		Publisher: f.Serves(Publish),
 		// EventConsumerService holds both consuming (Pull) and queue
 		// management (Destinations) RPCs.
-		Consumer:     f.Serves(Route{Function: Pull}) || f.Serves(Route{Function: Destinations}),
+		Consumer:     f.Serves(Pull) || f.Serves(Destinations),
 		Ready:        o.Ready,
 		UnaryTimeout: o.RequestTimeout,
 	}) {

@@ -92,6 +92,7 @@ import (
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/wsframe"
 	"github.com/heraldevents/herald/herr"
@@ -103,7 +104,7 @@ const Path = "/api/v1beta/events/websocket"
 
 // DefaultPingInterval is the interval of WebSocket pings when
 // Handler.PingInterval is 0 (config.DefaultWSPingInterval).
-const DefaultPingInterval = 30 * time.Second
+const DefaultPingInterval = config.DefaultWSPingInterval
 
 const (
 	// writeWait bounds one write: a client that stops reading for this

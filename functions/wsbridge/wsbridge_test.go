@@ -194,10 +194,10 @@ func TestWebSocketQueueGone(t *testing.T) {
 // connections) and waits for them within its grace.
 func TestWebSocketShutdownGoesAway(t *testing.T) {
 	t.Parallel()
-	srv, err := local.New(t.Context(), local.Config{
-		DevToken: "shutdown-token", TopicURL: "mem://ws-shutdown", StoreURL: "mem://ws-shutdown/key",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	cfg := local.DefaultConfig()
+	cfg.DevToken, cfg.TopicURL, cfg.StoreURL = "shutdown-token", "mem://ws-shutdown", "mem://ws-shutdown/key"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := local.New(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -98,6 +98,7 @@ import (
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/wsframe"
 	"github.com/heraldevents/herald/functions/wslambda/apigwmgmt"
@@ -109,8 +110,8 @@ import (
 // Defaults of Config (the deployment sets them with HERALD_WS_POLL_WAIT
 // and HERALD_WS_SESSION_TTL; package functions/config has the table).
 const (
-	DefaultPollWait   = 5 * time.Second
-	DefaultSessionTTL = 10 * time.Minute
+	DefaultPollWait   = config.DefaultWSPollWait
+	DefaultSessionTTL = config.DefaultWSSessionTTL
 	// DemandBudget bounds the time one demand frame spends pulling (it
 	// pulls again without waiting while the pulls come back full, up to
 	// n), inside API Gateway's 29-second integration timeout.

@@ -379,7 +379,7 @@ func TestReapStaleConnections(t *testing.T) {
 	id := s.emu.Connections()[0]
 
 	run := func() *jobs.Result {
-		r, err := jobs.Run(t.Context(), s.app.Service(), jobs.SchedulerPrincipal, jobs.ReapIdleQueues)
+		r, err := jobs.Run(t.Context(), s.app.Service(), jobs.SchedulerPrincipal, jobs.ReapIdleQueues, jobs.Options{CloseStaleConnections: wslambda.CloseStale})
 		require.NoError(t, err)
 		return r
 	}

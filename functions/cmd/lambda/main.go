@@ -25,6 +25,7 @@ import (
 
 	"github.com/heraldevents/herald/functions/app"
 	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/lambdafn"
 	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/functions/wslambda"
@@ -79,7 +80,7 @@ func setup(ctx context.Context, logger *slog.Logger, lookup func(string) (string
 	if err != nil {
 		return nil, err
 	}
-	a, err := app.Open(ctx, cfg, app.Options{Logger: logger})
+	a, err := app.Open(ctx, cfg, app.Options{Logger: logger, Jobs: jobs.Options{CloseStaleConnections: wslambda.CloseStale}})
 	if err != nil {
 		return nil, err
 	}

@@ -29,13 +29,12 @@ func TestLocalOnDynamoDB(t *testing.T) {
 	table, err := dh.NewTable(t.Context(), t)
 	require.NoError(t, err)
 
-	cfg := local.Config{
-		DevToken: "test-token",
-		// The in-memory broker is shared by name within the process.
-		TopicURL: "mem://" + storeurltest.UniqueName("herald-local"),
-		StoreURL: dh.StoreURL(table),
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
+	cfg := local.DefaultConfig()
+	cfg.DevToken = "test-token"
+	// The in-memory broker is shared by name within the process.
+	cfg.TopicURL = "mem://" + storeurltest.UniqueName("herald-local")
+	cfg.StoreURL = dh.StoreURL(table)
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	a := local.Start(t, local.WithConfig(cfg))
 	b := local.Start(t, local.WithConfig(cfg))
 
