@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -90,54 +88,4 @@ func TestSchemes(t *testing.T) {
 	}
 	_, err := pubsubx.Open(t.Context(), "nosuch://x")
 	require.Contains(t, herr.MessageOf(err), `scheme "nosuch" is not supported`, "an unknown scheme is not called left out")
-}
-
-// TestSlimBuildsLinkNoOtherCloud lists the packages `make lambda` and
-// `make cloudrun` link, with the Makefile's tags: the Lambda bootstrap
-// carries no Google client, NATS or RabbitMQ, and the Cloud Run server no
-// AWS service client or AWS SDK configuration. (The Cloud Run server
-// still links aws-lambda-go/events and the SDK's core and SigV4 signer:
-// functions/jobs runs wslambda.CloseStale, which imports them.)
-// TestSchemes, run with the tags, checks what registers; this checks what
-// is linked.
-func TestSlimBuildsLinkNoOtherCloud(t *testing.T) {
-	t.Parallel()
-	mk, err := os.ReadFile("../../Makefile")
-	require.NoError(t, err)
-	tags := func(name string) string {
-		m := regexp.MustCompile(`(?m)^` + name + `\s*:=\s*(\S+)\s*$`).FindSubmatch(mk)
-		require.NotNil(t, m, "the Makefile sets %s", name)
-		return string(m[1])
-	}
-	for _, tc := range []struct {
-		tags, pkg string
-		banned    []string
-	}{
-		{tags("LAMBDA_TAGS"), "./functions/cmd/lambda", []string{"cloud.google.com/", "gocloud.dev/gcp", "github.com/nats-io/", "github.com/rabbitmq/", "/pubsubx/gcppubsub", "/pubsubx/nats", "/pubsubx/rabbit"}},
-		{tags("CLOUDRUN_TAGS"), "./functions/cmd/cloudrun", []string{"github.com/aws/aws-sdk-go-v2/service/", "github.com/aws/aws-sdk-go-v2/config", "gocloud.dev/aws", "gocloud.dev/docstore/awsdynamodb", "/pubsubx/awssnssqs"}},
-	} {
-		cmd := exec.Command(goTool(), "list", "-deps", "-tags", tc.tags, tc.pkg)
-		cmd.Dir = "../.."
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-		out, err := cmd.Output()
-		require.NoError(t, err, "go list %s", tc.pkg)
-		deps := strings.Fields(string(out))
-		require.Contains(t, deps, "github.com/heraldevents/herald/pubsubx/mem", "%s links mem", tc.pkg)
-		for _, d := range deps {
-			for _, b := range tc.banned {
-				require.NotContains(t, d, b, "%s -tags %s", tc.pkg, tc.tags)
-			}
-		}
-	}
-}
-
-// goTool is the go command of the toolchain running the test.
-func goTool() string {
-	if root := os.Getenv("GOROOT"); root != "" {
-		p := filepath.Join(root, "bin", "go")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	return "go"
 }
