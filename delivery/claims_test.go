@@ -138,7 +138,7 @@ func TestClaimCheckStream(t *testing.T) {
 	t.Parallel()
 	b := claimSetup(t, time.Hour)
 	ctx := t.Context()
-	_, _, err := b.svc.CreateQueue(ctx, root, "q", nil)
+	_, err := b.svc.CreateQueue(ctx, root, "q", nil)
 	require.NoError(t, err)
 	st, err := b.svc.OpenStream(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"})
 	require.NoError(t, err)

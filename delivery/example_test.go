@@ -25,7 +25,7 @@ func ExampleService_OpenStream() {
 	svc := delivery.New(delivery.Config{Broker: broker, Store: leasestore.New(coll, leasestore.Options{})})
 	p := &auth.Principal{ID: "app", Permissions: []string{auth.PermAll}}
 
-	_, created, _ := svc.CreateQueue(ctx, p, "myapp-uploads-queue", nil)
+	q, _ := svc.CreateQueue(ctx, p, "myapp-uploads-queue", nil)
 	st, err := svc.OpenStream(ctx, p, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "myapp-uploads-queue"})
 	if err != nil {
 		fmt.Println(err)
@@ -36,7 +36,7 @@ func ExampleService_OpenStream() {
 
 	ds, _ := st.Next(ctx)
 	for _, d := range ds {
-		fmt.Println(created, d.Tag, d.DeliveryCount, d.Event.EventType, string(d.Event.Message))
+		fmt.Println(q.Created, d.Tag, d.DeliveryCount, d.Event.EventType, string(d.Event.Message))
 		rep, _ := st.Ack(ctx, d.Tag)
 		fmt.Println("acked", rep.Acked)
 	}

@@ -173,20 +173,34 @@ func (s *Service) getQueue(ctx context.Context, id string) (*leasestore.Consumer
 //
 //   - id names no queue: the queue is created at the head of the stream
 //     (broker subscription first, then the store record of type
-//     DURABLE_QUEUE with id as its id) and created is true;
+//     DURABLE_QUEUE with id as its id) and Created is true;
 //   - id names a durable queue: it is returned as it is, with its own
-//     filters, and created is false, whatever groups say;
+//     filters, and Created is false, whatever groups say;
 //   - id is "": Herald generates an id and creates the queue.
 //
 // Two concurrent creates of one id both succeed: one creates, the other
-// sees created false; the loser deletes the subscription it made, so none
+// sees Created false; the loser deletes the subscription it made, so none
 // is orphaned. Every creation uses a fresh subscription name, so a queue
 // re-created after it was reaped never meets its predecessor's.
 //
 // Errors: herr.PermissionDenied without create-durable-queues;
 // herr.InvalidArgument for a bad id or bad groups (before any backend
 // call); herr.AlreadyExists when id is taken by a consumer of another kind.
-func (s *Service) CreateQueue(ctx context.Context, p *auth.Principal, id string, groups filter.Groups) (c *leasestore.Consumer, created bool, err error) {
+func (s *Service) CreateQueue(ctx context.Context, p *auth.Principal, id string, groups filter.Groups) (CreateQueueResult, error) {
+	c, created, err := s.createQueue(ctx, p, id, groups)
+	return CreateQueueResult{Queue: c, Created: created}, err
+}
+
+// CreateQueueResult is what CreateQueue answers.
+type CreateQueueResult struct {
+	// Queue is the durable queue (nil with an error).
+	Queue *leasestore.Consumer
+	// Created is true when this call created the queue, false when it
+	// existed already.
+	Created bool
+}
+
+func (s *Service) createQueue(ctx context.Context, p *auth.Principal, id string, groups filter.Groups) (c *leasestore.Consumer, created bool, err error) {
 	if err := p.Require(auth.PermCreateDurableQueues); err != nil {
 		return nil, false, err
 	}
@@ -298,7 +312,7 @@ func canonical(gs filter.Groups) []string {
 // SameGroups): the update is a compare-and-set, so two clients that
 // re-filter one queue cannot silently undo each other. A mismatch is
 // herr.InvalidArgument naming current_filter_groups; the queue's filters
-// can be read back with CreateQueue (created false). An update whose next
+// can be read back with CreateQueue (Created false). An update whose next
 // groups the queue already has succeeds whatever current says, so a retry
 // of an applied update succeeds.
 //

@@ -41,7 +41,7 @@ func (c *testClock) Advance(d time.Duration) {
 // openDurable creates durable queue "q" and opens a session on it.
 func openDurable(t *testing.T, b *bundle) *delivery.SessionState {
 	t.Helper()
-	_, _, err := b.svc.CreateQueue(t.Context(), root, "q", nil)
+	_, err := b.svc.CreateQueue(t.Context(), root, "q", nil)
 	require.NoError(t, err)
 	st, created, err := b.svc.OpenSession(t.Context(), root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, 0)
 	require.NoError(t, err)
@@ -313,7 +313,7 @@ func TestSessionTTLLapse(t *testing.T) {
 	clock := newTestClock()
 	b := setup(t, setupOpts{now: clock.Now})
 	ctx := t.Context()
-	_, _, err := b.svc.CreateQueue(ctx, root, "q", nil)
+	_, err := b.svc.CreateQueue(ctx, root, "q", nil)
 	require.NoError(t, err)
 	st, _, err := b.svc.OpenSession(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, time.Minute)
 	require.NoError(t, err)
@@ -376,7 +376,7 @@ func TestSessionPrincipalFilter(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	ctx := t.Context()
-	_, _, err := b.svc.CreateQueue(ctx, root, "q", nil)
+	_, err := b.svc.CreateQueue(ctx, root, "q", nil)
 	require.NoError(t, err)
 	orders := &auth.Principal{ID: "orders", Permissions: []string{auth.PermConsumeDurableQueues, "receive:orders.*"}}
 	st, _, err := b.svc.OpenSession(ctx, orders, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, 0)

@@ -131,9 +131,9 @@ func TestSettleSemantics(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{streams: delivery.StreamConfig{Batch: 1}})
 	ctx := t.Context()
-	_, created, err := b.svc.CreateQueue(ctx, root, "q", nil)
+	q, err := b.svc.CreateQueue(ctx, root, "q", nil)
 	require.NoError(t, err)
-	require.True(t, created)
+	require.True(t, q.Created)
 	st, err := b.svc.OpenStream(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"})
 	require.NoError(t, err)
 	b.publish(t, "a.b", 0, 3)
@@ -204,7 +204,7 @@ func TestStreamQueueGone(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	ctx := t.Context()
-	_, _, err := b.svc.CreateQueue(ctx, root, "q", nil)
+	_, err := b.svc.CreateQueue(ctx, root, "q", nil)
 	require.NoError(t, err)
 	st, err := b.svc.OpenStream(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"})
 	require.NoError(t, err)
@@ -226,9 +226,9 @@ func TestConcurrentCreateLeavesNoOrphan(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			var c bool
-			_, c, errs[i] = b.svc.CreateQueue(t.Context(), root, "same", filter.Groups{{EventType: fmt.Sprintf("t%d", i)}})
-			if c {
+			var q delivery.CreateQueueResult
+			q, errs[i] = b.svc.CreateQueue(t.Context(), root, "same", filter.Groups{{EventType: fmt.Sprintf("t%d", i)}})
+			if q.Created {
 				created.Add(1)
 			}
 		})
@@ -262,7 +262,7 @@ func TestRandomizedNacksAndDisconnects(t *testing.T) {
 	b := setup(t, setupOpts{deliveryLimit: limit, streams: delivery.StreamConfig{Batch: 5}})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	_, _, err := b.svc.CreateQueue(ctx, root, "rq", nil)
+	_, err := b.svc.CreateQueue(ctx, root, "rq", nil)
 	require.NoError(t, err)
 	b.publish(t, "a.b", 0, events)
 
@@ -396,7 +396,7 @@ func TestStreamReapedUnderIt(t *testing.T) {
 		PollWait: time.Hour, SessionTTL: time.Hour, IdleWindow: time.Minute, // no heartbeat, no poll: the stream waits at the broker
 	}})
 	ctx := t.Context()
-	_, _, err := b.svc.CreateQueue(ctx, root, "q", nil)
+	_, err := b.svc.CreateQueue(ctx, root, "q", nil)
 	require.NoError(t, err)
 	st, err := b.svc.OpenStream(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"})
 	require.NoError(t, err)
@@ -488,7 +488,7 @@ func TestPoisonDeadLetteredAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	ctx := t.Context()
-	_, _, err := b.svc.CreateQueue(ctx, root, "pq", nil)
+	_, err := b.svc.CreateQueue(ctx, root, "pq", nil)
 	require.NoError(t, err)
 	require.NoError(t, b.broker.Send(ctx, &pubsubx.Message{Body: []byte("not a cloud event \xff"), Metadata: map[string]string{pubsubx.AttrEventType: "a.b"}}))
 	b.publish(t, "a.b", 1, 1)

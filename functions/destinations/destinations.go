@@ -65,104 +65,94 @@ type Handler struct {
 }
 
 // Create serves POST /v1/event-destinations.
-func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
-	p, err := httpx.Principal(r)
+func (h *Handler) Create(w http.ResponseWriter, r *http.Request) { httpx.Endpoint(h.create)(w, r) }
+
+// List serves GET /v1/event-destinations.
+func (h *Handler) List(w http.ResponseWriter, r *http.Request) { httpx.Endpoint(h.list)(w, r) }
+
+// Get serves GET /v1/event-destinations/{id}.
+func (h *Handler) Get(w http.ResponseWriter, r *http.Request) { httpx.Endpoint(h.get)(w, r) }
+
+// Delete serves DELETE /v1/event-destinations/{id}.
+func (h *Handler) Delete(w http.ResponseWriter, r *http.Request) { httpx.Endpoint(h.delete)(w, r) }
+
+// Pause serves POST /v1/event-destinations/{id}/pause.
+func (h *Handler) Pause(w http.ResponseWriter, r *http.Request) {
+	httpx.Endpoint(h.setPaused(true))(w, r)
+}
+
+// Resume serves POST /v1/event-destinations/{id}/resume.
+func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
+	httpx.Endpoint(h.setPaused(false))(w, r)
+}
+
+// createRequest is the body of POST /v1/event-destinations.
+type createRequest struct {
+	Type         string        `json:"type"`
+	FilterGroups filter.Groups `json:"filter_groups"`
+}
+
+func (h *Handler) create(w http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
+	req, err := httpx.Decode[createRequest](r, maxBody)
 	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	var req struct {
-		Type         string        `json:"type"`
-		FilterGroups filter.Groups `json:"filter_groups"`
-	}
-	if err := httpx.DecodeJSON(r, maxBody, &req); err != nil {
-		httpx.WriteError(w, r, err)
-		return
+		return httpx.Answer{}, err
 	}
 	c, err := h.Service.CreateDestination(r.Context(), p, req.Type, req.FilterGroups)
 	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
+		return httpx.Answer{}, err
 	}
 	w.Header().Set("Location", "/v1/event-destinations/"+c.ID)
-	httpx.WriteJSON(w, http.StatusCreated, FromConsumer(c))
+	return httpx.Answer{Status: http.StatusCreated, Body: FromConsumer(c)}, nil
 }
 
-// List serves GET /v1/event-destinations.
-func (h *Handler) List(w http.ResponseWriter, r *http.Request) {
-	p, err := httpx.Principal(r)
-	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
+func (h *Handler) list(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
 	cs, err := h.Service.ListDestinations(r.Context(), p)
 	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
+		return httpx.Answer{}, err
 	}
 	out := make([]Destination, len(cs))
 	for i, c := range cs {
 		out[i] = FromConsumer(c)
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string][]Destination{"destinations": out})
+	return httpx.Answer{Status: http.StatusOK, Body: map[string][]Destination{"destinations": out}}, nil
 }
 
-// Get serves GET /v1/event-destinations/{id}.
-func (h *Handler) Get(w http.ResponseWriter, r *http.Request) {
-	p, err := principalAndID(r)
-	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	c, err := h.Service.GetDestination(r.Context(), p, r.PathValue("id"))
-	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, FromConsumer(c))
+func (h *Handler) get(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
+	return destination(pathID(r, func(id string) (*leasestore.Consumer, error) {
+		return h.Service.GetDestination(r.Context(), p, id)
+	}))
 }
 
-// Delete serves DELETE /v1/event-destinations/{id}.
-func (h *Handler) Delete(w http.ResponseWriter, r *http.Request) {
-	p, err := principalAndID(r)
-	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	if err := h.Service.DeleteDestination(r.Context(), p, r.PathValue("id")); err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+func (h *Handler) delete(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
+	_, err := pathID(r, func(id string) (*leasestore.Consumer, error) {
+		return nil, h.Service.DeleteDestination(r.Context(), p, id)
+	})
+	return httpx.Answer{Status: http.StatusNoContent}, err
 }
 
-// Pause serves POST /v1/event-destinations/{id}/pause.
-func (h *Handler) Pause(w http.ResponseWriter, r *http.Request) { h.setPaused(w, r, true) }
-
-// Resume serves POST /v1/event-destinations/{id}/resume.
-func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) { h.setPaused(w, r, false) }
-
-func (h *Handler) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
-	p, err := principalAndID(r)
-	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
+func (h *Handler) setPaused(paused bool) httpx.Call {
+	return func(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
+		return destination(pathID(r, func(id string) (*leasestore.Consumer, error) {
+			return h.Service.SetPaused(r.Context(), p, id, paused)
+		}))
 	}
-	c, err := h.Service.SetPaused(r.Context(), p, r.PathValue("id"), paused)
-	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, FromConsumer(c))
 }
 
-// principalAndID returns r's principal after checking the {id} of its
-// path (delivery.CheckText: a %00 or %1B in a path is a client's mistake,
-// not a destination to look up).
-func principalAndID(r *http.Request) (*auth.Principal, error) {
-	p, err := httpx.Principal(r)
-	if err != nil {
+// pathID checks the {id} of r's path (delivery.CheckText: a %00 or %1B in
+// a path is a client's mistake, not a destination to look up), then runs
+// do with it.
+func pathID(r *http.Request, do func(id string) (*leasestore.Consumer, error)) (*leasestore.Consumer, error) {
+	id := r.PathValue("id")
+	if err := delivery.CheckText("the event destination id", id); err != nil {
 		return nil, err
 	}
-	return p, delivery.CheckText("the event destination id", r.PathValue("id"))
+	return do(id)
+}
+
+// destination answers 200 with c.
+func destination(c *leasestore.Consumer, err error) (httpx.Answer, error) {
+	if err != nil {
+		return httpx.Answer{}, err
+	}
+	return httpx.Answer{Status: http.StatusOK, Body: FromConsumer(c)}, nil
 }

@@ -51,11 +51,11 @@ func (h *Consumer) CreateDurableQueue(ctx context.Context, req *connect.Request[
 	if err != nil {
 		return nil, Error(ctx, procedure, err)
 	}
-	c, created, err := h.Service.CreateQueue(ctx, p, req.Msg.GetQueueId(), toGroups(req.Msg.GetFilterGroups()))
+	q, err := h.Service.CreateQueue(ctx, p, req.Msg.GetQueueId(), toGroups(req.Msg.GetFilterGroups()))
 	if err != nil {
 		return nil, Error(ctx, procedure, err)
 	}
-	return connect.NewResponse(&pb.CreateDurableQueueResponse{QueueId: c.ID, Created: created}), nil
+	return connect.NewResponse(&pb.CreateDurableQueueResponse{QueueId: q.Queue.ID, Created: q.Created}), nil
 }
 
 // UpdateDurableQueue replaces a durable queue's filters, compare-and-set

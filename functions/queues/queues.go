@@ -24,6 +24,7 @@ package queues
 import (
 	"net/http"
 
+	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/functions/httpx"
@@ -65,65 +66,57 @@ type Handler struct {
 }
 
 // Create serves POST /api/v1beta/queues/durable.
-func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
-	p, err := httpx.Principal(r)
-	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	var req struct {
-		QueueID      string        `json:"queue_id"`
-		FilterGroups filter.Groups `json:"filter_groups"`
-	}
-	if err := httpx.DecodeJSON(r, maxBody, &req); err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	c, created, err := h.Service.CreateQueue(r.Context(), p, req.QueueID, req.FilterGroups)
-	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	status := http.StatusOK
-	if created && req.QueueID != "" {
-		status = http.StatusCreated
-	}
-	httpx.WriteJSON(w, status, Queue{QueueID: c.ID, Created: created, FilterGroups: Normalize(c.Filters)})
-}
+func (h *Handler) Create(w http.ResponseWriter, r *http.Request) { httpx.Endpoint(h.create)(w, r) }
 
 // Update serves PATCH /api/v1beta/queues/durable.
-func (h *Handler) Update(w http.ResponseWriter, r *http.Request) {
-	p, err := httpx.Principal(r)
-	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	var req struct {
-		QueueID             string        `json:"queue_id"`
-		CurrentFilterGroups filter.Groups `json:"current_filter_groups"`
-		NewFilterGroups     filter.Groups `json:"new_filter_groups"`
-	}
-	if err := httpx.DecodeJSON(r, maxBody, &req); err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	if err := h.Service.UpdateQueueFilters(r.Context(), p, req.QueueID, req.CurrentFilterGroups, req.NewFilterGroups); err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, Success{Success: true})
-}
+func (h *Handler) Update(w http.ResponseWriter, r *http.Request) { httpx.Endpoint(h.update)(w, r) }
 
 // Delete serves DELETE /api/v1beta/queues/durable?queue_id=ID.
-func (h *Handler) Delete(w http.ResponseWriter, r *http.Request) {
-	p, err := httpx.Principal(r)
+func (h *Handler) Delete(w http.ResponseWriter, r *http.Request) { httpx.Endpoint(h.delete)(w, r) }
+
+// createRequest is the body of POST.
+type createRequest struct {
+	QueueID      string        `json:"queue_id"`
+	FilterGroups filter.Groups `json:"filter_groups"`
+}
+
+// updateRequest is the body of PATCH.
+type updateRequest struct {
+	QueueID             string        `json:"queue_id"`
+	CurrentFilterGroups filter.Groups `json:"current_filter_groups"`
+	NewFilterGroups     filter.Groups `json:"new_filter_groups"`
+}
+
+func (h *Handler) create(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
+	req, err := httpx.Decode[createRequest](r, maxBody)
 	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
+		return httpx.Answer{}, err
 	}
+	q, err := h.Service.CreateQueue(r.Context(), p, req.QueueID, req.FilterGroups)
+	if err != nil {
+		return httpx.Answer{}, err
+	}
+	status := http.StatusOK
+	if q.Created && req.QueueID != "" {
+		status = http.StatusCreated
+	}
+	return httpx.Answer{Status: status, Body: Queue{QueueID: q.Queue.ID, Created: q.Created, FilterGroups: Normalize(q.Queue.Filters)}}, nil
+}
+
+func (h *Handler) update(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
+	req, err := httpx.Decode[updateRequest](r, maxBody)
+	if err != nil {
+		return httpx.Answer{}, err
+	}
+	if err := h.Service.UpdateQueueFilters(r.Context(), p, req.QueueID, req.CurrentFilterGroups, req.NewFilterGroups); err != nil {
+		return httpx.Answer{}, err
+	}
+	return httpx.Answer{Status: http.StatusOK, Body: Success{Success: true}}, nil
+}
+
+func (h *Handler) delete(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
 	if err := h.Service.DeleteQueue(r.Context(), p, r.URL.Query().Get("queue_id")); err != nil {
-		httpx.WriteError(w, r, err)
-		return
+		return httpx.Answer{}, err
 	}
-	httpx.WriteJSON(w, http.StatusOK, Success{Success: true})
+	return httpx.Answer{Status: http.StatusOK, Body: Success{Success: true}}, nil
 }
