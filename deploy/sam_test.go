@@ -90,7 +90,7 @@ var parsedTemplate = sync.OnceValues(func() (*cloudformation.Template, error) {
 // samFunction is a Lambda function of the template as the tests see it.
 type samFunction struct {
 	logicalID string
-	function  router.Function
+	function  config.Function
 	env       map[string]string
 	routes    []string // "METHOD /path"
 }
@@ -115,7 +115,7 @@ func samFunctions(t *testing.T, tmpl *cloudformation.Template) []samFunction {
 	var out []samFunction
 	for id, f := range tmpl.GetAllServerlessFunctionResources() {
 		require.NotNil(t, f.Environment, "%s has an environment", id)
-		fn, err := router.ParseFunction(f.Environment.Variables[config.EnvFunction])
+		fn, err := config.ParseFunction(f.Environment.Variables[config.EnvFunction])
 		require.NoError(t, err, "%s: %s", id, config.EnvFunction)
 		env := maps.Clone(globals)
 		if env == nil {
@@ -151,7 +151,7 @@ func samFunctions(t *testing.T, tmpl *cloudformation.Template) []samFunction {
 func TestSAMFunctionsSetExactlyWhatTheCodeReads(t *testing.T) {
 	t.Parallel()
 	fs := samFunctions(t, openTemplate(t))
-	var seen []router.Function
+	var seen []config.Function
 	for _, f := range fs {
 		seen = append(seen, f.function)
 		var want, read []string
@@ -168,7 +168,7 @@ func TestSAMFunctionsSetExactlyWhatTheCodeReads(t *testing.T) {
 		}
 		require.ElementsMatch(t, want, got, "%s environment", f.logicalID)
 	}
-	require.ElementsMatch(t, router.Functions(), seen, "one Lambda function per Herald function")
+	require.ElementsMatch(t, config.Functions(), seen, "one Lambda function per Herald function")
 }
 
 // TestSAMTelemetryIsDocumented: the OpenTelemetry variables are set
@@ -180,7 +180,7 @@ func TestSAMTelemetryIsDocumented(t *testing.T) {
 	globals := globalEnv(t, tmpl)
 	var otel []string
 	for _, v := range config.Vars() {
-		if strings.HasPrefix(v.Name, "OTEL_") && v.ReadBy(config.Lambda, router.All) {
+		if strings.HasPrefix(v.Name, "OTEL_") && v.ReadBy(config.Lambda, config.All) {
 			otel = append(otel, v.Name)
 		}
 	}
@@ -234,7 +234,7 @@ func TestSAMRoutesMatchTheRouter(t *testing.T) {
 		require.ElementsMatch(t, want, own, "%s routes", f.logicalID)
 	}
 	for _, r := range router.Routes() {
-		if r.Function == router.All {
+		if r.Function == config.All {
 			require.Equal(t, 1, shared[r.Method+" "+r.Path], "%s %s is routed to exactly one function", r.Method, r.Path)
 		}
 	}
@@ -242,7 +242,7 @@ func TestSAMRoutesMatchTheRouter(t *testing.T) {
 
 func isShared(route string) bool {
 	for _, r := range router.Routes() {
-		if r.Function == router.All && r.Method+" "+r.Path == route {
+		if r.Function == config.All && r.Method+" "+r.Path == route {
 			return true
 		}
 	}
@@ -352,7 +352,7 @@ func TestSAMScheduleRunsAKnownJob(t *testing.T) {
 			if ev.Type != "ScheduleV2" {
 				continue
 			}
-			require.Equal(t, router.Jobs, f.function, "%s.%s: only the jobs function runs jobs", f.logicalID, name)
+			require.Equal(t, config.Jobs, f.function, "%s.%s: only the jobs function runs jobs", f.logicalID, name)
 			var in struct{ Job string }
 			require.NoError(t, json.Unmarshal([]byte(ev.Properties["Input"].(string)), &in))
 			require.Contains(t, jobs.Names(), in.Job)

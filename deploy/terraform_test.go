@@ -196,7 +196,7 @@ func TestTerraformCloudRunEnvironmentMatchesTheCode(t *testing.T) {
 	}
 	fnExpr, ok := env[config.EnvFunction]
 	require.True(t, ok, "HERALD_FUNCTION is set")
-	fn, err := router.ParseFunction(literal(t, fnExpr))
+	fn, err := config.ParseFunction(literal(t, fnExpr))
 	require.NoError(t, err)
 
 	var want, got []string

@@ -13,7 +13,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/heraldevents/herald/functions/config"
-	"github.com/heraldevents/herald/functions/router"
 )
 
 // wsTemplate is the WebSocket part of template.yaml, read with a plain
@@ -89,7 +88,7 @@ func TestSAMWebSocketAPI(t *testing.T) {
 
 	fn := tmpl.Resources["WebSocketFunction"].Properties
 	env := fn["Environment"].(map[string]any)["Variables"].(map[string]any)
-	require.Equal(t, string(router.Websocket), env[config.EnvFunction])
+	require.Equal(t, string(config.Websocket), env[config.EnvFunction])
 	for _, v := range []string{config.EnvWSPollWait, config.EnvWSSessionTTL, config.EnvStoreURL, config.EnvTopicURL, config.EnvTokens} {
 		require.Contains(t, env, v)
 	}
@@ -145,9 +144,9 @@ func TestTerraformWebSocketAPI(t *testing.T) {
 	for _, item := range obj.Items {
 		env[literal(t, item.KeyExpr)] = item.ValueExpr
 	}
-	require.Equal(t, string(router.Websocket), literal(t, env[config.EnvFunction]))
+	require.Equal(t, string(config.Websocket), literal(t, env[config.EnvFunction]))
 	var want, got []string
-	for _, v := range config.ReadBy(config.Lambda, router.Websocket) {
+	for _, v := range config.ReadBy(config.Lambda, config.Websocket) {
 		if v.Deploy {
 			want = append(want, v.Name)
 		}

@@ -136,7 +136,7 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 			Uncompressed: strings.HasPrefix(cfg.StoreURL, "mem://"),
 		})
 		a.store = store
-		if cfg.Function == router.Jobs || cfg.Function == router.All {
+		if cfg.Function == config.Jobs || cfg.Function == config.All {
 			if a.unregisterGauges, err = telemetry.RegisterConsumerGauges(consumerStates(store), telemetry.GaugeOptions{}); err != nil {
 				_ = a.Close()
 				return nil, fmt.Errorf("telemetry: %w", err)
@@ -240,7 +240,7 @@ func (a *App) Store() *leasestore.Store { return a.store }
 // platform's IAM instead of a token. Only the jobs and all functions run
 // jobs; others answer herr.NotFound.
 func (a *App) RunJob(ctx context.Context, name string) (*jobs.Result, error) {
-	if a.cfg.Function != router.Jobs && a.cfg.Function != router.All {
+	if a.cfg.Function != config.Jobs && a.cfg.Function != config.All {
 		return nil, errNoJobs(a.cfg.Function)
 	}
 	return jobs.Run(ctx, a.svc, jobs.SchedulerPrincipal, name, a.jobs)

@@ -11,11 +11,10 @@ import (
 
 	"github.com/heraldevents/herald/functions/app"
 	"github.com/heraldevents/herald/functions/config"
-	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/herr"
 )
 
-func cfg(f router.Function, topic, store string) config.Config {
+func cfg(f config.Function, topic, store string) config.Config {
 	c := config.Defaults(config.Lambda)
 	c.Function, c.TopicURL, c.StoreURL = f, topic, store
 	c.DevToken = "a-token-of-sixteen-characters"
@@ -29,24 +28,24 @@ func TestOpenOpensOnlyWhatTheFunctionUses(t *testing.T) {
 
 	// acknowledge never opens the broker; publish opens the store (the
 	// claim-check keeps events too big for the broker there).
-	_, err := app.Open(ctx, cfg(router.Publish, "mem://app-test-1", "nosuch://x"), quiet)
+	_, err := app.Open(ctx, cfg(config.Publish, "mem://app-test-1", "nosuch://x"), quiet)
 	require.ErrorContains(t, err, config.EnvStoreURL)
-	a, err := app.Open(ctx, cfg(router.Acknowledge, "nosuch://x", "mem://app-test-1/key"), quiet)
+	a, err := app.Open(ctx, cfg(config.Acknowledge, "nosuch://x", "mem://app-test-1/key"), quiet)
 	require.NoError(t, err)
 	require.NoError(t, a.Close())
 
-	_, err = app.Open(ctx, cfg(router.Pull, "mem://app-test-2", "nosuch://x"), quiet)
+	_, err = app.Open(ctx, cfg(config.Pull, "mem://app-test-2", "nosuch://x"), quiet)
 	require.ErrorContains(t, err, config.EnvStoreURL)
-	_, err = app.Open(ctx, cfg(router.Pull, "nosuch://x", "mem://app-test-2/key"), quiet)
+	_, err = app.Open(ctx, cfg(config.Pull, "nosuch://x", "mem://app-test-2/key"), quiet)
 	require.ErrorContains(t, err, config.EnvTopicURL)
-	_, err = app.Open(ctx, cfg(router.Jobs, "mem://app-test-2", "mem://app-test-2/id"), quiet)
+	_, err = app.Open(ctx, cfg(config.Jobs, "mem://app-test-2", "mem://app-test-2/id"), quiet)
 	require.ErrorContains(t, err, `must be "key"`, "store URLs go through leasestore/storeurl")
 }
 
 func TestCloudWarningsAndJobs(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
-	a, err := app.Open(t.Context(), cfg(router.Publish, "mem://app-test-3", "mem://app-test-3-publish/key"), app.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	a, err := app.Open(t.Context(), cfg(config.Publish, "mem://app-test-3", "mem://app-test-3-publish/key"), app.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, a.Close()) })
 	require.Contains(t, logs.String(), "HERALD_TOPIC_URL is in memory")
@@ -63,7 +62,7 @@ func TestCloudWarningsAndJobs(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, rec.Code, "publish does not serve destinations")
 
 	// jobs opens the broker too: the idle-queue reaper deletes subscriptions.
-	j, err := app.Open(t.Context(), cfg(router.Jobs, "mem://app-test-3", "mem://app-test-3/key"), app.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	j, err := app.Open(t.Context(), cfg(config.Jobs, "mem://app-test-3", "mem://app-test-3/key"), app.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, j.Close()) })
 	res, err := j.RunJob(t.Context(), "lease-expiry")
@@ -81,7 +80,7 @@ func TestAccessLogAndLevel(t *testing.T) {
 	}{{slog.LevelInfo, 1}, {slog.LevelWarn, 0}} {
 		var logs bytes.Buffer
 		name := "app-test-log-" + tc.level.String()
-		c := cfg(router.Publish, "mem://"+name, "mem://"+name+"/key")
+		c := cfg(config.Publish, "mem://"+name, "mem://"+name+"/key")
 		c.LogLevel = tc.level
 		a, err := app.Open(t.Context(), c, app.Options{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		require.NoError(t, err)

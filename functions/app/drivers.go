@@ -6,7 +6,7 @@ import (
 
 	"gocloud.dev/docstore"
 
-	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/internal/cloudbuild"
 	"github.com/heraldevents/herald/leasestore/storeurl"
@@ -44,6 +44,6 @@ func openStore(ctx context.Context, rawURL string) (*docstore.Collection, error)
 	return storeurl.Open(ctx, rawURL)
 }
 
-func errNoJobs(f router.Function) error {
+func errNoJobs(f config.Function) error {
 	return herr.New(herr.NotFound, "HERALD_FUNCTION=%s runs no jobs; invoke the jobs function", f)
 }

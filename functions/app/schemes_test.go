@@ -13,7 +13,6 @@ import (
 
 	"github.com/heraldevents/herald/functions/app"
 	"github.com/heraldevents/herald/functions/config"
-	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/internal/cloudbuild"
 	"github.com/heraldevents/herald/pubsubx"
@@ -67,7 +66,7 @@ func TestSchemes(t *testing.T) {
 	// is "not supported" in a slim build. A linked driver's own query
 	// check refuses ?bogus=1 before it contacts a server.
 	for _, s := range driverSchemes(t) {
-		_, err := app.Open(t.Context(), cfg(router.Publish, s+"://x?bogus=1", ""), quiet)
+		_, err := app.Open(t.Context(), cfg(config.Publish, s+"://x?bogus=1", ""), quiet)
 		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%s: %v", s, err)
 		require.ErrorContains(t, err, config.EnvTopicURL)
 		if slices.Contains(want.topic, s) {
@@ -77,7 +76,7 @@ func TestSchemes(t *testing.T) {
 		}
 	}
 	for _, s := range wantSchemes[cloudbuild.Default].store {
-		_, err := app.Open(t.Context(), cfg(router.Acknowledge, "", s+"://x?bogus=1"), quiet)
+		_, err := app.Open(t.Context(), cfg(config.Acknowledge, "", s+"://x?bogus=1"), quiet)
 		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%s: %v", s, err)
 		require.ErrorContains(t, err, config.EnvStoreURL)
 		if slices.Contains(want.store, s) {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/functions/config"
-	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/internal/telemetry"
 )
 
@@ -26,7 +25,7 @@ func TestLocalDefaults(t *testing.T) {
 	t.Parallel()
 	c, err := config.Load(config.Local, env(nil))
 	require.NoError(t, err)
-	require.Equal(t, router.All, c.Function)
+	require.Equal(t, config.All, c.Function)
 	require.Equal(t, config.DefaultAddr, c.Addr)
 	require.Equal(t, config.DefaultDevToken, c.DevToken)
 	require.True(t, c.UsesDefaultDevToken())
@@ -203,33 +202,33 @@ func TestRedact(t *testing.T) {
 // template and the Terraform module are checked against.
 func TestReadBy(t *testing.T) {
 	t.Parallel()
-	names := func(p config.Profile, f router.Function) []string {
+	names := func(p config.Profile, f config.Function) []string {
 		var out []string
 		for _, v := range config.ReadBy(p, f) {
 			out = append(out, v.Name)
 		}
 		return out
 	}
-	pub := names(config.Lambda, router.Publish)
+	pub := names(config.Lambda, config.Publish)
 	require.Contains(t, pub, config.EnvTopicURL)
 	require.Contains(t, pub, config.EnvSource)
 	require.Contains(t, pub, config.EnvPublishTimeout)
 	require.Contains(t, pub, config.EnvStoreURL, "the claim-check stores big events")
 	require.NotContains(t, pub, config.EnvPort)
-	ack := names(config.Lambda, router.Acknowledge)
+	ack := names(config.Lambda, config.Acknowledge)
 	require.Contains(t, ack, config.EnvStoreURL)
 	require.NotContains(t, ack, config.EnvTopicURL)
-	run := names(config.CloudRun, router.All)
+	run := names(config.CloudRun, config.All)
 	require.Contains(t, run, config.EnvPort)
 	require.Contains(t, run, config.EnvReceiveWait)
 	require.NotContains(t, run, config.EnvAddr)
-	local := names(config.Local, router.All)
+	local := names(config.Local, config.All)
 	require.Contains(t, local, config.EnvAddr)
 	require.NotContains(t, local, config.EnvFunction)
 
 	// Every entrypoint honours the OpenTelemetry variables; the
 	// Prometheus exporter's only where something can scrape it.
-	for _, f := range router.Functions() {
+	for _, f := range config.Functions() {
 		for _, p := range []config.Profile{config.Local, config.Lambda, config.CloudRun} {
 			read := names(p, f)
 			for _, v := range []string{config.EnvOTelSDKDisabled, config.EnvOTelServiceName, config.EnvOTelResourceAttributes,

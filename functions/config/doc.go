@@ -28,7 +28,8 @@
 // acknowledges at once; HERALD_HTTP2_PING_INTERVAL=0s sends no PINGs;
 // HERALD_MAX_INFLIGHT_BYTES=0 removes the bound). A Config built in code
 // starts from Defaults(profile) and changes fields; Validate names the
-// field and the variable of any value out of range, and app.Open calls it.
+// field and the variable of any value that means nothing (negative, or 0
+// where 0 is not a value), and app.Open calls it.
 //
 // # Tokens
 //

@@ -119,9 +119,14 @@ func Defaults(p Profile) Config {
 }
 
 // Validate checks every field profile c.Profile reads against its row of
-// the table. Each error names the field and its variable and says what is
-// accepted, e.g. `SSEKeepAlive (HERALD_SSE_KEEPALIVE): 0s is not a Go
-// duration between 1s and 5m`; a Config that is not from Load should
+// the table: a value that means nothing (a negative duration or count, 0
+// where 0 is not a value, an unknown function or log level) is refused.
+// The table's ranges themselves are operational bounds (API Gateway's
+// timeouts, DynamoDB's item size) that Load holds the environment to; a
+// Config built in code, such as a test's 20ms keep-alive, may go past
+// them. Each error names the field and its variable, e.g. `SSEKeepAlive
+// (HERALD_SSE_KEEPALIVE): 0s is not a positive Go duration (the
+// variable's range is 1s–5m)`; a Config that is not from Load should
 // start from Defaults.
 func (c Config) Validate() error {
 	var errs []error

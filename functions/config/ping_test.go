@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/functions/config"
-	"github.com/heraldevents/herald/functions/router"
 )
 
 // TestHTTP2PingInterval: HERALD_HTTP2_PING_INTERVAL defaults to 30s on the
@@ -43,10 +42,10 @@ func TestHTTP2PingInterval(t *testing.T) {
 	require.Equal(t, config.DefaultHTTP2PingInterval, config.Defaults(config.CloudRun).PingInterval(), "a Config built in code from Defaults gets the default")
 
 	var lambda, run []string
-	for _, v := range config.ReadBy(config.Lambda, router.All) {
+	for _, v := range config.ReadBy(config.Lambda, config.All) {
 		lambda = append(lambda, v.Name)
 	}
-	for _, v := range config.ReadBy(config.CloudRun, router.Publish) {
+	for _, v := range config.ReadBy(config.CloudRun, config.Publish) {
 		run = append(run, v.Name)
 	}
 	require.NotContains(t, lambda, config.EnvHTTP2PingInterval, "Lambda runs no server")

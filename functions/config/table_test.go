@@ -44,17 +44,22 @@ func TestValidateNamesTheField(t *testing.T) {
 	t.Parallel()
 	c := config.Defaults(config.Local)
 	c.SSEKeepAlive = 0
-	c.DeliveryLimit = 1001
+	c.DeliveryLimit = -1
 	err := c.Validate()
-	require.ErrorContains(t, err, "SSEKeepAlive (HERALD_SSE_KEEPALIVE): 0s is not a Go duration between 1s and 5m")
-	require.ErrorContains(t, err, "DeliveryLimit (HERALD_DELIVERY_LIMIT): 1001 is not a whole number between 1 and 1000")
+	require.ErrorContains(t, err, "SSEKeepAlive (HERALD_SSE_KEEPALIVE): 0s is not a positive Go duration (the variable's range is 1s–5m)")
+	require.ErrorContains(t, err, "DeliveryLimit (HERALD_DELIVERY_LIMIT): -1 is negative (the variable's range is 1–1000)")
+
+	// Code may go past the environment's operational ranges (tests).
+	c = config.Defaults(config.Local)
+	c.SSEKeepAlive, c.ReapInterval, c.SSEAckDelay = 20*time.Millisecond, 20*time.Millisecond, time.Hour
+	require.NoError(t, c.Validate())
 
 	// 0 is a value, not "unset": where the table allows it, it stands.
 	c = config.Defaults(config.CloudRun)
 	c.SSEAckDelay, c.HTTP2PingInterval, c.MaxInflightBytes, c.MaxConcurrentPublishes = 0, 0, 0, 0
 	require.NoError(t, c.Validate())
-	c.HTTP2PingInterval = 500 * time.Millisecond
-	require.ErrorContains(t, c.Validate(), "HTTP2PingInterval (HERALD_HTTP2_PING_INTERVAL): 500ms is not 0s or a Go duration between 1s and 10m")
+	c.HTTP2PingInterval = -time.Second
+	require.ErrorContains(t, c.Validate(), "HTTP2PingInterval (HERALD_HTTP2_PING_INTERVAL): -1s is negative (the variable's range is 0s, or 1s–10m)")
 
 	err = config.Config{Profile: config.Local}.Validate()
 	for _, field := range []string{"PublishTimeout", "MaxLeaseBytes", "ReconnectGrace", "QueueIdleWindow",

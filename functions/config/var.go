@@ -87,7 +87,9 @@ func (v Var) defaultFor(p Profile) string {
 type binding interface {
 	// set parses s into c; its error says what is expected.
 	set(c *Config, s string) error
-	// check reports whether the value c holds is acceptable.
+	// check reports whether the value c holds means anything: looser than
+	// set, which holds the environment to the table's operational range
+	// (a test may set a 20ms keep-alive; no one may set a negative one).
 	check(c *Config) error
 	// name is the Config field's name.
 	name() string
@@ -130,8 +132,11 @@ func (b bounded[T]) set(c *Config, s string) error {
 }
 
 func (b bounded[T]) check(c *Config) error {
-	if v := *b.at(c); !b.ok(v) {
-		return fmt.Errorf("%s is not %s", b.show(v), b.expect())
+	switch v := *b.at(c); {
+	case v < 0:
+		return fmt.Errorf("%s is negative (the variable's range is %s)", b.show(v), b.rangeText())
+	case v == 0 && b.lo > 0 && !b.off:
+		return fmt.Errorf("%s is not a positive %s (the variable's range is %s)", b.show(v), strings.TrimPrefix(b.what, "a "), b.rangeText())
 	}
 	return nil
 }

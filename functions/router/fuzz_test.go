@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/router"
 )
 
@@ -29,7 +30,7 @@ func FuzzRESTBodies(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	svc := newService(f)
-	h := router.ForFunction(svc, auth.DevToken("tok"), router.All)
+	h := router.ForFunction(svc, auth.DevToken("tok"), config.All)
 	var routes []router.Route
 	for _, r := range router.Routes() {
 		if r.Method == "POST" || r.Method == "PATCH" {
@@ -61,7 +62,7 @@ func FuzzRESTBodies(f *testing.F) {
 // repeated member.
 func TestUnknownMembersAreRefused(t *testing.T) {
 	t.Parallel()
-	h := router.ForFunction(newService(t), auth.DevToken("tok"), router.All)
+	h := router.ForFunction(newService(t), auth.DevToken("tok"), config.All)
 	for _, r := range router.Routes() {
 		if r.Method != "POST" && r.Method != "PATCH" {
 			continue
@@ -91,7 +92,7 @@ func TestUnknownMembersAreRefused(t *testing.T) {
 // a batch.
 func TestPoisonPayloadsAreRefused(t *testing.T) {
 	t.Parallel()
-	h := router.ForFunction(newService(t), auth.DevToken("tok"), router.All)
+	h := router.ForFunction(newService(t), auth.DevToken("tok"), config.All)
 	deep := strings.Repeat(`{"a":`, delivery.MaxMessageDepth+1) + "1" + strings.Repeat("}", delivery.MaxMessageDepth+1)
 	ok := strings.Repeat(`{"a":`, delivery.MaxMessageDepth) + "1" + strings.Repeat("}", delivery.MaxMessageDepth)
 	post := func(path, body string) *httptest.ResponseRecorder {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/health"
 	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
@@ -37,7 +38,7 @@ func TestReadinessOverRESTAndGRPC(t *testing.T) {
 	ready := health.NewChecker([]health.Dependency{broker}, health.Options{
 		CacheFor: time.Nanosecond, Logger: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)),
 	})
-	srv := httptest.NewServer(router.ForFunction(newService(t), auth.DevToken("tok"), router.Publish, router.Options{Ready: ready}))
+	srv := httptest.NewServer(router.ForFunction(newService(t), auth.DevToken("tok"), config.Publish, router.Options{Ready: ready}))
 	t.Cleanup(srv.Close)
 	hc := grpchealth.NewClient(srv.Client(), srv.URL)
 

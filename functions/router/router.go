@@ -2,10 +2,12 @@
 // local adapter and a Cloud Run service serve, and what a Lambda adapter
 // wraps.
 //
-// Routes are grouped by Function, the unit one deployment serves: a Lambda
-// function or Cloud Run service started with HERALD_FUNCTION=pull serves
-// only the pull routes (and the health routes, GET /health,
-// GET /api/v1beta/health and GET /health/ready); All serves every route.
+// Routes are grouped by config.Function, the unit one deployment serves
+// (package functions/config parses HERALD_FUNCTION; the router serves
+// it): a Lambda function or Cloud Run service started with
+// HERALD_FUNCTION=pull serves only the pull routes (and the health routes,
+// GET /health, GET /api/v1beta/health and GET /health/ready); config.All
+// serves every route.
 //
 // The gRPC services of package functions/grpcapi are mounted on the same
 // handler: EventPublishingService with the publish routes,
@@ -37,37 +39,13 @@ import (
 	"github.com/heraldevents/herald/herr"
 )
 
-// Function names a set of routes that one deployment unit serves
-// (HERALD_FUNCTION). It is config.Function: the configuration parses it,
-// the router serves it.
-type Function = config.Function
-
-// The functions (config.Publish, …). All serves every route.
-const (
-	Publish      = config.Publish
-	Pull         = config.Pull
-	Acknowledge  = config.Acknowledge
-	Destinations = config.Destinations
-	Jobs         = config.Jobs
-	Websocket    = config.Websocket
-	All          = config.All
-)
-
-// Functions lists every function but All, in a stable order
-// (config.Functions).
-func Functions() []Function { return config.Functions() }
-
-// ParseFunction returns the Function named s, or an error listing the
-// known names (config.ParseFunction).
-func ParseFunction(s string) (Function, error) { return config.ParseFunction(s) }
-
 // Route is one endpoint.
 type Route struct {
 	Method string
 	// Path is a net/http pattern path, e.g. "/v1/event-destinations/{id}".
 	Path string
 	// Function serves the route; All means every function does.
-	Function Function
+	Function config.Function
 	// Public routes need no bearer token.
 	Public bool
 	// QueryToken routes also take the bearer token from the access_token
@@ -82,72 +60,72 @@ type route struct {
 }
 
 var table = []route{
-	{Route: Route{Method: "POST", Path: "/api/v1beta/events", Function: Publish}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/api/v1beta/events", Function: config.Publish}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&publish.Handler{Service: s}).Single)
 	}},
-	{Route: Route{Method: "POST", Path: "/api/v1beta/events/batch", Function: Publish}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/api/v1beta/events/batch", Function: config.Publish}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&publish.Handler{Service: s}).Batch)
 	}},
-	{Route: Route{Method: "POST", Path: "/v1/event-destinations", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/v1/event-destinations", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Create)
 	}},
-	{Route: Route{Method: "GET", Path: "/v1/event-destinations", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "GET", Path: "/v1/event-destinations", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).List)
 	}},
-	{Route: Route{Method: "GET", Path: "/v1/event-destinations/{id}", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "GET", Path: "/v1/event-destinations/{id}", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Get)
 	}},
-	{Route: Route{Method: "DELETE", Path: "/v1/event-destinations/{id}", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "DELETE", Path: "/v1/event-destinations/{id}", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Delete)
 	}},
-	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/pause", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/pause", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Pause)
 	}},
-	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/resume", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/resume", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Resume)
 	}},
-	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/pull", Function: Pull}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/pull", Function: config.Pull}, handler: func(s *delivery.Service) http.Handler {
 		return &pull.Handler{Service: s}
 	}},
-	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/acknowledge", Function: Acknowledge}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/acknowledge", Function: config.Acknowledge}, handler: func(s *delivery.Service) http.Handler {
 		return &acknowledge.Handler{Service: s}
 	}},
-	{Route: Route{Method: "POST", Path: "/api/v1beta/queues/durable", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/api/v1beta/queues/durable", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&queues.Handler{Service: s}).Create)
 	}},
-	{Route: Route{Method: "PATCH", Path: "/api/v1beta/queues/durable", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "PATCH", Path: "/api/v1beta/queues/durable", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&queues.Handler{Service: s}).Update)
 	}},
-	{Route: Route{Method: "DELETE", Path: "/api/v1beta/queues/durable", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "DELETE", Path: "/api/v1beta/queues/durable", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&queues.Handler{Service: s}).Delete)
 	}},
-	{Route: Route{Method: "GET", Path: "/api/v1beta/events/stream", Function: Pull, QueryToken: true}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "GET", Path: "/api/v1beta/events/stream", Function: config.Pull, QueryToken: true}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&stream.Handler{Service: s}).NonDurable)
 	}},
-	{Route: Route{Method: "GET", Path: "/api/v1beta/events/stream-durable", Function: Pull, QueryToken: true}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "GET", Path: "/api/v1beta/events/stream-durable", Function: config.Pull, QueryToken: true}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&stream.Handler{Service: s}).Durable)
 	}},
-	{Route: Route{Method: "GET", Path: wsbridge.Path, Function: Pull, QueryToken: true}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "GET", Path: wsbridge.Path, Function: config.Pull, QueryToken: true}, handler: func(s *delivery.Service) http.Handler {
 		return &wsbridge.Handler{Service: s, PingInterval: s.Streams().WSPingInterval}
 	}},
-	{Route: Route{Method: "GET", Path: "/api/v1beta/dead-letters", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "GET", Path: "/api/v1beta/dead-letters", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&deadletters.Handler{Service: s}).List)
 	}},
-	{Route: Route{Method: "POST", Path: "/api/v1beta/dead-letters/actions", Function: Destinations}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/api/v1beta/dead-letters/actions", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&deadletters.Handler{Service: s}).Act)
 	}},
-	{Route: Route{Method: "POST", Path: "/v1/jobs/{job}", Function: Jobs}, handler: func(s *delivery.Service) http.Handler {
+	{Route: Route{Method: "POST", Path: "/v1/jobs/{job}", Function: config.Jobs}, handler: func(s *delivery.Service) http.Handler {
 		return &jobs.Handler{Service: s}
 	}},
-	{Route: Route{Method: "GET", Path: health.LivePath, Function: All, Public: true}, handler: func(*delivery.Service) http.Handler {
+	{Route: Route{Method: "GET", Path: health.LivePath, Function: config.All, Public: true}, handler: func(*delivery.Service) http.Handler {
 		return health.Handler{}
 	}},
-	{Route: Route{Method: "GET", Path: "/api/v1beta/health", Function: All, Public: true}, handler: func(*delivery.Service) http.Handler {
+	{Route: Route{Method: "GET", Path: "/api/v1beta/health", Function: config.All, Public: true}, handler: func(*delivery.Service) http.Handler {
 		return health.Handler{}
 	}},
 	// GET /health/ready's handler needs the Checker of Options; ForFunction
 	// mounts it.
-	{Route: Route{Method: "GET", Path: health.ReadyPath, Function: All, Public: true}, handler: nil},
+	{Route: Route{Method: "GET", Path: health.ReadyPath, Function: config.All, Public: true}, handler: nil},
 }
 
 // withTimeout ends the context of every request h serves after d.
@@ -221,17 +199,17 @@ func Routes() []Route {
 }
 
 // ServedBy reports whether function f serves r.
-func (r Route) ServedBy(f Function) bool { return f.Serves(r.Function) }
+func (r Route) ServedBy(f config.Function) bool { return f.Serves(r.Function) }
 
 // New returns the handler for every endpoint. Everything but GET /health
 // and GET /health/ready requires a bearer token that a resolves.
 func New(svc *delivery.Service, a auth.Authenticator) http.Handler {
-	return ForFunction(svc, a, All)
+	return ForFunction(svc, a, config.All)
 }
 
 // ForFunction returns the handler for f's routes; any other path is 404.
 // At most one Options is used.
-func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function, opts ...Options) http.Handler {
+func ForFunction(svc *delivery.Service, a auth.Authenticator, f config.Function, opts ...Options) http.Handler {
 	var o Options
 	if len(opts) > 0 {
 		o = opts[0]
@@ -240,7 +218,7 @@ func ForFunction(svc *delivery.Service, a auth.Authenticator, f Function, opts .
 }
 
 // Build returns the handler for f's routes, adjusted by o.
-func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) http.Handler {
+func Build(svc *delivery.Service, a auth.Authenticator, f config.Function, o Options) http.Handler {
 	policy := corsPolicy(o.CORSOrigins)
 	admission := o.Admission
 	mux := http.NewServeMux()
@@ -264,9 +242,9 @@ func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) h
 			h = noStore(httpx.Authenticate(a, h))
 		}
 		if r.Method != "GET" {
-			h = admission.Wrap(h, r.Function == Publish)
+			h = admission.Wrap(h, r.Function == config.Publish)
 		}
-		if o.RequestTimeout > 0 && !r.QueryToken && r.Function != Jobs {
+		if o.RequestTimeout > 0 && !r.QueryToken && r.Function != config.Jobs {
 			h = withTimeout(h, o.RequestTimeout)
 		}
 		if r.QueryToken {
@@ -275,10 +253,10 @@ func Build(svc *delivery.Service, a auth.Authenticator, f Function, o Options) h
 		mux.Handle(r.Method+" "+r.Path, h)
 	}
 	for _, m := range grpcapi.Mounts(svc, a, grpcapi.Services{
-		Publisher: f.Serves(Publish),
+		Publisher: f.Serves(config.Publish),
 		// EventConsumerService holds both consuming (Pull) and queue
 		// management (Destinations) RPCs.
-		Consumer:     f.Serves(Pull) || f.Serves(Destinations),
+		Consumer:     f.Serves(config.Pull) || f.Serves(config.Destinations),
 		Ready:        o.Ready,
 		UnaryTimeout: o.RequestTimeout,
 	}) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx/mem"
@@ -48,7 +49,7 @@ func TestFunctionsServeOnlyTheirRoutes(t *testing.T) {
 	t.Parallel()
 	svc := newService(t)
 	tokens := auth.DevToken("tok")
-	for _, f := range append(router.Functions(), router.All) {
+	for _, f := range append(config.Functions(), config.All) {
 		h := router.ForFunction(svc, tokens, f)
 		served := 0
 		for _, r := range router.Routes() {
@@ -71,7 +72,7 @@ func TestFunctionsServeOnlyTheirRoutes(t *testing.T) {
 				require.True(t, noRoute(t, rec), "%s should not serve %s %s (got %d)", f, r.Method, r.Path, rec.Code)
 			}
 		}
-		if f == router.Websocket {
+		if f == config.Websocket {
 			// API Gateway WebSocket events are not HTTP routes.
 			require.Equal(t, 3, served, "%s serves only /health, /api/v1beta/health and /health/ready", f)
 			continue
@@ -84,7 +85,7 @@ func TestEveryRouteHasAFunctionAndAuth(t *testing.T) {
 	t.Parallel()
 	svc := newService(t)
 	h := router.New(svc, auth.DevToken("tok"))
-	seen := map[router.Function]bool{}
+	seen := map[config.Function]bool{}
 	for _, r := range router.Routes() {
 		seen[r.Function] = true
 		path := strings.NewReplacer("{id}", "x", "{job}", "lease-expiry").Replace(r.Path)
@@ -96,21 +97,21 @@ func TestEveryRouteHasAFunctionAndAuth(t *testing.T) {
 			require.Equal(t, http.StatusUnauthorized, rec.Code, "%s %s needs a token", r.Method, r.Path)
 		}
 	}
-	for _, f := range router.Functions() {
-		require.Equal(t, f != router.Websocket, seen[f], "function %s has routes (websocket has none: it takes WebSocket events)", f)
+	for _, f := range config.Functions() {
+		require.Equal(t, f != config.Websocket, seen[f], "function %s has routes (websocket has none: it takes WebSocket events)", f)
 	}
 }
 
 func TestParseFunction(t *testing.T) {
 	t.Parallel()
-	f, err := router.ParseFunction("pull")
+	f, err := config.ParseFunction("pull")
 	require.NoError(t, err)
-	require.Equal(t, router.Pull, f)
-	_, err = router.ParseFunction("pulls")
+	require.Equal(t, config.Pull, f)
+	_, err = config.ParseFunction("pulls")
 	require.ErrorContains(t, err, "known: publish, pull, acknowledge, destinations, jobs, websocket, all")
-	require.True(t, router.Publish.UsesBroker())
-	require.True(t, router.Publish.UsesStore(), "for the claim-check")
-	require.False(t, router.Acknowledge.UsesBroker())
-	require.True(t, router.Jobs.UsesStore())
-	require.True(t, router.Websocket.UsesBroker() && router.Websocket.UsesStore())
+	require.True(t, config.Publish.UsesBroker())
+	require.True(t, config.Publish.UsesStore(), "for the claim-check")
+	require.False(t, config.Acknowledge.UsesBroker())
+	require.True(t, config.Jobs.UsesStore())
+	require.True(t, config.Websocket.UsesBroker() && config.Websocket.UsesStore())
 }

@@ -27,7 +27,6 @@ import (
 	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/lambdafn"
-	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/functions/wslambda"
 	"github.com/heraldevents/herald/functions/wslambda/apigwmgmt"
 	"github.com/heraldevents/herald/internal/telemetry"
@@ -88,7 +87,7 @@ func setup(ctx context.Context, logger *slog.Logger, lookup func(string) (string
 	h := lambdafn.New(a.Handler(), func(ctx context.Context, name string) (any, error) {
 		return a.RunJob(ctx, name)
 	})
-	if cfg.Function == router.Websocket || cfg.Function == router.All {
+	if cfg.Function == config.Websocket || cfg.Function == config.All {
 		// Region and credentials for signing management API calls: the
 		// Lambda environment's (AWS_REGION, the role's session keys).
 		awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
