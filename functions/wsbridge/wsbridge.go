@@ -559,12 +559,7 @@ func (s *session) browse() error {
 
 // Settle acks or nacks a durable stream's tags and answers settled.
 func (s *session) Settle(_ context.Context, f *wsframe.ClientFrame) {
-	var acks, nacks []int64
-	if f.Type == wsframe.TypeAck {
-		acks = f.DeliveryTags
-	} else {
-		nacks = f.DeliveryTags
-	}
+	acks, nacks := f.Settlement()
 	rep, err := s.st.Settle(s.ctx, acks, nacks)
 	if err != nil {
 		if serr := s.st.Err(); serr != nil || herr.CodeOf(err) == herr.NotFound {

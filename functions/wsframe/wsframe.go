@@ -288,6 +288,15 @@ func (f *ClientFrame) StreamRequest() delivery.StreamRequest {
 	return r
 }
 
+// Settlement returns the tags an ack frame acknowledges (acks) or a nack
+// frame hands back (nacks); the other is nil.
+func (f *ClientFrame) Settlement() (acks, nacks []int64) {
+	if f.Type == TypeAck {
+		return f.DeliveryTags, nil
+	}
+	return nil, f.DeliveryTags
+}
+
 func checkID(id string) error {
 	if len(id) > MaxIDLength {
 		return herr.New(herr.InvalidArgument, "id must be 1 to %d printable ASCII characters", MaxIDLength)

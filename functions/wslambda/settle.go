@@ -15,12 +15,7 @@ import (
 // puts them back, so that the frame may be sent again. A queue that is
 // gone is fatal.
 func (c *conn) Settle(ctx context.Context, f *wsframe.ClientFrame) {
-	var acks, nacks []int64
-	if f.Type == wsframe.TypeAck {
-		acks = f.DeliveryTags
-	} else {
-		nacks = f.DeliveryTags
-	}
+	acks, nacks := f.Settlement()
 	if !c.touch(ctx, f.ID) {
 		return
 	}

@@ -61,25 +61,38 @@
 //
 // # Errors and closing
 //
-// A frame that fits no state, or that wsframe.Decode refuses, is answered
-// by a non-fatal error frame. Failures to open a stream (and an open frame
-// Decode refuses, unless a stream is open: a second open is a non-fatal
-// 409) and a lost session (the queue is gone, herr.NotFound; or the
-// session was taken away or lapsed, herr.Internal with
-// delivery.ConsumerCancelledMessage; other internal errors are not) are
-// fatal: the error frame is posted,
-// then the connection is deleted through the management API. API Gateway
-// cannot send a chosen close code, so the client sees a plain close (1000,
-// or 1006 depending on the client) after the fatal error frame, not
-// wsframe.CloseCode(status): it must read the error frame's status_code.
+// wsframe.Dispatch routes every frame, with the rules and error texts the
+// gorilla bridge shares: a frame that fits no state, or that
+// wsframe.Decode refuses, is answered by a non-fatal error frame. Failures
+// to open a stream (and an open frame Decode refuses, unless a stream is
+// open: a second open is a non-fatal 409) and a lost session (the queue
+// is gone, herr.NotFound; or the session was taken away or lapsed, a
+// *delivery.ConsumerCancelledError; other internal errors are not) are
+// fatal: the error frame is posted, then the connection is deleted
+// through the management API. API Gateway cannot send a chosen close
+// code, so the client sees a plain close (1000, or 1006 depending on the
+// client) after the fatal error frame, not wsframe.CloseCode(status): it
+// must read the error frame's status_code.
 //
 // A session stays attached for SessionTTL (HERALD_WS_SESSION_TTL, 10
 // minutes: API Gateway's idle timeout) after the client's last demand,
 // ack, nack or ping frame. A client silent for longer gets the "broker
-// cancelled" fatal error on its next frame and reconnects with its token (the reconnect
-// token or queue_id; its unsettled events are delivered again). API
+// cancelled" fatal error on its next frame and reconnects with its token
+// (the reconnect token or queue_id; its unsettled events are delivered
+// again). API
 // Gateway closes idle connections after 10 minutes and every connection
 // after 2 hours; a frame larger than wsframe.MaxFrameBytes is a fatal 422.
+//
+// # Files
+//
+// One file per job: connect.go ($connect, $disconnect, the stale-record
+// reaper), conn.go (one $default invocation: reading the record,
+// dispatching the frame, open, keeping the session attached), state.go
+// (the record's State and its conditional writes), demand.go (pulling
+// and posting events, handing back what could not be posted), settle.go
+// (ack and nack), triage.go (a dead_letters stream over
+// delivery.TriageState), post.go (posting frames through the management
+// API, and what log lines keep out).
 package wslambda
 
 import (
