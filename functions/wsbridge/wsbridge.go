@@ -578,12 +578,7 @@ func (s *session) Settle(_ context.Context, f *wsframe.ClientFrame) {
 // Act runs a dead_letters stream's actions: one outcome frame per action,
 // in order.
 func (s *session) Act(_ context.Context, f *wsframe.ClientFrame) {
-	in := make([]delivery.TriageAction, len(f.Actions))
-	for i, a := range f.Actions {
-		action, _ := delivery.ParseDeadLetterAction(a.Action) // Decode checked it
-		in[i] = delivery.TriageAction{DeliveryTag: a.DeliveryTag, Action: action}
-	}
-	outs, err := s.tr.Act(s.ctx, in)
+	outs, err := s.tr.Act(s.ctx, f.TriageActions())
 	if err != nil {
 		s.Refuse(s.ctx, f.ID, err)
 		return

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/wsframe"
 	"github.com/heraldevents/herald/herr"
 )
@@ -93,4 +94,16 @@ func TestSettlement(t *testing.T) {
 	acks, nacks = (&wsframe.ClientFrame{Type: wsframe.TypeNack, DeliveryTags: []int64{3}}).Settlement()
 	require.Nil(t, acks)
 	require.Equal(t, []int64{3}, nacks)
+}
+
+// TestTriageActions: an actions frame's actions, in order, in delivery's
+// terms (the ACTION_ spelling too).
+func TestTriageActions(t *testing.T) {
+	t.Parallel()
+	f, err := wsframe.Decode([]byte(`{"type":"actions","actions":[{"delivery_tag":2,"action":"ACTION_REPLAY"},{"delivery_tag":1,"action":"discard"}]}`))
+	require.NoError(t, err)
+	require.Equal(t, []delivery.TriageAction{
+		{DeliveryTag: 2, Action: delivery.ActionReplay},
+		{DeliveryTag: 1, Action: delivery.ActionDiscard},
+	}, f.TriageActions())
 }

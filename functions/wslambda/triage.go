@@ -67,12 +67,8 @@ func (c *conn) demandDeadLetters(ctx context.Context, f *wsframe.ClientFrame) {
 // letters are retired in the stored state, and one outcome frame per
 // action is posted, in order.
 func (c *conn) Act(ctx context.Context, f *wsframe.ClientFrame) {
-	in := make([]delivery.TriageAction, len(f.Actions))
-	for i, a := range f.Actions {
-		action, _ := delivery.ParseDeadLetterAction(a.Action) // Decode checked it
-		in[i] = delivery.TriageAction{DeliveryTag: a.DeliveryTag, Action: action}
-	}
-	outs, err := c.h.cfg.Service.ActOnTriage(ctx, c.st.principal(), c.st.DeadLetters.Plan(in))
+	plan := c.st.DeadLetters.Plan(f.TriageActions())
+	outs, err := c.h.cfg.Service.ActOnTriage(ctx, c.st.principal(), plan)
 	if err != nil {
 		c.Refuse(ctx, f.ID, err)
 		return
