@@ -153,8 +153,9 @@ type PollParams struct {
 //
 // Errors, as Stream.Next's: herr.NotFound when the queue is gone (deleted,
 // or reaped); a *ConsumerCancelledError (herr.Internal with
-// ConsumerCancelledMessage) when the session is gone (closed, evicted, or its ttl lapsed without a poll: its events
-// went back to the queue) — the client reconnects; herr.InvalidArgument
+// ConsumerCancelledMessage) when the session is gone (closed, evicted, or
+// its ttl lapsed without a poll: its events went back to the queue) — the
+// client reconnects; herr.InvalidArgument
 // for a bad limit or state; retryable backend errors (herr.Retryable) as
 // they are, after one retry.
 func (s *Service) PollSession(ctx context.Context, pp PollParams) ([]Delivery, error) {

@@ -28,9 +28,10 @@
 // the API Gateway bridge shares. The first frame that counts is open; one
 // open per connection. A frame that fits no state (a second open,
 // demand/ack/nack/actions before open, ack or nack on a non-durable or
-// dead_letters stream, actions on an event stream) is answered by a non-fatal error frame with status 409, and the
-// stream goes on. A frame wsframe.Decode refuses is a non-fatal error
-// frame with its status (400 not JSON, 422 against a rule), except an open
+// dead_letters stream, actions on an event stream) is answered by a
+// non-fatal error frame with status 409, and the stream goes on. A frame
+// wsframe.Decode refuses is a non-fatal error frame with its status (400
+// not JSON, 422 against a rule), except an open
 // frame, whose refusal (422: a bad queue_id or reconnect token, bad filter
 // groups) is fatal: the error frame is followed by close code
 // wsframe.CloseCode(status). Failures to open the stream are fatal the
