@@ -2,6 +2,7 @@ package mem_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -148,4 +149,74 @@ func TestNackKeepsSendOrder(t *testing.T) {
 		order = append(order, m.Metadata[pubsubx.AttrEventID])
 	}
 	require.Equal(t, []string{"1", "3"}, order, "nacked messages go back to their place in send order")
+}
+
+// TestBoundedSubscription: a subscription nobody reads keeps only the
+// newest max_pending messages, in send order; Send keeps succeeding, the
+// dropped ones are counted, and another subscription that is read is not
+// affected. Messages in flight are never dropped.
+func TestBoundedSubscription(t *testing.T) {
+	ctx := t.Context()
+	b := open(t, uniqueURL(t, "?max_pending=5"))
+	require.NoError(t, b.CreateSubscription(ctx, "idle", nil))
+	require.NoError(t, b.CreateSubscription(ctx, "busy", nil))
+
+	held := receiveAfterSend(t, b, "busy", "0")
+	for i := 1; i <= 11; i++ {
+		require.NoError(t, b.Send(ctx, msg(strconv.Itoa(i))), "Send %d at the bound", i)
+	}
+	errs := pubsubx.SendBatch(ctx, b, []*pubsubx.Message{msg("12"), msg("13")})
+	require.Equal(t, []error{nil, nil}, errs, "SendBatch at the bound")
+
+	got := receive(t, b, "idle", 0)
+	require.Equal(t, []string{"9", "10", "11", "12", "13"}, eventIDs(got), "the idle subscription keeps the newest five")
+	n, err := mem.Dropped(b, "idle")
+	require.NoError(t, err)
+	require.EqualValues(t, 14-5, n, "dropped from the idle subscription")
+
+	// "busy" holds message 0 in flight: it counts towards the bound but
+	// is never dropped, so four of the newest stay ready beside it.
+	require.NoError(t, b.Nack(ctx, "busy", held))
+	got = receive(t, b, "busy", 0)
+	require.Equal(t, []string{"0", "10", "11", "12", "13"}, eventIDs(got), "the in-flight message survives the bound")
+}
+
+// TestBoundedSubscriptionBytes: max_pending_bytes bounds the bodies a
+// subscription holds; a single message over it is still kept.
+func TestBoundedSubscriptionBytes(t *testing.T) {
+	ctx := t.Context()
+	b := open(t, uniqueURL(t, "?max_pending_bytes=40"))
+	require.NoError(t, b.CreateSubscription(ctx, "idle", nil))
+	for i := 1; i <= 5; i++ {
+		require.NoError(t, b.Send(ctx, msg(strconv.Itoa(i)))) // 10-byte bodies
+	}
+	require.Equal(t, []string{"2", "3", "4", "5"}, eventIDs(receive(t, b, "idle", 0)))
+
+	big := msg("big")
+	big.Body = make([]byte, 100)
+	require.NoError(t, b.Send(ctx, big))
+	require.Equal(t, []string{"big"}, eventIDs(receive(t, b, "idle", 0)), "the newest message stays even over the bound")
+}
+
+func TestBoundsURL(t *testing.T) {
+	for _, q := range []string{"?max_pending=0", "?max_pending=x", "?max_pending_bytes=-1"} {
+		_, err := pubsubx.Open(t.Context(), uniqueURL(t, q))
+		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%s: %v", q, err)
+	}
+}
+
+func receiveAfterSend(t *testing.T, b pubsubx.Broker, sub, id string) []*pubsubx.Message {
+	t.Helper()
+	require.NoError(t, b.Send(t.Context(), msg(id)))
+	got := receive(t, b, sub, time.Second)
+	require.Len(t, got, 1)
+	return got
+}
+
+func eventIDs(msgs []*pubsubx.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Metadata[pubsubx.AttrEventID]
+	}
+	return out
 }
