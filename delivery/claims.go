@@ -11,7 +11,8 @@ import (
 	"github.com/heraldevents/herald/pubsubx"
 )
 
-// The claim-check. A broker that implements pubsubx.SizeLimited (Amazon
+// The claim-check. A broker that states a size limit
+// (pubsubx.Broker.MaxMessageBytes; Amazon
 // SNS/SQS: 260,096 bytes) cannot carry Herald's largest event, a 256 KiB
 // message in its CloudEvents envelope. Publish stores an event whose
 // encoding passes the broker's limit in the lease store first
@@ -54,8 +55,8 @@ func claimBody(id string) []byte {
 
 // needsClaim reports whether body is too big for the broker.
 func (s *Service) needsClaim(body []byte) bool {
-	sl, ok := s.cfg.Broker.(pubsubx.SizeLimited)
-	return ok && len(body) > sl.MaxMessageBytes()
+	limit := s.cfg.Broker.MaxMessageBytes()
+	return limit > 0 && len(body) > limit
 }
 
 // putClaim stores body as claim id for Publish. Errors are herr.Unavailable

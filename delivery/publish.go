@@ -54,7 +54,7 @@ const (
 
 // Config wires a Service.
 type Config struct {
-	Broker pubsubx.Broker
+	Broker *pubsubx.Broker
 	Store  *leasestore.Store
 	// Source is the CloudEvents `source` of every event (default "/herald").
 	Source string
@@ -173,7 +173,7 @@ type Published struct {
 
 // Publish validates, authorizes, encodes and sends one event. An event
 // whose encoding is bigger than a size-limited broker carries
-// (pubsubx.SizeLimited) is stored as a claim first and sent as a reference
+// (pubsubx.Broker.MaxMessageBytes) is stored as a claim first and sent as a reference
 // (the claim-check, claims.go). Errors are herr-coded: InvalidArgument,
 // PermissionDenied, or Unavailable when the broker did not accept the
 // event within Config.PublishTimeout or its claim could not be stored (it
@@ -323,7 +323,7 @@ type BatchResult struct {
 
 // PublishBatch publishes events; each gets its own result, in order.
 // Invalid events fail alone; the valid ones are sent to the broker as one
-// batch, in batch order (pubsubx.SendBatch), so on a broker that keeps
+// batch, in batch order (pubsubx.Broker.SendBatch), so on a broker that keeps
 // publish order a single receiver sees them in that order; the broker's
 // round trips overlap (the notifications API's "in parallel"). One event
 // the broker refuses fails alone. One Config.PublishTimeout bounds the
@@ -352,7 +352,7 @@ func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []
 		index = append(index, i)
 		spans = append(spans, span{ectx, op})
 	}
-	for k, err := range pubsubx.SendBatch(sendCtx, s.cfg.Broker, msgs) {
+	for k, err := range s.cfg.Broker.SendBatch(sendCtx, msgs) {
 		if err != nil {
 			i := index[k]
 			err = s.sendFailed(ctx, sendCtx, err, events[i].EventType)

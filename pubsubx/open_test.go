@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 	_ "github.com/heraldevents/herald/pubsubx/mem" // registers mem://
 )
 
@@ -25,7 +26,7 @@ var (
 
 func registerRecorder() {
 	registerOnce.Do(func() {
-		pubsubx.Register(recordScheme, func(_ context.Context, u *url.URL) (pubsubx.Broker, error) {
+		pubsubx.Register(recordScheme, func(_ context.Context, u *url.URL) (driver.Broker, error) {
 			if err := pubsubx.CheckQuery(u, "known", "other"); err != nil {
 				return nil, err
 			}
@@ -98,7 +99,7 @@ func TestSchemes(t *testing.T) {
 
 func TestRegisterTwicePanics(t *testing.T) {
 	require.Panics(t, func() {
-		pubsubx.Register("mem", func(context.Context, *url.URL) (pubsubx.Broker, error) { return nil, nil })
+		pubsubx.Register("mem", func(context.Context, *url.URL) (driver.Broker, error) { return nil, nil })
 	})
 }
 
@@ -109,7 +110,7 @@ func TestLeaveOut(t *testing.T) {
 	require.ErrorIs(t, err, why, "Open says why, not just \"not supported\"")
 	require.NotContains(t, pubsubx.Schemes(), "leftouttest")
 	require.Panics(t, func() {
-		pubsubx.Register("leftouttest", func(context.Context, *url.URL) (pubsubx.Broker, error) { return nil, nil })
+		pubsubx.Register("leftouttest", func(context.Context, *url.URL) (driver.Broker, error) { return nil, nil })
 	}, "a scheme is left out or registered, not both")
 	require.Panics(t, func() { pubsubx.LeaveOut("mem", why) })
 }

@@ -15,20 +15,19 @@ import (
 // batch must keep the pieces in order and handle a short last piece.
 const batchSize = 125
 
-// testBatchSendOrder: pubsubx.SendBatch (the driver's BatchSender, or the
-// fallback over Send) gives every message its own nil result and delivers
-// each exactly once; where the backend promises publish order, a single
-// receiver sees two batches in send order.
+// testBatchSendOrder: Broker.SendBatch (through the driver's batch API,
+// in pieces where the driver takes fewer at once) gives every message its
+// own nil result and delivers each exactly once; where the backend
+// promises publish order, a single receiver sees two batches in send
+// order, and Broker.KeepsPublishOrder says so.
 func testBatchSendOrder(t *testing.T, f *fixture) {
 	b := f.broker()
-	if _, ok := b.(pubsubx.BatchSender); !ok {
-		t.Log("the driver has no BatchSender: checking SendBatch's fallback over Send")
-	}
+	require.Equal(t, f.h.Features().PublishOrder, b.KeepsPublishOrder(), "KeepsPublishOrder and Features.PublishOrder")
 	sub := f.subscribe(b, "batchorder", nil)
 	first := f.messages(batchSize, "herald.test", "/batch")
 	second := f.messages(batchSize/5, "herald.test", "/batch")
 	for _, batch := range [][]*pubsubx.Message{first, second} {
-		errs := pubsubx.SendBatch(f.ctx, b, batch)
+		errs := b.SendBatch(f.ctx, batch)
 		require.Len(t, errs, len(batch), "SendBatch returns one result per message")
 		for i, err := range errs {
 			require.NoError(t, err, "SendBatch message %d (%s)", i, eventID(batch[i]))
@@ -62,7 +61,7 @@ func testBatchSendResults(t *testing.T, f *fixture) {
 		batch := f.messages(12, "herald.test", "/batch")
 		bad := 5
 		batch[bad].Body = bytes.Repeat([]byte("x"), 2*limit)
-		errs := pubsubx.SendBatch(f.ctx, b, batch)
+		errs := b.SendBatch(f.ctx, batch)
 		require.Len(t, errs, len(batch), "SendBatch returns one result per message")
 		var good []*pubsubx.Message
 		for i, err := range errs {
@@ -85,7 +84,7 @@ func testBatchSendResults(t *testing.T, f *fixture) {
 
 	require.NoError(t, b.Close(), "Close")
 	batch := f.messages(3, "herald.test", "/batch")
-	errs := pubsubx.SendBatch(f.ctx, b, batch)
+	errs := b.SendBatch(f.ctx, batch)
 	require.Len(t, errs, len(batch), "SendBatch returns one result per message")
 	for i, err := range errs {
 		require.Error(t, err, "SendBatch message %d on a closed broker must fail", i)

@@ -41,7 +41,7 @@
 // # Delivery semantics
 //
 // Publish order: a subscription delivers messages in the order they were
-// sent (a batch, pubsubx.BatchSender, in batch order, stored at once), and a nacked or expired message goes back to its place in that
+// sent (a batch in batch order, stored at once), and a nacked or expired message goes back to its place in that
 // order. Filters are applied in full at send time. Sent and received
 // messages are copies: neither the sender nor a receiver can change what
 // another receiver sees.
@@ -73,6 +73,7 @@ import (
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 )
 
 // Scheme is the URL scheme this package registers.
@@ -117,7 +118,7 @@ var (
 	named   = map[string]*topic{}
 )
 
-func openURL(_ context.Context, u *url.URL) (pubsubx.Broker, error) {
+func openURL(_ context.Context, u *url.URL) (driver.Broker, error) {
 	if err := pubsubx.CheckQuery(u, "ackdeadline", "max_pending", "max_pending_bytes"); err != nil {
 		return nil, err
 	}
@@ -155,19 +156,16 @@ func openURL(_ context.Context, u *url.URL) (pubsubx.Broker, error) {
 
 // New returns a client of a fresh, unnamed topic whose unsettled messages
 // are redelivered after ackDeadline (DefaultAckDeadline when zero).
-func New(ackDeadline time.Duration) pubsubx.Broker {
-	if ackDeadline <= 0 {
-		ackDeadline = DefaultAckDeadline
-	}
-	return newTopic("").connect(ackDeadline, Limits{})
+func New(ackDeadline time.Duration) *pubsubx.Broker {
+	return NewWithLimits(ackDeadline, Limits{})
 }
 
 // NewWithLimits is New with the subscription bounds of limits.
-func NewWithLimits(ackDeadline time.Duration, limits Limits) pubsubx.Broker {
+func NewWithLimits(ackDeadline time.Duration, limits Limits) *pubsubx.Broker {
 	if ackDeadline <= 0 {
 		ackDeadline = DefaultAckDeadline
 	}
-	return newTopic("").connect(ackDeadline, limits)
+	return pubsubx.NewBroker(newTopic("").connect(ackDeadline, limits))
 }
 
 // topic is the state that clients of one NAME share.
@@ -180,7 +178,8 @@ type topic struct {
 	subs    map[string]*subscription
 }
 
-// client is one Open: a Broker with its own closed state and ack deadline.
+// client is one Open: a driver.Broker with its own closed state, ack
+// deadline and bounds.
 type client struct {
 	t           *topic
 	ackDeadline time.Duration
@@ -244,30 +243,17 @@ func (c *client) lock(ctx context.Context) error {
 	return nil
 }
 
-// Send implements pubsubx.Broker.Send. It stores a copy of m in every
-// subscription whose filter m passes.
-func (c *client) Send(ctx context.Context, m *pubsubx.Message) error {
-	if err := c.lock(ctx); err != nil {
-		return err
-	}
-	defer c.t.mu.Unlock()
-	c.t.nextID++
-	sent := &pubsubx.Message{Body: bytes.Clone(m.Body), Metadata: maps.Clone(m.Metadata)}
-	for _, s := range c.t.subs {
-		if !s.groups.Match(sent.EventType(), sent.ResourceID()) {
-			continue
-		}
-		// Each subscription gets its own entry: deliveries are per subscription.
-		s.add(&entry{id: c.t.nextID, msg: sent}, c.limits)
-		s.signal()
-	}
-	return nil
+// BatchOptions implements driver.Broker: the whole batch is stored at
+// once, in order, and there is no size limit.
+func (c *client) BatchOptions() driver.BatchOptions {
+	return driver.BatchOptions{KeepsPublishOrder: true}
 }
 
-// SendBatch implements pubsubx.BatchSender: the whole batch is stored
-// under one lock, in order, so no other Send interleaves with it. Every
-// message gets the same result: nil, or the error of a done ctx or a
-// closed client.
+// SendBatch implements driver.Broker: the whole batch is stored under one
+// lock, in order, so no other send interleaves with it, a copy of each
+// message in every subscription whose filter it passes. Every message
+// gets the same result: nil, or the error of a done ctx or a closed
+// client.
 func (c *client) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
 	errs := make([]error, len(msgs))
 	if err := c.lock(ctx); err != nil {
@@ -330,7 +316,7 @@ func cloneGroups(groups filter.Groups) filter.Groups {
 	return out
 }
 
-// CreateSubscription implements pubsubx.Broker.CreateSubscription.
+// CreateSubscription implements driver.Broker.CreateSubscription.
 func (c *client) CreateSubscription(ctx context.Context, name string, groups filter.Groups) error {
 	if err := c.lock(ctx); err != nil {
 		return err
@@ -343,7 +329,7 @@ func (c *client) CreateSubscription(ctx context.Context, name string, groups fil
 	return nil
 }
 
-// UpdateSubscription implements pubsubx.Broker.UpdateSubscription: the new
+// UpdateSubscription implements driver.Broker.UpdateSubscription: the new
 // filter applies to messages sent from now on; held ones stay.
 func (c *client) UpdateSubscription(ctx context.Context, name string, groups filter.Groups) error {
 	if err := c.lock(ctx); err != nil {
@@ -358,7 +344,7 @@ func (c *client) UpdateSubscription(ctx context.Context, name string, groups fil
 	return nil
 }
 
-// DeleteSubscription implements pubsubx.Broker.DeleteSubscription.
+// DeleteSubscription implements driver.Broker.DeleteSubscription.
 func (c *client) DeleteSubscription(ctx context.Context, name string) error {
 	if err := c.lock(ctx); err != nil {
 		return err
@@ -375,13 +361,11 @@ func (c *client) DeleteSubscription(ctx context.Context, name string) error {
 	return nil
 }
 
-// Receive implements pubsubx.Broker.Receive. It never holds messages back:
+// Receive implements driver.Broker.Receive. It never holds messages back:
 // what it does not return stays ready for the next Receive of any client.
-func (c *client) Receive(ctx context.Context, name string, limit int, wait time.Duration) ([]*pubsubx.Message, error) {
-	if limit < 1 {
-		return nil, herr.New(herr.InvalidArgument, "receive: max must be at least 1, got %d", limit)
-	}
-	end := time.Now().Add(wait)
+func (c *client) Receive(ctx context.Context, name string, p driver.ReceiveParams) ([]*pubsubx.Message, error) {
+	limit := p.Max
+	end := time.Now().Add(p.Wait)
 	for {
 		if err := c.lock(ctx); err != nil {
 			return nil, err
@@ -530,17 +514,17 @@ func (s *subscription) remove(id uint64) {
 	}
 }
 
-// Ack implements pubsubx.Broker.Ack.
+// Ack implements driver.Broker.Ack.
 func (c *client) Ack(ctx context.Context, name string, msgs []*pubsubx.Message) error {
 	return c.settle(ctx, name, msgs, true)
 }
 
-// Nack implements pubsubx.Broker.Nack.
+// Nack implements driver.Broker.Nack.
 func (c *client) Nack(ctx context.Context, name string, msgs []*pubsubx.Message) error {
 	return c.settle(ctx, name, msgs, false)
 }
 
-// Ping implements pubsubx.Pinger: the in-memory broker is reachable while
+// Ping implements driver.Broker.Ping: the in-memory broker is reachable while
 // this client is open.
 func (c *client) Ping(ctx context.Context) error {
 	if err := c.lock(ctx); err != nil {
@@ -550,7 +534,7 @@ func (c *client) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close implements pubsubx.Broker.Close for this client; other clients of
+// Close implements driver.Broker.Close for this client; other clients of
 // the topic keep working. Closing twice is harmless.
 func (c *client) Close() error {
 	namedMu.Lock()
@@ -576,8 +560,8 @@ func (c *client) Close() error {
 // created. b must come from this package (Open with mem://, or New);
 // otherwise, or for an unknown subscription, it fails with
 // herr.InvalidArgument or herr.NotFound.
-func Dropped(b pubsubx.Broker, name string) (int64, error) {
-	c, ok := b.(*client)
+func Dropped(b *pubsubx.Broker, name string) (int64, error) {
+	c, ok := b.Driver().(*client)
 	if !ok {
 		return 0, herr.New(herr.InvalidArgument, "mem.Dropped: not an in-memory broker")
 	}

@@ -15,7 +15,7 @@ import (
 
 // Tests of what this driver documents beyond the conformance suite.
 
-func open(t *testing.T, url string) pubsubx.Broker {
+func open(t *testing.T, url string) *pubsubx.Broker {
 	t.Helper()
 	b, err := pubsubx.Open(t.Context(), url)
 	require.NoError(t, err, "Open %s", url)
@@ -29,9 +29,9 @@ func msg(id string) *pubsubx.Message {
 	}}
 }
 
-func receive(t *testing.T, b pubsubx.Broker, sub string, wait time.Duration) []*pubsubx.Message {
+func receive(t *testing.T, b *pubsubx.Broker, sub string, wait time.Duration) []*pubsubx.Message {
 	t.Helper()
-	got, err := b.Receive(t.Context(), sub, 10, wait)
+	got, err := b.Receive(t.Context(), sub, pubsubx.ReceiveParams{Max: 10, Wait: wait})
 	require.NoError(t, err, "Receive")
 	return got
 }
@@ -57,7 +57,7 @@ func TestCloseLeavesOtherClients(t *testing.T) {
 	require.NoError(t, b.Close())
 	require.NoError(t, b.Close(), "closing twice is harmless")
 	c := open(t, url)
-	_, err = c.Receive(ctx, "s", 10, 0)
+	_, err = c.Receive(ctx, "s", pubsubx.ReceiveParams{Max: 10, Wait: 0})
 	require.Equal(t, herr.NotFound, herr.CodeOf(err), "subscription of a dropped topic: %v", err)
 }
 
@@ -100,7 +100,7 @@ func TestHandleFromElsewhere(t *testing.T) {
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "Ack with another subscription's handle: %v", err)
 	err = b.Nack(ctx, "s1", []*pubsubx.Message{msg("never-received")})
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "Nack of a message that was never received: %v", err)
-	_, err = b.Receive(ctx, "s1", 0, 0)
+	_, err = b.Receive(ctx, "s1", pubsubx.ReceiveParams{Max: 0, Wait: 0})
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "Receive with max 0: %v", err)
 
 	// A handle from a deleted subscription of the same name is harmless
@@ -120,7 +120,7 @@ func TestReceiveCanceled(t *testing.T) {
 	require.NoError(t, b.CreateSubscription(t.Context(), "s", nil))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err := b.Receive(ctx, "s", 10, time.Minute)
+	_, err := b.Receive(ctx, "s", pubsubx.ReceiveParams{Max: 10, Wait: time.Minute})
 	require.Equal(t, herr.Canceled, herr.CodeOf(err), "Receive on a canceled context: %v", err)
 }
 
@@ -165,7 +165,7 @@ func TestBoundedSubscription(t *testing.T) {
 	for i := 1; i <= 11; i++ {
 		require.NoError(t, b.Send(ctx, msg(strconv.Itoa(i))), "Send %d at the bound", i)
 	}
-	errs := pubsubx.SendBatch(ctx, b, []*pubsubx.Message{msg("12"), msg("13")})
+	errs := b.SendBatch(ctx, []*pubsubx.Message{msg("12"), msg("13")})
 	require.Equal(t, []error{nil, nil}, errs, "SendBatch at the bound")
 
 	got := receive(t, b, "idle", 0)
@@ -205,7 +205,7 @@ func TestBoundsURL(t *testing.T) {
 	}
 }
 
-func receiveAfterSend(t *testing.T, b pubsubx.Broker, sub, id string) []*pubsubx.Message {
+func receiveAfterSend(t *testing.T, b *pubsubx.Broker, sub, id string) []*pubsubx.Message {
 	t.Helper()
 	require.NoError(t, b.Send(t.Context(), msg(id)))
 	got := receive(t, b, sub, time.Second)
