@@ -52,8 +52,9 @@ func testBatchSendOrder(t *testing.T, f *fixture) {
 // testBatchSendResults: one message of a batch that the broker refuses
 // (a body of twice Features.MaxMessageBytes, clearly over a limit that
 // a driver may state with a margin) fails alone with InvalidArgument,
-// OutOfRange or ResourceExhausted, and the messages around it are sent; on a closed broker
-// every message of a batch fails with Unavailable or Canceled.
+// OutOfRange or ResourceExhausted, and the messages around it are sent;
+// so does a nil message on every driver; on a closed broker every message
+// of a batch fails with Unavailable or Canceled.
 func testBatchSendResults(t *testing.T, f *fixture) {
 	b := f.broker()
 	if limit := f.h.Features().MaxMessageBytes; limit > 0 {
@@ -82,9 +83,26 @@ func testBatchSendResults(t *testing.T, f *fixture) {
 		t.Log("the backend has no message size limit (Features.MaxMessageBytes is 0): a refused message in a batch was not exercised")
 	}
 
+	// A message refused before it reaches the broker (nil) fails alone on
+	// every driver, also in a batch the driver gets in pieces (more than
+	// one SNS PublishBatch); the messages around it are sent.
+	sub := f.subscribe(b, "batchnil", nil)
+	good := f.messages(25, "herald.test", "/batch")
+	withNil := append(append(append([]*pubsubx.Message(nil), good[:12]...), nil), good[12:]...)
+	errs := b.SendBatch(f.ctx, withNil)
+	require.Len(t, errs, len(withNil), "SendBatch returns one result per message")
+	for i, err := range errs {
+		if i == 12 {
+			require.Equal(t, herr.InvalidArgument.String(), herr.CodeOf(err).String(), "the nil message: %v", err)
+			continue
+		}
+		require.NoError(t, err, "message %d must be sent despite message 12 failing", i)
+	}
+	f.receiveExactly(b, sub, good...)
+
 	require.NoError(t, b.Close(), "Close")
 	batch := f.messages(3, "herald.test", "/batch")
-	errs := b.SendBatch(f.ctx, batch)
+	errs = b.SendBatch(f.ctx, batch)
 	require.Len(t, errs, len(batch), "SendBatch returns one result per message")
 	for i, err := range errs {
 		require.Error(t, err, "SendBatch message %d on a closed broker must fail", i)
