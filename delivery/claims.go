@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -19,7 +18,8 @@ import (
 // (leasestore.Store.PutClaim, keyed by the event id), then sends a small
 // reference in its place: the body {"herald_claim":"<event id>"} with the
 // event's usual attributes (event type, resource id, event id, so broker
-// filters work unchanged) and pubsubx.AttrClaim set to the id. If the
+// filters work unchanged) and pubsubx.AttrClaim set to the id
+// (pubsubx.MakeReference: the reference's shape is the broker seam's). If the
 // store write fails the event is not published (nothing is sent).
 //
 // The receivers (pulls of durable consumers and stream sessions) check the
@@ -42,21 +42,9 @@ import (
 // outlives its claim.
 const DefaultClaimRetention = 14 * 24 * time.Hour
 
-// claimRef is the body of a claim-check reference.
-type claimRef struct {
-	Claim string `json:"herald_claim"`
-}
-
-// claimBody returns the reference body for claim id.
-func claimBody(id string) []byte {
-	b, _ := json.Marshal(claimRef{Claim: id})
-	return b
-}
-
 // needsClaim reports whether body is too big for the broker.
 func (s *Service) needsClaim(body []byte) bool {
-	limit := s.cfg.Broker.MaxMessageBytes()
-	return limit > 0 && len(body) > limit
+	return s.cfg.Broker.NeedsClaim(body)
 }
 
 // putClaim stores body as claim id for Publish. Errors are herr.Unavailable
@@ -83,7 +71,7 @@ var errMissingClaim = errors.New("claim is gone")
 // reference the stored event. errMissingClaim means the claim is gone
 // (logged and counted here); other errors are the store's.
 func (s *Service) resolve(ctx context.Context, sub string, m *pubsubx.Message) ([]byte, error) {
-	id := m.Metadata[pubsubx.AttrClaim]
+	id := pubsubx.ClaimOf(m)
 	if id == "" {
 		return m.Body, nil
 	}

@@ -263,8 +263,7 @@ func (s *Service) encode(ctx context.Context, p *auth.Principal, e Event, now ti
 			s.warn(ctx, "publish failed: the claim-check store write failed", err, "event_type", e.EventType, "event_id", id)
 			return nil, nil, err
 		}
-		msg.Body = claimBody(id)
-		msg.Metadata[pubsubx.AttrClaim] = id
+		pubsubx.MakeReference(msg, id)
 	}
 	return msg, &Published{ID: id, PublishedAt: now}, nil
 }

@@ -17,8 +17,7 @@
 // backend promises it (one message at a time and in batches, with a
 // result per message of a batch), and herr codes for unknown names, closed brokers and
 // unreachable servers, calls that return by their context against a
-// black-holed server (BlackHoled), and the readiness check (every driver
-// implements pubsubx.Pinger). Counts are asserted everywhere: a message sent is
+// black-holed server (BlackHoled), and the readiness check (Ping). Counts are asserted everywhere: a message sent is
 // either received or the suite fails.
 package drivertest
 
