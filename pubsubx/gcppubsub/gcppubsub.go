@@ -233,8 +233,11 @@ func (b *broker) BatchOptions() driver.BatchOptions {
 // messages go in as few PublishRequests as its limits allow (1,000
 // messages, 10 MB), one after the other. Bodies and metadata are copied
 // into the requests before SendBatch returns. A message refused here (no
-// body and no attribute) fails alone; a request that fails fails the
-// messages it carried, since Pub/Sub accepts or refuses a request whole.
+// body and no attribute) fails alone. Pub/Sub accepts or refuses a
+// request whole: a request refused as invalid or too big (nothing of it
+// published) is sent again one message per request, so that only the
+// messages it refuses fail; a request that fails otherwise (unreachable,
+// timed out: it may have been published) fails the messages it carried.
 func (b *broker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
 	errs := make([]error, len(msgs))
 	if b.isClosed() {
@@ -248,15 +251,30 @@ func (b *broker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 		index []int // req.Messages[k] is msgs[index[k]]
 		size  int
 	)
+	publish := func(req *pb.PublishRequest) error {
+		return b.withTopic(ctx, func(ctx context.Context) error {
+			_, err := b.pub.Publish(ctx, req)
+			return err
+		})
+	}
 	flush := func() {
 		if req == nil {
 			return
 		}
-		err := b.withTopic(ctx, func(ctx context.Context) error {
-			_, err := b.pub.Publish(ctx, req)
-			return err
-		})
-		if err != nil {
+		err := publish(req)
+		switch {
+		case err == nil:
+		case len(req.Messages) > 1 && refusedWhole(err):
+			// Pub/Sub refused the request without publishing any of it
+			// (a message it will not take, a request over a server's
+			// size limit): send each message alone, so that only the
+			// ones it refuses fail.
+			for k, m := range req.Messages {
+				if err := publish(&pb.PublishRequest{Topic: b.topicPath, Messages: []*pb.PubsubMessage{m}}); err != nil {
+					errs[index[k]] = b.wrap(ctx, err, "gcppubsub: publishing failed")
+				}
+			}
+		default:
 			err = b.wrap(ctx, err, "gcppubsub: publishing failed")
 			for _, i := range index {
 				errs[i] = err
@@ -285,6 +303,16 @@ func (b *broker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 	}
 	flush()
 	return errs
+}
+
+// refusedWhole reports whether Pub/Sub refused a publish without
+// publishing any of it: an invalid request, or one over a size limit.
+func refusedWhole(err error) bool {
+	switch codeOf(err) {
+	case codes.InvalidArgument, codes.ResourceExhausted:
+		return true
+	}
+	return false
 }
 
 // withTopic runs call with rpcTimeout; if it fails because the topic does
