@@ -19,7 +19,10 @@
 //
 //	mem://NAME    in-process broker (package pubsubx/mem); the same NAME in one
 //	              process opens the same broker, so two handler stacks can share it.
-//	awssns://…, gcppubsub://…, rabbit://…, nats://…   (their packages)
+//	awssnssqs://…, gcppubsub://…, rabbit://…, nats://…   (their packages)
+//
+// Unknown schemes and unknown query parameters are refused with a message
+// naming them.
 //
 // # Portable layer and drivers
 //
@@ -29,9 +32,6 @@
 // the size its batch API takes, in order); a driver (driver.Broker)
 // implements only the broker's calls, and its SendBatch uses the
 // broker's own batch API.
-//
-// Unknown schemes and unknown query parameters are refused with a message
-// naming them.
 //
 // # Delivery semantics
 //
