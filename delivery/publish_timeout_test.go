@@ -15,16 +15,21 @@ import (
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 	"github.com/heraldevents/herald/pubsubx/mem"
 )
 
 // silentBroker never answers a Send: it returns when the context ends, as
 // a driver does against a black-holed server.
-type silentBroker struct{ pubsubx.Broker }
+type silentBroker struct{ driver.Broker }
 
-func (silentBroker) Send(ctx context.Context, _ *pubsubx.Message) error {
+func (silentBroker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
 	<-ctx.Done()
-	return herr.Wrap(herr.DeadlineExceeded, ctx.Err(), "no answer")
+	errs := make([]error, len(msgs))
+	for i := range errs {
+		errs[i] = herr.Wrap(herr.DeadlineExceeded, ctx.Err(), "no answer")
+	}
+	return errs
 }
 
 // TestPublishTimeout: a broker that never answers costs a publish
@@ -38,7 +43,7 @@ func TestPublishTimeout(t *testing.T) {
 	t.Cleanup(func() { _ = broker.Close() })
 	var logs testkit.SyncBuffer
 	svc := delivery.New(delivery.Config{
-		Broker: silentBroker{broker}, PublishTimeout: 50 * time.Millisecond,
+		Broker: pubsubx.NewBroker(silentBroker{broker.Driver()}), PublishTimeout: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	p := &auth.Principal{ID: "app", Permissions: []string{auth.PermAll}}

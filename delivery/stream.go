@@ -630,7 +630,7 @@ func (s *streamSource) Receive(ctx context.Context, max int) ([]leasestore.Incom
 	if s.async != nil {
 		msgs, err = s.async.receive(ctx, s.svc.cfg.Broker, s.sub, max, wait)
 	} else {
-		msgs, err = s.svc.cfg.Broker.Receive(ctx, s.sub, max, wait)
+		msgs, err = s.svc.cfg.Broker.Receive(ctx, s.sub, pubsubx.ReceiveParams{Max: max, Wait: wait})
 	}
 	if err != nil {
 		if herr.CodeOf(err) == herr.NotFound {
