@@ -96,6 +96,11 @@ type Config struct {
 	// (HERALD_REAP_INTERVAL, default 5s); negative turns it off (tests
 	// that run the reap-idle-queues job themselves).
 	ReapInterval time.Duration
+	// PprofAddr, when set, is a second listen address serving Go's
+	// runtime profiles (net/http/pprof under /debug/pprof/, no
+	// authentication) while the server runs (HERALD_PPROF_ADDR; default
+	// none). For profiling on a development machine only.
+	PprofAddr string
 	// SessionTTL replaces how long a stream session counts as attached
 	// without a heartbeat (tests; default 30s).
 	SessionTTL time.Duration
@@ -128,6 +133,7 @@ func ConfigFromEnv() Config {
 		QueueMessageTTL: c.QueueMessageTTL, QueueMaxLength: c.QueueMaxLength,
 		WSPingInterval:    c.WSPingInterval,
 		HTTP2PingInterval: c.HTTP2PingInterval,
+		PprofAddr:         c.PprofAddr,
 		LogLevel:          c.LogLevel,
 		JWT:               c.JWT, CORSOrigins: c.CORSOrigins,
 		MaxInflightBytes: c.MaxInflightBytes, MaxConcurrentPublishes: c.MaxConcurrentPublishes,
@@ -227,6 +233,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.cfg.Logger.Warn("HERALD_DEV_TOKEN is not set: the built-in default token grants every permission; use it only for local development, never on a shared or public address")
 	}
 	s.cfg.Logger.Info("herald listening", "addr", "http://"+ln.Addr().String(), "topic", config.Redact(s.cfg.TopicURL), "store", config.Redact(s.cfg.StoreURL))
+	if s.cfg.PprofAddr != "" {
+		stop, err := servePprof(s.cfg.PprofAddr, s.cfg.Logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	reapCtx, stopReaper := context.WithCancel(ctx)
 	reaped := make(chan struct{})
 	go func() { defer close(reaped); s.reap(reapCtx) }()

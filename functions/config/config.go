@@ -93,6 +93,9 @@ const (
 	EnvSSEKeepAlive    = "HERALD_SSE_KEEPALIVE"
 	EnvSSEAckDelay     = "HERALD_SSE_ACK_DELAY"
 	EnvReapInterval    = "HERALD_REAP_INTERVAL"
+	// EnvPprofAddr, local only, serves Go's net/http/pprof profiles on a
+	// second listener: for profiling the server under a benchmark.
+	EnvPprofAddr = "HERALD_PPROF_ADDR"
 	EnvClaimRetention  = "HERALD_CLAIM_RETENTION"
 	EnvPublishTimeout  = "HERALD_PUBLISH_TIMEOUT"
 	EnvWSPollWait      = "HERALD_WS_POLL_WAIT"
@@ -421,6 +424,9 @@ var vars = []Var{
 	{Name: EnvReapInterval, LocalDefault: "5s", Unit: "Go duration",
 		Meaning:  "local only: how often the idle-queue reaper runs (the clouds run the reap-idle-queues job on a schedule) (100ms–1h)",
 		profiles: []Profile{Local}},
+	{Name: EnvPprofAddr, Unit: "host:port",
+		Meaning:  "local only: serve Go's runtime profiles (net/http/pprof, /debug/pprof/) on this second address, without authentication; unset serves none. For profiling on a development machine: bind it to loopback",
+		profiles: []Profile{Local}},
 	{Name: EnvWSPollWait, CloudDefault: "5s", Unit: "Go duration", Deploy: true,
 		Meaning:  "Lambda only: how long the WebSocket function's pull for one demand frame waits at the broker before it answers with the events found and an idle frame (0s–20s)",
 		profiles: []Profile{Lambda}, uses: usesWS},
@@ -487,6 +493,9 @@ type Config struct {
 	SSEAckDelay  time.Duration
 	// ReapInterval is how often the local adapter reaps idle queues.
 	ReapInterval time.Duration
+	// PprofAddr is where the local adapter serves net/http/pprof; "" for
+	// nowhere (HERALD_PPROF_ADDR).
+	PprofAddr string
 	// WSPollWait and WSSessionTTL tune the API Gateway WebSocket function
 	// (Lambda only; DefaultWSPollWait and DefaultWSSessionTTL elsewhere).
 	WSPollWait   time.Duration
@@ -697,6 +706,7 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 	}
 	if p == Local {
 		duration(EnvReapInterval, 100*time.Millisecond, time.Hour, &c.ReapInterval)
+		c.PprofAddr = val(EnvPprofAddr)
 	}
 	c.WSPollWait, c.WSSessionTTL = DefaultWSPollWait, DefaultWSSessionTTL
 	if p == Lambda {
