@@ -95,12 +95,12 @@ const (
 	EnvReapInterval    = "HERALD_REAP_INTERVAL"
 	// EnvPprofAddr, local only, serves Go's net/http/pprof profiles on a
 	// second listener: for profiling the server under a benchmark.
-	EnvPprofAddr = "HERALD_PPROF_ADDR"
-	EnvClaimRetention  = "HERALD_CLAIM_RETENTION"
-	EnvPublishTimeout  = "HERALD_PUBLISH_TIMEOUT"
-	EnvWSPollWait      = "HERALD_WS_POLL_WAIT"
-	EnvWSSessionTTL    = "HERALD_WS_SESSION_TTL"
-	EnvWSPingInterval  = "HERALD_WS_PING_INTERVAL"
+	EnvPprofAddr      = "HERALD_PPROF_ADDR"
+	EnvClaimRetention = "HERALD_CLAIM_RETENTION"
+	EnvPublishTimeout = "HERALD_PUBLISH_TIMEOUT"
+	EnvWSPollWait     = "HERALD_WS_POLL_WAIT"
+	EnvWSSessionTTL   = "HERALD_WS_SESSION_TTL"
+	EnvWSPingInterval = "HERALD_WS_PING_INTERVAL"
 	// EnvHTTP2PingInterval is read by the servers (local, Cloud Run).
 	EnvHTTP2PingInterval = "HERALD_HTTP2_PING_INTERVAL"
 	// EnvLogLevel is read by every entrypoint.
