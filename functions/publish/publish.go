@@ -73,7 +73,10 @@ func (w *WireEvent) toEvent() (delivery.Event, error) {
 		}
 		e.OccurredAt = t
 	}
-	return e, e.Validate()
+	// Validated here, so that a 422 names the field under "event"; the
+	// event remembers it and is not scanned again when published.
+	err := e.Validate()
+	return e, err
 }
 
 // echo is the event as the result reports it: normalized, with the

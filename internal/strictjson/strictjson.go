@@ -162,7 +162,56 @@ const (
 // object, or objects and arrays nested more than maxDepth deep (the
 // outermost object is depth 1). It returns 0 when there is none. It
 // allocates little: it is run on every published message.
+//
+// A message without problems (the common case) is checked in two quick
+// passes, jsontext's whole-value validation and a byte scan for depth;
+// only one with a problem is read token by token to say which it is.
 func CheckObject(data []byte, maxDepth int) ObjectProblem {
+	if objectFine(data, maxDepth) {
+		return 0
+	}
+	return checkObjectTokens(data, maxDepth)
+}
+
+// objectFine reports whether data is exactly one JSON object, valid by
+// RFC 7493 (UTF-8, no repeated names; jsontext.Value.IsValid), nested at
+// most maxDepth deep. False says only that checkObjectTokens must look.
+func objectFine(data []byte, maxDepth int) bool {
+	i := 0
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	if i == len(data) || data[i] != '{' {
+		return false
+	}
+	// Depth: brackets outside strings. Meaningful only for valid JSON,
+	// which IsValid checks below.
+	depth, inString := 0, false
+	for ; i < len(data); i++ {
+		switch c := data[i]; {
+		case inString:
+			switch c {
+			case '\\':
+				i++ // the escaped byte cannot end the string
+			case '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > maxDepth {
+				return false
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return jsontext.Value(data).IsValid()
+}
+
+// checkObjectTokens is CheckObject reading token by token, to name the
+// problem.
+func checkObjectTokens(data []byte, maxDepth int) ObjectProblem {
 	dec := jsontext.NewDecoder(bytes.NewReader(data))
 	if dec.PeekKind() != '{' {
 		return NotAnObject
