@@ -134,7 +134,23 @@ func (h *Handler) Single(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]Result{"result": res})
+	httpx.WriteRawJSON(w, http.StatusOK, appendSingle(nil, &res))
+}
+
+// responseSize estimates the length of the batch answer, so that it is
+// written into one buffer.
+func responseSize(results []Result) int {
+	n := 16
+	for i := range results {
+		n += 128 + len(results[i].FailureReason)
+		if e := results[i].Event; e != nil {
+			n += len(e.EventType) + len(e.Message) + len(e.OccurredAt)
+			if e.Resource != nil {
+				n += len(e.Resource.ResourceID) + 20
+			}
+		}
+	}
+	return n
 }
 
 // Batch serves POST /api/v1beta/events/batch.
@@ -189,5 +205,5 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 			res.Event.OccurredAt = br.Published.PublishedAt.Format(time.RFC3339Nano)
 		}
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string][]Result{"results": results})
+	httpx.WriteRawJSON(w, http.StatusOK, appendResults(make([]byte, 0, responseSize(results)), results))
 }
