@@ -98,7 +98,7 @@ type Config struct {
 	ReapInterval time.Duration
 	// PprofAddr, when set, is a second listen address serving Go's
 	// runtime profiles (net/http/pprof under /debug/pprof/, no
-	// authentication) while the server runs (HERALD_PPROF_ADDR; default
+	// authentication) from New to Close (HERALD_PPROF_ADDR; default
 	// none). For profiling on a development machine only.
 	PprofAddr string
 	// SessionTTL replaces how long a stream session counts as attached
@@ -169,6 +169,9 @@ func (c *Config) setDefaults() {
 type Server struct {
 	cfg Config
 	app *app.App
+	// stopPprof stops the pprof listener (Config.PprofAddr); nil when
+	// there is none.
+	stopPprof func()
 }
 
 // New opens the broker and store and builds the handler. Bad configuration
@@ -206,7 +209,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			cfg.Logger.Info("restored the in-memory subscriptions of stored consumers", "count", n)
 		}
 	}
-	return &Server{cfg: cfg, app: a}, nil
+	srv := &Server{cfg: cfg, app: a}
+	if cfg.PprofAddr != "" {
+		// Listening here, not in Serve, so the profiles are reachable as
+		// soon as New returns.
+		if srv.stopPprof, err = servePprof(cfg.PprofAddr, cfg.Logger); err != nil {
+			_ = a.Close()
+			return nil, err
+		}
+	}
+	return srv, nil
 }
 
 // Handler returns the handler serving every endpoint.
@@ -214,6 +226,9 @@ func (s *Server) Handler() http.Handler { return s.app.Handler() }
 
 // Close releases the broker and the store.
 func (s *Server) Close() error {
+	if s.stopPprof != nil {
+		s.stopPprof()
+	}
 	return s.app.Close()
 }
 
@@ -233,13 +248,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.cfg.Logger.Warn("HERALD_DEV_TOKEN is not set: the built-in default token grants every permission; use it only for local development, never on a shared or public address")
 	}
 	s.cfg.Logger.Info("herald listening", "addr", "http://"+ln.Addr().String(), "topic", config.Redact(s.cfg.TopicURL), "store", config.Redact(s.cfg.StoreURL))
-	if s.cfg.PprofAddr != "" {
-		stop, err := servePprof(s.cfg.PprofAddr, s.cfg.Logger)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
 	reapCtx, stopReaper := context.WithCancel(ctx)
 	reaped := make(chan struct{})
 	go func() { defer close(reaped); s.reap(reapCtx) }()
