@@ -350,7 +350,7 @@ func errText(err error) string {
 // compacting such already compact messages again was a sixth of a
 // publishing server's CPU (docs/benchmarks.md).
 func compact(m json.RawMessage) json.RawMessage {
-	if !spaceOutsideStrings(m) {
+	if !strictjson.SpaceBetweenTokens(m) {
 		return m
 	}
 	var buf bytes.Buffer
@@ -359,28 +359,6 @@ func compact(m json.RawMessage) json.RawMessage {
 		return m
 	}
 	return buf.Bytes()
-}
-
-// spaceOutsideStrings reports whether the JSON text m has whitespace
-// between its tokens (none inside a string counts).
-func spaceOutsideStrings(m []byte) bool {
-	inString := false
-	for i := 0; i < len(m); i++ {
-		switch c := m[i]; {
-		case inString:
-			switch c {
-			case '\\':
-				i++ // the escaped byte cannot end the string
-			case '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\r' || c == '\n':
-			return true
-		}
-	}
-	return false
 }
 
 // BatchResult is one event's outcome in a batch publish.

@@ -1,8 +1,11 @@
 package publish
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
+
+	"github.com/heraldevents/herald/internal/strictjson"
 )
 
 // appendResults appends the batch answer {"results":[Result…]} to dst:
@@ -86,24 +89,10 @@ func appendString(dst []byte, s string) []byte {
 // already compact and holds none of those (0xE2 starts U+2028 and
 // U+2029) is copied as it is; any other goes through json.Marshal.
 func appendMessage(dst []byte, m json.RawMessage) []byte {
-	inString := false
-	for i := 0; i < len(m); i++ {
-		c := m[i]
-		switch {
-		case c == '<' || c == '>' || c == '&' || c == 0xE2:
-			return appendMarshaled(dst, m)
-		case inString:
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			return appendMarshaled(dst, m)
-		}
+	// One vectorized pass per byte value rather than a loop over bytes.
+	if bytes.IndexByte(m, '<') >= 0 || bytes.IndexByte(m, '>') >= 0 || bytes.IndexByte(m, '&') >= 0 ||
+		bytes.IndexByte(m, 0xE2) >= 0 || strictjson.SpaceBetweenTokens(m) {
+		return appendMarshaled(dst, m)
 	}
 	return append(dst, m...)
 }

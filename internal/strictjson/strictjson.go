@@ -186,25 +186,20 @@ func objectFine(data []byte, maxDepth int) bool {
 	}
 	// Depth: brackets outside strings. Meaningful only for valid JSON,
 	// which IsValid checks below.
-	depth, inString := 0, false
-	for ; i < len(data); i++ {
-		switch c := data[i]; {
-		case inString:
-			switch c {
-			case '\\':
-				i++ // the escaped byte cannot end the string
-			case '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
+	depth := 0
+	for i < len(data) {
+		switch data[i] {
+		case '"':
+			i = skipString(data, i)
+			continue
+		case '{', '[':
 			if depth++; depth > maxDepth {
 				return false
 			}
-		case c == '}' || c == ']':
+		case '}', ']':
 			depth--
 		}
+		i++
 	}
 	return jsontext.Value(data).IsValid()
 }
@@ -245,4 +240,46 @@ func checkObjectTokens(data []byte, maxDepth int) ObjectProblem {
 			return 0
 		}
 	}
+}
+
+// skipString returns the index just past the JSON string that starts with
+// the quote at data[i], or len(data) when it is not closed. It jumps from
+// quote to quote (bytes.IndexByte) rather than reading byte by byte: most
+// of a message's bytes are inside strings.
+func skipString(data []byte, i int) int {
+	j := i + 1
+	for {
+		k := bytes.IndexByte(data[j:], '"')
+		if k < 0 {
+			return len(data)
+		}
+		j += k
+		// The quote ends the string unless an odd number of backslashes
+		// escapes it.
+		n := 0
+		for p := j - 1; p > i && data[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return j + 1
+		}
+		j++
+	}
+}
+
+// SpaceBetweenTokens reports whether the JSON text data has whitespace
+// between its tokens, which json.Compact would remove; whitespace inside
+// strings does not count. data must be valid JSON.
+func SpaceBetweenTokens(data []byte) bool {
+	for i := 0; i < len(data); {
+		switch data[i] {
+		case '"':
+			i = skipString(data, i)
+			continue
+		case ' ', '\t', '\r', '\n':
+			return true
+		}
+		i++
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package strictjson_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -125,10 +126,11 @@ func FuzzUnmarshal(f *testing.F) {
 }
 
 // FuzzCheckObject: CheckObject never panics, finds what the
-// token-by-token scan finds, and what it accepts is one JSON object that
+// token-by-token scan finds, SpaceBetweenTokens agrees with json.Compact, and what it accepts is one JSON object that
 // encoding/json accepts too.
 func FuzzCheckObject(f *testing.F) {
-	for _, s := range []string{`{}`, `{"a":[{"b":"c"}]}`, `{"a":1,"a":2}`, "{\"a\":\"\xff\"}", `{"a":"\ud800"}`} {
+	for _, s := range []string{`{}`, `{"a":[{"b":"c"}]}`, `{"a":1,"a":2}`, "{\"a\":\"\xff\"}", `{"a":"\ud800"}`,
+		`{"a":"x y","b":"\\"}`, `{"a":"\"", "b":1}`, `{"a":"\\\" ","c":[1 ,2]}`, " {\"a\":1}\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -137,6 +139,13 @@ func FuzzCheckObject(f *testing.F) {
 			if got, want := strictjson.CheckObject(b, depth), strictjson.CheckObjectTokens(b, depth); got != want {
 				t.Fatalf("%q at depth %d: CheckObject %d, token by token %d", b, depth, got, want)
 			}
+		}
+		// SpaceBetweenTokens says whether json.Compact would change valid
+		// JSON.
+		if json.Valid(b) {
+			var compacted bytes.Buffer
+			require.NoError(t, json.Compact(&compacted, b))
+			require.Equal(t, !bytes.Equal(compacted.Bytes(), b), strictjson.SpaceBetweenTokens(b), "%q", b)
 		}
 		if strictjson.CheckObject(b, 32) != 0 {
 			return
