@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -11,14 +10,16 @@ import (
 	"github.com/heraldevents/herald/pubsubx"
 )
 
-// The claim-check. A broker that implements pubsubx.SizeLimited (Amazon
+// The claim-check. A broker that states a size limit
+// (pubsubx.Broker.MaxMessageBytes; Amazon
 // SNS/SQS: 260,096 bytes) cannot carry Herald's largest event, a 256 KiB
 // message in its CloudEvents envelope. Publish stores an event whose
 // encoding passes the broker's limit in the lease store first
 // (leasestore.Store.PutClaim, keyed by the event id), then sends a small
 // reference in its place: the body {"herald_claim":"<event id>"} with the
 // event's usual attributes (event type, resource id, event id, so broker
-// filters work unchanged) and pubsubx.AttrClaim set to the id. If the
+// filters work unchanged) and pubsubx.AttrClaim set to the id
+// (pubsubx.MakeReference: the reference's shape is the broker seam's). If the
 // store write fails the event is not published (nothing is sent).
 //
 // The receivers (pulls of durable consumers and stream sessions) check the
@@ -41,21 +42,9 @@ import (
 // outlives its claim.
 const DefaultClaimRetention = 14 * 24 * time.Hour
 
-// claimRef is the body of a claim-check reference.
-type claimRef struct {
-	Claim string `json:"herald_claim"`
-}
-
-// claimBody returns the reference body for claim id.
-func claimBody(id string) []byte {
-	b, _ := json.Marshal(claimRef{Claim: id})
-	return b
-}
-
 // needsClaim reports whether body is too big for the broker.
 func (s *Service) needsClaim(body []byte) bool {
-	sl, ok := s.cfg.Broker.(pubsubx.SizeLimited)
-	return ok && len(body) > sl.MaxMessageBytes()
+	return s.cfg.Broker.NeedsClaim(body)
 }
 
 // putClaim stores body as claim id for Publish. Errors are herr.Unavailable
@@ -82,7 +71,7 @@ var errMissingClaim = errors.New("claim is gone")
 // reference the stored event. errMissingClaim means the claim is gone
 // (logged and counted here); other errors are the store's.
 func (s *Service) resolve(ctx context.Context, sub string, m *pubsubx.Message) ([]byte, error) {
-	id := m.Metadata[pubsubx.AttrClaim]
+	id := pubsubx.ClaimOf(m)
 	if id == "" {
 		return m.Body, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,30 +20,37 @@ import (
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 	"github.com/heraldevents/herald/pubsubx/mem"
 )
 
-// limitedBroker is a mem broker that reports a small size limit
-// (pubsubx.SizeLimited), refuses bigger bodies as awssnssqs does, and
-// records what was sent.
+// limitedBroker is a mem driver that states a small size limit
+// (driver.BatchOptions.MaxMessageBytes), refuses bigger bodies as
+// awssnssqs does, and records what was sent.
 type limitedBroker struct {
-	pubsubx.Broker
+	driver.Broker
 	max int
 
 	mu   sync.Mutex
 	sent []*pubsubx.Message
 }
 
-func (b *limitedBroker) MaxMessageBytes() int { return b.max }
+func (b *limitedBroker) BatchOptions() driver.BatchOptions {
+	return driver.BatchOptions{KeepsPublishOrder: true, MaxMessageBytes: b.max}
+}
 
-func (b *limitedBroker) Send(ctx context.Context, m *pubsubx.Message) error {
-	if len(m.Body) > b.max {
-		return herr.New(herr.InvalidArgument, "body is %d bytes; the broker carries %d", len(m.Body), b.max)
+func (b *limitedBroker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
+	for _, m := range msgs {
+		if len(m.Body) > b.max {
+			panic(fmt.Sprintf("the portable layer let a body of %d bytes through to a driver that carries %d", len(m.Body), b.max))
+		}
 	}
 	b.mu.Lock()
-	b.sent = append(b.sent, &pubsubx.Message{Body: bytes.Clone(m.Body), Metadata: m.Metadata})
+	for _, m := range msgs {
+		b.sent = append(b.sent, &pubsubx.Message{Body: bytes.Clone(m.Body), Metadata: m.Metadata})
+	}
 	b.mu.Unlock()
-	return b.Broker.Send(ctx, m)
+	return b.Broker.SendBatch(ctx, msgs)
 }
 
 func (b *limitedBroker) sentMessages() []*pubsubx.Message {
@@ -64,7 +72,7 @@ func claimSetup(t *testing.T, ackDeadline time.Duration) *claimBundle {
 	t.Helper()
 	coll, err := memdocstore.OpenCollection("key", nil)
 	require.NoError(t, err)
-	b := &claimBundle{broker: &limitedBroker{Broker: mem.New(ackDeadline), max: claimLimit}}
+	b := &claimBundle{broker: &limitedBroker{Broker: mem.New(ackDeadline).Driver(), max: claimLimit}}
 	t.Cleanup(func() {
 		require.NoError(t, b.broker.Close())
 		require.NoError(t, coll.Close())
@@ -73,7 +81,7 @@ func claimSetup(t *testing.T, ackDeadline time.Duration) *claimBundle {
 	now := func() time.Time { return time.UnixMilli(b.now.Load()) }
 	b.store = leasestore.New(coll, leasestore.Options{Now: now})
 	b.svc = delivery.New(delivery.Config{
-		Broker: b.broker, Store: b.store, Now: now, ClaimRetention: 48 * time.Hour,
+		Broker: pubsubx.NewBroker(b.broker), Store: b.store, Now: now, ClaimRetention: 48 * time.Hour,
 		Streams: delivery.StreamConfig{PollWait: 5 * time.Millisecond, Batch: 10},
 	})
 	return b
@@ -209,9 +217,9 @@ func TestClaimCheckStoreFailure(t *testing.T) {
 	coll, err := memdocstore.OpenCollection("key", nil)
 	require.NoError(t, err)
 	require.NoError(t, coll.Close()) // every store call fails
-	broker := &limitedBroker{Broker: mem.New(time.Hour), max: claimLimit}
+	broker := &limitedBroker{Broker: mem.New(time.Hour).Driver(), max: claimLimit}
 	t.Cleanup(func() { require.NoError(t, broker.Close()) })
-	svc := delivery.New(delivery.Config{Broker: broker, Store: leasestore.New(coll, leasestore.Options{})})
+	svc := delivery.New(delivery.Config{Broker: pubsubx.NewBroker(broker), Store: leasestore.New(coll, leasestore.Options{})})
 
 	_, err = svc.Publish(t.Context(), root, delivery.Event{EventType: "a.b", Message: bigMessage(2 * claimLimit)})
 	require.Equal(t, herr.Unavailable, herr.CodeOf(err), "%v", err)
@@ -225,7 +233,7 @@ func TestClaimCheckStoreFailure(t *testing.T) {
 
 	// Without a store at all (a function without HERALD_STORE_URL) a big
 	// event fails the same way.
-	svc = delivery.New(delivery.Config{Broker: broker})
+	svc = delivery.New(delivery.Config{Broker: pubsubx.NewBroker(broker)})
 	_, err = svc.Publish(t.Context(), root, delivery.Event{EventType: "a.b", Message: bigMessage(2 * claimLimit)})
 	require.Equal(t, herr.Unavailable, herr.CodeOf(err))
 	require.Len(t, broker.sentMessages(), 1)

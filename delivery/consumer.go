@@ -221,7 +221,7 @@ func (s *Service) Acknowledge(ctx context.Context, p *auth.Principal, a leasesto
 // reference whose claim is gone is acked at the broker too.
 type brokerSource struct {
 	svc    *Service // for claim-check references; Settle does not need it
-	broker pubsubx.Broker
+	broker *pubsubx.Broker
 	sub    string
 	groups filter.Groups
 	wait   time.Duration
@@ -233,7 +233,7 @@ const maxFilteredRounds = 4
 
 func (b *brokerSource) Receive(ctx context.Context, max int) ([]leasestore.Incoming, error) {
 	for range maxFilteredRounds {
-		msgs, err := b.broker.Receive(ctx, b.sub, max, b.wait)
+		msgs, err := b.broker.Receive(ctx, b.sub, pubsubx.ReceiveParams{Max: max, Wait: b.wait})
 		if err != nil {
 			return nil, brokerErr(err)
 		}

@@ -1,9 +1,3 @@
-// Package delivery is Herald's core: it publishes events to the broker and
-// runs durable consumers, durable and non-durable queues, stream sessions
-// and the dead-letter queue over pubsubx (the broker) and leasestore
-// (leases, sessions and cursors). Transports (REST and SSE today; gRPC and
-// WebSocket later) are thin faces on a *Service; streams go through
-// Service.OpenStream and *Stream.
 package delivery
 
 import (
@@ -54,7 +48,7 @@ const (
 
 // Config wires a Service.
 type Config struct {
-	Broker pubsubx.Broker
+	Broker *pubsubx.Broker
 	Store  *leasestore.Store
 	// Source is the CloudEvents `source` of every event (default "/herald").
 	Source string
@@ -216,7 +210,7 @@ type Published struct {
 
 // Publish validates, authorizes, encodes and sends one event. An event
 // whose encoding is bigger than a size-limited broker carries
-// (pubsubx.SizeLimited) is stored as a claim first and sent as a reference
+// (pubsubx.Broker.MaxMessageBytes) is stored as a claim first and sent as a reference
 // (the claim-check, claims.go). Errors are herr-coded: InvalidArgument,
 // PermissionDenied, or Unavailable when the broker did not accept the
 // event within Config.PublishTimeout or its claim could not be stored (it
@@ -306,8 +300,7 @@ func (s *Service) encode(ctx context.Context, p *auth.Principal, e Event, now ti
 			s.warn(ctx, "publish failed: the claim-check store write failed", err, "event_type", e.EventType, "event_id", id)
 			return nil, nil, err
 		}
-		msg.Body = claimBody(id)
-		msg.Metadata[pubsubx.AttrClaim] = id
+		pubsubx.MakeReference(msg, id)
 	}
 	return msg, &Published{ID: id, PublishedAt: now}, nil
 }
@@ -369,7 +362,7 @@ type BatchResult struct {
 
 // PublishBatch publishes events; each gets its own result, in order.
 // Invalid events fail alone; the valid ones are sent to the broker as one
-// batch, in batch order (pubsubx.SendBatch), so on a broker that keeps
+// batch, in batch order (pubsubx.Broker.SendBatch), so on a broker that keeps
 // publish order a single receiver sees them in that order; the broker's
 // round trips overlap (the notifications API's "in parallel"). One event
 // the broker refuses fails alone. One Config.PublishTimeout bounds the
@@ -398,13 +391,88 @@ func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []
 		index = append(index, i)
 		spans = append(spans, span{ectx, op})
 	}
-	for k, err := range pubsubx.SendBatch(sendCtx, s.cfg.Broker, msgs) {
+	for k, err := range s.cfg.Broker.SendBatch(sendCtx, msgs) {
 		if err != nil {
 			i := index[k]
 			err = s.sendFailed(ctx, sendCtx, err, events[i].EventType)
 			out[i] = BatchResult{Err: err}
 		}
 		spans[k].op.EndPublish(spans[k].ctx, err)
+	}
+	return out
+}
+
+// Outcome is one event's result as both publish transports report it (the
+// notifications API's PublishingResult): published, with Published set
+// (success:true), or not, with FailureReason saying why (success:false).
+type Outcome struct {
+	Published     *Published
+	FailureReason string
+}
+
+// Success reports whether the event was published.
+func (o Outcome) Success() bool { return o.Published != nil }
+
+// PublishOutcome publishes e as Publish does and sorts the result the way
+// both transports answer it: a broker failure (herr.Unavailable: the event
+// was not published) is an Outcome with success false, not an error; any
+// other error (InvalidArgument, PermissionDenied, Canceled, …) fails the
+// request and is returned as is.
+func (s *Service) PublishOutcome(ctx context.Context, p *auth.Principal, e Event) (Outcome, error) {
+	pub, err := s.Publish(ctx, p, e)
+	switch {
+	case err == nil:
+		return Outcome{Published: pub}, nil
+	case herr.CodeOf(err) == herr.Unavailable:
+		return Outcome{FailureReason: herr.MessageOf(err)}, nil
+	}
+	return Outcome{}, err
+}
+
+// CheckBatchSize returns the herr.InvalidArgument error (naming the field
+// "events") for a batch of n events outside 1–MaxBatchEvents, nil
+// otherwise. Both transports check the size before decoding the events.
+func CheckBatchSize(n int) error {
+	switch {
+	case n == 0:
+		return herr.InField(herr.New(herr.InvalidArgument, "events must hold at least one event"), "events")
+	case n > MaxBatchEvents:
+		return herr.InField(herr.New(herr.InvalidArgument, "events holds %d events; a batch holds at most %d", n, MaxBatchEvents), "events")
+	}
+	return nil
+}
+
+// BatchItem is one event of a batch request as its transport decoded it:
+// the Event, or Err when the transport could not turn its wire form into
+// one (that event then fails alone, with herr.MessageOf(Err) as its
+// failure reason).
+type BatchItem struct {
+	Event Event
+	Err   error
+}
+
+// PublishItems publishes the items that decoded (PublishBatch: in batch
+// order, one result each) and returns one Outcome per item, index for
+// index: every failure, a decoding one included, is success false with
+// its reason, and one event failing does not stop the others.
+func (s *Service) PublishItems(ctx context.Context, p *auth.Principal, items []BatchItem) []Outcome {
+	out := make([]Outcome, len(items))
+	events := make([]Event, 0, len(items))
+	index := make([]int, 0, len(items)) // events[k] is items[index[k]]
+	for i, it := range items {
+		if it.Err != nil {
+			out[i].FailureReason = herr.MessageOf(it.Err)
+			continue
+		}
+		events = append(events, it.Event)
+		index = append(index, i)
+	}
+	for k, r := range s.PublishBatch(ctx, p, events) {
+		if r.Err != nil {
+			out[index[k]].FailureReason = herr.MessageOf(r.Err)
+			continue
+		}
+		out[index[k]].Published = r.Published
 	}
 	return out
 }

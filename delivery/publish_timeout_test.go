@@ -1,7 +1,6 @@
 package delivery_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
@@ -14,34 +13,23 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 	"github.com/heraldevents/herald/pubsubx/mem"
 )
 
 // silentBroker never answers a Send: it returns when the context ends, as
 // a driver does against a black-holed server.
-type silentBroker struct{ pubsubx.Broker }
+type silentBroker struct{ driver.Broker }
 
-func (silentBroker) Send(ctx context.Context, _ *pubsubx.Message) error {
+func (silentBroker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
 	<-ctx.Done()
-	return herr.Wrap(herr.DeadlineExceeded, ctx.Err(), "no answer")
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	errs := make([]error, len(msgs))
+	for i := range errs {
+		errs[i] = herr.Wrap(herr.DeadlineExceeded, ctx.Err(), "no answer")
+	}
+	return errs
 }
 
 // TestPublishTimeout: a broker that never answers costs a publish
@@ -53,9 +41,9 @@ func TestPublishTimeout(t *testing.T) {
 	t.Parallel()
 	broker := mem.New(0)
 	t.Cleanup(func() { _ = broker.Close() })
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	svc := delivery.New(delivery.Config{
-		Broker: silentBroker{broker}, PublishTimeout: 50 * time.Millisecond,
+		Broker: pubsubx.NewBroker(silentBroker{broker.Driver()}), PublishTimeout: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	p := &auth.Principal{ID: "app", Permissions: []string{auth.PermAll}}

@@ -19,6 +19,7 @@ import (
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 	"github.com/heraldevents/herald/pubsubx/mem"
 )
 
@@ -41,7 +42,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	t.Helper()
 	coll, err := memdocstore.OpenCollection("key", nil)
 	require.NoError(t, err)
-	broker := &recordingBroker{Broker: mem.New(time.Hour), live: map[string]bool{}, receiving: make(chan struct{}, 100)}
+	broker := &recordingBroker{Broker: mem.New(time.Hour).Driver(), live: map[string]bool{}, receiving: make(chan struct{}, 100)}
 	t.Cleanup(func() {
 		require.NoError(t, broker.Close())
 		require.NoError(t, coll.Close())
@@ -50,25 +51,30 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		o.streams.PollWait = 5 * time.Millisecond
 	}
 	store := leasestore.New(coll, leasestore.Options{DeliveryLimit: o.deliveryLimit, Now: o.now})
-	svc := delivery.New(delivery.Config{Broker: broker, Store: store, Streams: o.streams})
+	svc := delivery.New(delivery.Config{Broker: pubsubx.NewBroker(broker), Store: store, Streams: o.streams})
 	return &bundle{svc: svc, store: store, broker: broker}
 }
 
 // recordingBroker tracks which subscriptions exist, and signals on
 // receiving each time a Receive starts waiting.
 type recordingBroker struct {
-	pubsubx.Broker
+	driver.Broker
 	mu        sync.Mutex
 	live      map[string]bool
 	receiving chan struct{}
 }
 
-func (b *recordingBroker) Receive(ctx context.Context, name string, max int, wait time.Duration) ([]*pubsubx.Message, error) {
+// Send sends one message through the driver, bypassing the Service.
+func (b *recordingBroker) Send(ctx context.Context, m *pubsubx.Message) error {
+	return b.SendBatch(ctx, []*pubsubx.Message{m})[0]
+}
+
+func (b *recordingBroker) Receive(ctx context.Context, name string, p driver.ReceiveParams) ([]*pubsubx.Message, error) {
 	select {
 	case b.receiving <- struct{}{}:
 	default:
 	}
-	return b.Broker.Receive(ctx, name, max, wait)
+	return b.Broker.Receive(ctx, name, p)
 }
 
 func (b *recordingBroker) CreateSubscription(ctx context.Context, name string, groups filter.Groups) error {

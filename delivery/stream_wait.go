@@ -82,7 +82,7 @@ func (a *asyncReceiver) nacked() {
 // receive, else the result of the receive in flight or of a new one that
 // waits up to wait. It returns (nil, nil) when nudged, and ctx's error
 // when ctx ends first; in both cases the receive in flight goes on.
-func (a *asyncReceiver) receive(ctx context.Context, b pubsubx.Broker, sub string, max int, wait time.Duration) ([]*pubsubx.Message, error) {
+func (a *asyncReceiver) receive(ctx context.Context, b *pubsubx.Broker, sub string, max int, wait time.Duration) ([]*pubsubx.Message, error) {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -102,11 +102,11 @@ func (a *asyncReceiver) receive(ctx context.Context, b pubsubx.Broker, sub strin
 	if a.pending == nil {
 		if wait <= 0 {
 			a.mu.Unlock()
-			return b.Receive(ctx, sub, max, 0)
+			return b.Receive(ctx, sub, pubsubx.ReceiveParams{Max: max, Wait: 0})
 		}
 		f := &inflight{done: make(chan struct{})}
 		go func() {
-			f.msgs, f.err = b.Receive(a.life, sub, max, wait)
+			f.msgs, f.err = b.Receive(a.life, sub, pubsubx.ReceiveParams{Max: max, Wait: wait})
 			close(f.done)
 		}()
 		a.pending = f
@@ -159,7 +159,7 @@ func (a *asyncReceiver) take(max int) []*pubsubx.Message {
 // release stops receiving, waits for the receive in flight (the stream's
 // life has ended, so it returns soon) and hands every message the stream
 // did not take back to the broker, available again at once.
-func (a *asyncReceiver) release(ctx context.Context, b pubsubx.Broker, sub string) error {
+func (a *asyncReceiver) release(ctx context.Context, b *pubsubx.Broker, sub string) error {
 	a.mu.Lock()
 	a.closed = true
 	f := a.pending

@@ -12,7 +12,7 @@ import (
 )
 
 // Claim records hold the encoded events of the claim-check (package
-// delivery): an event too big for its broker (pubsubx.SizeLimited) is
+// delivery): an event too big for its broker (pubsubx.Broker.MaxMessageBytes) is
 // stored here under its id and the broker carries only a reference.
 
 // Claim limits.

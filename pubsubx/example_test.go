@@ -35,7 +35,7 @@ func ExampleOpen() {
 		fmt.Println("send:", err)
 		return
 	}
-	msgs, err := b.Receive(ctx, "orders", 10, time.Second)
+	msgs, err := b.Receive(ctx, "orders", pubsubx.ReceiveParams{Max: 10, Wait: time.Second})
 	if err != nil {
 		fmt.Println("receive:", err)
 		return

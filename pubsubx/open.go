@@ -8,11 +8,13 @@ import (
 	"sync"
 
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/pubsubx/driver"
 )
 
-// Opener opens a Broker from a parsed URL. Drivers register one per scheme.
-// An Opener rejects query parameters it does not know with herr.InvalidArgument.
-type Opener func(ctx context.Context, u *url.URL) (Broker, error)
+// Opener opens a driver from a parsed URL. Drivers register one per
+// scheme; Open wraps what it returns in the portable Broker. An Opener
+// rejects query parameters it does not know with herr.InvalidArgument.
+type Opener func(ctx context.Context, u *url.URL) (driver.Broker, error)
 
 var (
 	openersMu sync.RWMutex
@@ -50,7 +52,7 @@ func LeaveOut(scheme string, err error) {
 // Open opens the Broker named by rawURL, for example "mem://herald". The
 // driver's package must be imported (usually for its side effect) so that
 // its scheme is registered.
-func Open(ctx context.Context, rawURL string) (Broker, error) {
+func Open(ctx context.Context, rawURL string) (*Broker, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, herr.Wrap(herr.InvalidArgument, err, "topic URL is not a valid URL")
@@ -65,7 +67,11 @@ func Open(ctx context.Context, rawURL string) (Broker, error) {
 	if !ok {
 		return nil, herr.New(herr.InvalidArgument, "topic URL scheme %q is not supported (known: %s)", u.Scheme, strings.Join(Schemes(), ", "))
 	}
-	return o(ctx, u)
+	d, err := o(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	return NewBroker(d), nil
 }
 
 // Schemes lists the registered schemes, sorted.

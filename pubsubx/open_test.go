@@ -5,12 +5,14 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx"
-	_ "github.com/heraldevents/herald/pubsubx/mem" // registers mem://
+	"github.com/heraldevents/herald/pubsubx/driver"
+	"github.com/heraldevents/herald/pubsubx/mem" // registers mem://
 )
 
 // recordScheme is a scheme whose opener records the URL it was given, to
@@ -25,7 +27,7 @@ var (
 
 func registerRecorder() {
 	registerOnce.Do(func() {
-		pubsubx.Register(recordScheme, func(_ context.Context, u *url.URL) (pubsubx.Broker, error) {
+		pubsubx.Register(recordScheme, func(_ context.Context, u *url.URL) (driver.Broker, error) {
 			if err := pubsubx.CheckQuery(u, "known", "other"); err != nil {
 				return nil, err
 			}
@@ -98,7 +100,7 @@ func TestSchemes(t *testing.T) {
 
 func TestRegisterTwicePanics(t *testing.T) {
 	require.Panics(t, func() {
-		pubsubx.Register("mem", func(context.Context, *url.URL) (pubsubx.Broker, error) { return nil, nil })
+		pubsubx.Register("mem", func(context.Context, *url.URL) (driver.Broker, error) { return nil, nil })
 	})
 }
 
@@ -109,7 +111,7 @@ func TestLeaveOut(t *testing.T) {
 	require.ErrorIs(t, err, why, "Open says why, not just \"not supported\"")
 	require.NotContains(t, pubsubx.Schemes(), "leftouttest")
 	require.Panics(t, func() {
-		pubsubx.Register("leftouttest", func(context.Context, *url.URL) (pubsubx.Broker, error) { return nil, nil })
+		pubsubx.Register("leftouttest", func(context.Context, *url.URL) (driver.Broker, error) { return nil, nil })
 	}, "a scheme is left out or registered, not both")
 	require.Panics(t, func() { pubsubx.LeaveOut("mem", why) })
 }
@@ -120,4 +122,20 @@ func TestCheckQuery(t *testing.T) {
 	require.NoError(t, pubsubx.CheckQuery(u, "a", "b", "c"))
 	requireInvalid(t, pubsubx.CheckQuery(u, "a"), `"b"`)
 	requireInvalid(t, pubsubx.CheckQuery(u), `"a"`)
+}
+
+// TestClaimReference: a reference keeps the event's attributes, carries
+// the claim id in AttrClaim and a small body naming it, and NeedsClaim
+// follows the driver's stated limit (0: no limit).
+func TestClaimReference(t *testing.T) {
+	m := &pubsubx.Message{Body: []byte(`{"big":true}`), Metadata: map[string]string{pubsubx.AttrEventType: "a.b"}}
+	require.Empty(t, pubsubx.ClaimOf(m))
+	pubsubx.MakeReference(m, "ev-1")
+	require.Equal(t, "ev-1", pubsubx.ClaimOf(m))
+	require.JSONEq(t, `{"herald_claim":"ev-1"}`, string(m.Body))
+	require.Equal(t, "a.b", m.EventType())
+
+	b := mem.New(time.Minute)
+	defer b.Close()
+	require.False(t, b.NeedsClaim(make([]byte, 10<<20)), "no limit, no claim")
 }

@@ -49,7 +49,7 @@ type App struct {
 	svc     *delivery.Service
 	store   *leasestore.Store // nil when the function does not use one
 	handler http.Handler
-	broker  pubsubx.Broker       // nil when the function does not use one
+	broker  *pubsubx.Broker      // nil when the function does not use one
 	coll    *docstore.Collection // nil when the function does not use one
 	logger  *slog.Logger
 	authn   auth.Authenticator

@@ -14,6 +14,7 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/functions/grpcapi"
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta"
+	"github.com/heraldevents/herald/pubsubx"
 )
 
 // TestUnauthenticated: a call without one valid bearer token is
@@ -50,7 +51,7 @@ func TestUnauthenticated(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	msgs, err := b.broker.Receive(ctx, watchSub, 10, 0)
+	msgs, err := b.broker.Receive(ctx, watchSub, pubsubx.ReceiveParams{Max: 10})
 	require.NoError(t, err)
 	require.Empty(t, msgs)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/heraldevents/herald/functions/grpcapi"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 	"github.com/heraldevents/herald/pubsubx/mem"
 )
 
@@ -36,22 +37,26 @@ var publishTime = time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
 // bundle is a test server: grpcapi.Mounts over a delivery.Service whose
 // mem broker has one subscription (watchSub) that receives everything.
 type bundle struct {
-	broker pubsubx.Broker
+	broker *pubsubx.Broker
 	url    string
 	h2c    *http.Client // HTTP/2 without TLS, as gRPC clients speak to a local Herald
 	h1     *http.Client // HTTP/1.1 only
 }
 
 // failingSend is a broker whose Send always fails.
-type failingSend struct{ pubsubx.Broker }
+type failingSend struct{ driver.Broker }
 
-func (failingSend) Send(context.Context, *pubsubx.Message) error {
-	return errors.New("connection refused by broker-7.internal")
+func (failingSend) SendBatch(_ context.Context, msgs []*pubsubx.Message) []error {
+	errs := make([]error, len(msgs))
+	for i := range errs {
+		errs[i] = errors.New("connection refused by broker-7.internal")
+	}
+	return errs
 }
 
 // setup starts the server. wrap, if set, wraps the broker the service
 // publishes to (the watch subscription stays on the real one).
-func setup(t *testing.T, wrap func(pubsubx.Broker) pubsubx.Broker) *bundle {
+func setup(t *testing.T, wrap func(driver.Broker) driver.Broker) *bundle {
 	t.Helper()
 	broker := mem.New(0)
 	t.Cleanup(func() { require.NoError(t, broker.Close()) })
@@ -60,7 +65,7 @@ func setup(t *testing.T, wrap func(pubsubx.Broker) pubsubx.Broker) *bundle {
 	require.NoError(t, broker.CreateSubscription(ctx, watchSub, nil))
 	published := broker
 	if wrap != nil {
-		published = wrap(broker)
+		published = pubsubx.NewBroker(wrap(broker.Driver()))
 	}
 	svc := delivery.New(delivery.Config{Broker: published, Source: "/test", Now: func() time.Time { return publishTime }})
 	tokens := auth.StaticTokens{
@@ -134,7 +139,7 @@ func (b *bundle) received(t *testing.T, n int) []cloudEvent {
 	defer cancel()
 	var out []cloudEvent
 	for len(out) < n {
-		msgs, err := b.broker.Receive(ctx, watchSub, n-len(out), 0)
+		msgs, err := b.broker.Receive(ctx, watchSub, pubsubx.ReceiveParams{Max: n - len(out), Wait: 0})
 		require.NoError(t, err)
 		require.NotEmpty(t, msgs, "the broker holds %d of %d events", len(out), n)
 		for _, m := range msgs {

@@ -70,17 +70,15 @@ func (h *Publisher) PublishEvent(ctx context.Context, req *connect.Request[pb.Pu
 	if err != nil {
 		return nil, Error(ctx, procedure, err)
 	}
-	res := &pb.PublishingResult{}
-	pub, err := h.Service.Publish(ctx, p, e)
-	switch {
-	case err == nil:
-		res.Success = true
-		res.Event = echo(ev, pub.PublishedAt)
-	case herr.CodeOf(err) == herr.Unavailable:
-		res.Event = echo(ev, time.Time{})
-		res.FailureReason = herr.MessageOf(err)
-	default:
+	o, err := h.Service.PublishOutcome(ctx, p, e)
+	if err != nil {
 		return nil, Error(ctx, procedure, err)
+	}
+	res := &pb.PublishingResult{Success: o.Success(), FailureReason: o.FailureReason}
+	if o.Success() {
+		res.Event = echo(ev, o.Published.PublishedAt)
+	} else {
+		res.Event = echo(ev, time.Time{})
 	}
 	return connect.NewResponse(&pb.PublishEventResponse{Result: res}), nil
 }
@@ -93,31 +91,20 @@ func (h *Publisher) BatchPublishEvents(ctx context.Context, req *connect.Request
 		return nil, Error(ctx, procedure, err)
 	}
 	in := req.Msg.GetEvents()
-	switch n := len(in); {
-	case n == 0:
-		return nil, Error(ctx, procedure, herr.New(herr.InvalidArgument, "events must hold at least one event"))
-	case n > delivery.MaxBatchEvents:
-		return nil, Error(ctx, procedure, herr.New(herr.InvalidArgument, "events holds %d events; a batch holds at most %d", n, delivery.MaxBatchEvents))
+	if err := delivery.CheckBatchSize(len(in)); err != nil {
+		return nil, Error(ctx, procedure, err)
+	}
+	items := make([]delivery.BatchItem, len(in))
+	for i, ev := range in {
+		items[i].Event, items[i].Err = toEvent(ev)
 	}
 	results := make([]*pb.PublishingResult, len(in))
-	events := make([]delivery.Event, 0, len(in))
-	index := make([]int, 0, len(in)) // events[k] is request event index[k]
-	for i, ev := range in {
-		e, err := toEvent(ev)
-		if err != nil {
-			results[i] = &pb.PublishingResult{Event: echo(ev, time.Time{}), FailureReason: herr.MessageOf(err)}
-			continue
+	for i, o := range h.Service.PublishItems(ctx, p, items) {
+		var publishedAt time.Time
+		if o.Success() {
+			publishedAt = o.Published.PublishedAt
 		}
-		events = append(events, e)
-		index = append(index, i)
-	}
-	for k, br := range h.Service.PublishBatch(ctx, p, events) {
-		i := index[k]
-		if br.Err != nil {
-			results[i] = &pb.PublishingResult{Event: echo(in[i], time.Time{}), FailureReason: herr.MessageOf(br.Err)}
-			continue
-		}
-		results[i] = &pb.PublishingResult{Event: echo(in[i], br.Published.PublishedAt), Success: true}
+		results[i] = &pb.PublishingResult{Event: echo(in[i], publishedAt), Success: o.Success(), FailureReason: o.FailureReason}
 	}
 	return connect.NewResponse(&pb.BatchPublishEventsResponse{Results: results}), nil
 }

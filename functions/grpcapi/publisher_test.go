@@ -16,6 +16,7 @@ import (
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 )
 
 func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
@@ -136,7 +137,7 @@ func TestPublishEventInvalid(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	msgs, err := b.broker.Receive(ctx, watchSub, 10, 0)
+	msgs, err := b.broker.Receive(ctx, watchSub, pubsubx.ReceiveParams{Max: 10, Wait: 0})
 	require.NoError(t, err)
 	require.Empty(t, msgs, "no invalid event was published")
 }
@@ -186,7 +187,7 @@ func TestPublishEventPermissionDenied(t *testing.T) {
 // success false and a failure_reason that does not leak the cause.
 func TestPublishEventBrokerFailure(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(real pubsubx.Broker) pubsubx.Broker { return failingSend{real} })
+	b := setup(t, func(real driver.Broker) driver.Broker { return failingSend{real} })
 	res, err := b.client().PublishEvent(context.Background(), request(&pb.PublishEventRequest{
 		Event: &pb.Event{EventType: "a", Resource: &pb.EventResource{ResourceId: "/r"}},
 	}, allToken))
@@ -268,11 +269,15 @@ func TestBatchPublishEventsSize(t *testing.T) {
 
 // hangingSend is a broker that never answers a Send: it returns only when
 // the context ends, as a driver does against a black-holed server.
-type hangingSend struct{ pubsubx.Broker }
+type hangingSend struct{ driver.Broker }
 
-func (hangingSend) Send(ctx context.Context, _ *pubsubx.Message) error {
+func (hangingSend) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
 	<-ctx.Done()
-	return herr.Wrap(herr.DeadlineExceeded, ctx.Err(), "no answer from broker-7.internal")
+	errs := make([]error, len(msgs))
+	for i := range errs {
+		errs[i] = herr.Wrap(herr.DeadlineExceeded, ctx.Err(), "no answer from broker-7.internal")
+	}
+	return errs
 }
 
 // TestPublishEventBrokerHangs: a broker that never answers costs a gRPC
@@ -281,7 +286,7 @@ func (hangingSend) Send(ctx context.Context, _ *pubsubx.Message) error {
 // it for as long as the driver's dials took).
 func TestPublishEventBrokerHangs(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(real pubsubx.Broker) pubsubx.Broker { return hangingSend{real} })
+	b := setup(t, func(real driver.Broker) driver.Broker { return hangingSend{real} })
 	res, err := b.client().PublishEvent(context.Background(), request(&pb.PublishEventRequest{
 		Event: &pb.Event{EventType: "a"},
 	}, allToken))

@@ -65,15 +65,9 @@ type Dependency struct {
 	Check func(ctx context.Context) error
 }
 
-// Broker returns the dependency on b, named "broker": its Ping when b is a
-// pubsubx.Pinger; a broker without one is taken as reachable.
-func Broker(b pubsubx.Broker) Dependency {
-	return Dependency{Name: "broker", Check: func(ctx context.Context) error {
-		if p, ok := b.(pubsubx.Pinger); ok {
-			return p.Ping(ctx)
-		}
-		return nil
-	}}
+// Broker returns the dependency on b, named "broker": its Ping.
+func Broker(b *pubsubx.Broker) Dependency {
+	return Dependency{Name: "broker", Check: b.Ping}
 }
 
 // probeConsumer is the consumer id the store check reads. No consumer has

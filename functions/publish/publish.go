@@ -121,18 +121,14 @@ func (h *Handler) Single(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := Result{Event: echo(req.Event, e)}
-	pub, err := h.Service.Publish(r.Context(), p, e)
-	switch {
-	case err == nil:
-		res.Success = true
-		if e.OccurredAt.IsZero() {
-			res.Event.OccurredAt = pub.PublishedAt.Format(time.RFC3339Nano)
-		}
-	case herr.CodeOf(err) == herr.Unavailable:
-		res.FailureReason = herr.MessageOf(err)
-	default:
+	o, err := h.Service.PublishOutcome(r.Context(), p, e)
+	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
+	}
+	res.Success, res.FailureReason = o.Success(), o.FailureReason
+	if o.Success() && e.OccurredAt.IsZero() {
+		res.Event.OccurredAt = o.Published.PublishedAt.Format(time.RFC3339Nano)
 	}
 	httpx.WriteRawJSON(w, http.StatusOK, appendSingle(nil, &res))
 }
@@ -185,43 +181,28 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 		}
 		n, all.Events = len(raw.Events), nil
 	}
-	switch {
-	case n == 0:
-		httpx.WriteError(w, r, herr.InField(herr.New(herr.InvalidArgument, "events must hold at least one event"), "body", "events"))
-		return
-	case n > delivery.MaxBatchEvents:
-		httpx.WriteError(w, r, herr.InField(herr.New(herr.InvalidArgument, "events holds %d events; a batch holds at most %d", n, delivery.MaxBatchEvents), "body", "events"))
+	if err := delivery.CheckBatchSize(n); err != nil {
+		httpx.WriteError(w, r, herr.InField(err, "body"))
 		return
 	}
 	results := make([]Result, n)
-	events := make([]delivery.Event, 0, n)
-	index := make([]int, 0, n) // events[k] is request event index[k]
+	items := make([]delivery.BatchItem, n)
 	for i := range n {
 		var we WireEvent
 		if all.Events != nil {
 			we = all.Events[i]
 		} else if err := strictjson.Unmarshal(raw.Events[i], &we); err != nil {
-			results[i] = Result{Event: &WireEvent{}, FailureReason: "event is not a JSON object of the documented shape: " + herr.MessageOf(err)}
+			results[i].Event = &WireEvent{}
+			items[i].Err = herr.New(herr.InvalidArgument, "event is not a JSON object of the documented shape: %s", herr.MessageOf(err))
 			continue
 		}
-		e, err := we.toEvent()
-		results[i].Event = echo(&we, e)
-		if err != nil {
-			results[i].FailureReason = herr.MessageOf(err)
-			continue
-		}
-		events = append(events, e)
-		index = append(index, i)
+		items[i].Event, items[i].Err = we.toEvent()
+		results[i].Event = echo(&we, items[i].Event)
 	}
-	for k, br := range h.Service.PublishBatch(r.Context(), p, events) {
-		res := &results[index[k]]
-		if br.Err != nil {
-			res.FailureReason = herr.MessageOf(br.Err)
-			continue
-		}
-		res.Success = true
-		if events[k].OccurredAt.IsZero() {
-			res.Event.OccurredAt = br.Published.PublishedAt.Format(time.RFC3339Nano)
+	for i, o := range h.Service.PublishItems(r.Context(), p, items) {
+		results[i].Success, results[i].FailureReason = o.Success(), o.FailureReason
+		if o.Success() && items[i].Event.OccurredAt.IsZero() {
+			results[i].Event.OccurredAt = o.Published.PublishedAt.Format(time.RFC3339Nano)
 		}
 	}
 	httpx.WriteRawJSON(w, http.StatusOK, appendResults(make([]byte, 0, responseSize(results)), results))

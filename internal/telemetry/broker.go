@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"context"
-	"math"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -12,31 +11,30 @@ import (
 
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 )
 
 // attrBroker names the broker driver (the topic URL's scheme: mem,
 // awssns, gcppubsub, rabbit, nats, …) on broker spans and metrics.
 const attrBroker = "herald.broker"
 
-// Broker wraps b so that each call to it is a client span ("broker
-// send", "broker receive", …), the child of the operation that made it,
-// and is measured by herald.broker.operation.duration. driver names the
-// broker (the topic URL's scheme). Off, it returns b itself.
-//
-// The wrapper keeps b's optional abilities: SendBatch goes through
-// pubsubx.SendBatch on b (so b's own batching or publish order holds),
-// and MaxMessageBytes, KeepsPublishOrder and Ping answer as b would, or
-// as pubsubx reads a broker without them (no size limit, keeps order,
-// reachable).
-func Broker(b pubsubx.Broker, driver string) pubsubx.Broker {
+// Broker wraps b's driver so that each call to it is a client span
+// ("broker send", "broker receive", …), the child of the operation that
+// made it, and is measured by herald.broker.operation.duration, and
+// returns the portable Broker over the wrapper. driver names the broker
+// (the topic URL's scheme). A batch send is one span per piece the
+// portable layer hands the driver (pubsubx.Broker.SendBatch). Off, it
+// returns b itself.
+func Broker(b *pubsubx.Broker, driver string) *pubsubx.Broker {
 	if !Enabled() || b == nil {
 		return b
 	}
-	return &tracedBroker{b: b, driver: attribute.String(attrBroker, driver)}
+	return pubsubx.NewBroker(&tracedBroker{b: b.Driver(), driver: attribute.String(attrBroker, driver)})
 }
 
+// tracedBroker is a driver.Broker that traces and measures b.
 type tracedBroker struct {
-	b      pubsubx.Broker
+	b      driver.Broker
 	driver attribute.KeyValue
 }
 
@@ -64,17 +62,14 @@ func (c *call) end(ctx context.Context, err error) {
 	ins.brokerDuration.Record(ctx, time.Since(c.start).Seconds(), metric.WithAttributes(c.attrs...))
 }
 
-func (t *tracedBroker) Send(ctx context.Context, m *pubsubx.Message) (err error) {
-	ctx, c := t.start(ctx, "send")
-	defer func() { c.end(ctx, err) }()
-	return t.b.Send(ctx, m)
-}
+// BatchOptions implements driver.Broker as b does.
+func (t *tracedBroker) BatchOptions() driver.BatchOptions { return t.b.BatchOptions() }
 
-// SendBatch implements pubsubx.BatchSender: one span for the batch, with
-// the first error among the messages as its status.
+// SendBatch implements driver.Broker: one span for the piece, with the
+// first error among the messages as its status.
 func (t *tracedBroker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
 	ctx, c := t.start(ctx, "send", attribute.Int(attrBatchSize, len(msgs)))
-	errs := pubsubx.SendBatch(ctx, t.b, msgs)
+	errs := t.b.SendBatch(ctx, msgs)
 	var first error
 	for _, err := range errs {
 		if err != nil {
@@ -108,9 +103,9 @@ func (t *tracedBroker) DeleteSubscription(ctx context.Context, name string) (err
 // without error: stream sessions poll their subscription all the time,
 // and a span per idle poll would drown the traces. Its duration is
 // measured either way.
-func (t *tracedBroker) Receive(ctx context.Context, name string, max int, wait time.Duration) ([]*pubsubx.Message, error) {
+func (t *tracedBroker) Receive(ctx context.Context, name string, p driver.ReceiveParams) ([]*pubsubx.Message, error) {
 	start := time.Now()
-	msgs, err := t.b.Receive(ctx, name, max, wait)
+	msgs, err := t.b.Receive(ctx, name, p)
 	attrs := []attribute.KeyValue{system, t.driver, attribute.String(attrOperation, "receive"), attribute.String(attrOutcome, "ok")}
 	if err != nil {
 		attrs = failed(attrs, err)
@@ -142,29 +137,6 @@ func (t *tracedBroker) Nack(ctx context.Context, name string, msgs []*pubsubx.Me
 
 func (t *tracedBroker) Close() error { return t.b.Close() }
 
-// MaxMessageBytes implements pubsubx.SizeLimited as b does; a broker
-// without a limit has none here either.
-func (t *tracedBroker) MaxMessageBytes() int {
-	if sl, ok := t.b.(pubsubx.SizeLimited); ok {
-		return sl.MaxMessageBytes()
-	}
-	return math.MaxInt
-}
-
-// KeepsPublishOrder implements pubsubx.Ordering as b does; a broker that
-// does not say keeps order.
-func (t *tracedBroker) KeepsPublishOrder() bool {
-	if o, ok := t.b.(pubsubx.Ordering); ok {
-		return o.KeepsPublishOrder()
-	}
-	return true
-}
-
-// Ping implements pubsubx.Pinger as b does; a broker without Ping is
-// reachable. Readiness probes are not traced: they would drown the rest.
-func (t *tracedBroker) Ping(ctx context.Context) error {
-	if p, ok := t.b.(pubsubx.Pinger); ok {
-		return p.Ping(ctx)
-	}
-	return nil
-}
+// Ping implements driver.Broker as b does. Readiness probes are not
+// traced: they would drown the rest.
+func (t *tracedBroker) Ping(ctx context.Context) error { return t.b.Ping(ctx) }

@@ -3,7 +3,6 @@ package telemetry
 import (
 	"context"
 	"errors"
-	"math"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 	"github.com/heraldevents/herald/pubsubx/mem"
 )
 
@@ -28,9 +28,6 @@ func spans(t *testing.T) *tracetest.SpanRecorder {
 	return rec
 }
 
-// bare is a broker with none of the optional abilities.
-type bare struct{ pubsubx.Broker }
-
 func TestBrokerCallsAreChildSpansAndMeasured(t *testing.T) {
 	r, _ := manual(t)
 	rec := spans(t)
@@ -42,16 +39,16 @@ func TestBrokerCallsAreChildSpansAndMeasured(t *testing.T) {
 
 	ctx, parent := tracer.Start(ctx, "receive pull")
 	require.NoError(t, b.CreateSubscription(ctx, "s", nil))
-	require.Equal(t, []error{nil, nil}, pubsubx.SendBatch(ctx, b, []*pubsubx.Message{{Body: []byte("1")}, {Body: []byte("2")}}))
+	require.Equal(t, []error{nil, nil}, b.SendBatch(ctx, []*pubsubx.Message{{Body: []byte("1")}, {Body: []byte("2")}}))
 	// An empty receive is measured but makes no span.
-	msgs, err := b.Receive(ctx, "none-yet", 10, 0)
+	msgs, err := b.Receive(ctx, "none-yet", pubsubx.ReceiveParams{Max: 10, Wait: 0})
 	require.Error(t, err)
 	require.Empty(t, msgs)
-	msgs, err = b.Receive(ctx, "s", 10, 0)
+	msgs, err = b.Receive(ctx, "s", pubsubx.ReceiveParams{Max: 10, Wait: 0})
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)
 	require.NoError(t, b.Ack(ctx, "s", msgs))
-	msgs, err = b.Receive(ctx, "s", 10, 0)
+	msgs, err = b.Receive(ctx, "s", pubsubx.ReceiveParams{Max: 10, Wait: 0})
 	require.NoError(t, err)
 	require.Empty(t, msgs)
 	parent.End()
@@ -79,27 +76,28 @@ func TestBrokerCallsAreChildSpansAndMeasured(t *testing.T) {
 	}, got)
 }
 
-func TestBrokerKeepsTheOptionalAbilities(t *testing.T) {
+func TestBrokerKeepsTheDriversOptions(t *testing.T) {
 	manual(t)
 	inner := mem.New(time.Minute)
 	defer inner.Close()
-	b := Broker(bare{inner}, "mem")
-	require.Equal(t, math.MaxInt, b.(pubsubx.SizeLimited).MaxMessageBytes(), "no limit stays no limit")
-	require.True(t, b.(pubsubx.Ordering).KeepsPublishOrder())
-	require.NoError(t, b.(pubsubx.Pinger).Ping(context.Background()))
+	b := Broker(inner, "mem")
+	require.Equal(t, 0, b.MaxMessageBytes(), "no limit stays no limit")
+	require.True(t, b.KeepsPublishOrder())
+	require.NoError(t, b.Ping(context.Background()))
 
-	limited := Broker(limitedBroker{bare{inner}}, "x")
-	require.Equal(t, 10, limited.(pubsubx.SizeLimited).MaxMessageBytes())
-	require.False(t, limited.(pubsubx.Ordering).KeepsPublishOrder())
-	require.ErrorIs(t, limited.(pubsubx.Pinger).Ping(context.Background()), errDown)
+	limited := Broker(pubsubx.NewBroker(limitedBroker{inner.Driver()}), "x")
+	require.Equal(t, 10, limited.MaxMessageBytes())
+	require.False(t, limited.KeepsPublishOrder())
+	require.ErrorIs(t, limited.Ping(context.Background()), errDown)
 }
 
 var errDown = errors.New("down")
 
-type limitedBroker struct{ bare }
+type limitedBroker struct{ driver.Broker }
 
-func (limitedBroker) MaxMessageBytes() int           { return 10 }
-func (limitedBroker) KeepsPublishOrder() bool        { return false }
+func (limitedBroker) BatchOptions() driver.BatchOptions {
+	return driver.BatchOptions{MaxMessageBytes: 10}
+}
 func (limitedBroker) Ping(ctx context.Context) error { return errDown }
 
 func TestBrokerOffIsTheBrokerItself(t *testing.T) {

@@ -111,7 +111,7 @@
 // and never answers costs a call its deadline and no more. No lock is held
 // across a request: the one lazy step, creating the topic, is made by one
 // caller while the others wait for it only as long as their contexts
-// allow. Ping (pubsubx.Pinger) is one unretried request.
+// allow. Ping is one unretried request.
 //
 // # Limits
 //
@@ -120,7 +120,7 @@
 //     refuses bigger messages with herr.InvalidArgument; nothing is cut.
 //     MaxMessageBytes is the body size always accepted with Herald's
 //     attributes. Herald's own limit (a 256 KiB message inside a CloudEvents
-//     envelope) is higher, so the broker implements pubsubx.SizeLimited
+//     envelope) is higher, so the broker states it (driver.BatchOptions)
 //     with MaxMessageBytes: Herald's publisher stores an event whose
 //     encoding exceeds it in the lease store and sends a claim-check
 //     reference instead (package delivery).
@@ -172,6 +172,7 @@ import (
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/internal/conntrack"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 )
 
 // Scheme is the URL scheme this package registers.
@@ -242,7 +243,7 @@ type Options struct {
 	RetryMaxAttempts int
 }
 
-func openURL(ctx context.Context, u *url.URL) (pubsubx.Broker, error) {
+func openURL(ctx context.Context, u *url.URL) (driver.Broker, error) {
 	if err := pubsubx.CheckQuery(u, "region", "endpoint", "ackdeadline"); err != nil {
 		return nil, err
 	}
@@ -259,13 +260,22 @@ func openURL(ctx context.Context, u *url.URL) (pubsubx.Broker, error) {
 		}
 		o.AckDeadline = d
 	}
-	return Open(ctx, o)
+	return open(ctx, o)
 }
 
 // Open returns a broker on topic o.Topic. It loads the AWS configuration
 // but makes no network call: the topic is created (or found) on first use.
 // Errors are herr.InvalidArgument for bad options.
-func Open(ctx context.Context, o Options) (pubsubx.Broker, error) {
+func Open(ctx context.Context, o Options) (*pubsubx.Broker, error) {
+	d, err := open(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return pubsubx.NewBroker(d), nil
+}
+
+// open is Open's driver.
+func open(ctx context.Context, o Options) (*broker, error) {
 	if !topicNamePattern.MatchString(o.Topic) {
 		return nil, herr.New(herr.InvalidArgument, "%s: topic name %q must be 1-256 letters, digits, '_' or '-'", Scheme, o.Topic)
 	}
@@ -406,7 +416,7 @@ func (b *broker) topicArn(ctx context.Context) (string, error) {
 	}
 }
 
-// Ping implements pubsubx.Pinger: one SNS request, never retried
+// Ping implements driver.Broker: one SNS request, never retried
 // (GetTopicAttributes, or CreateTopic when the topic's ARN is not known
 // yet, which is idempotent), bounded by ctx. Errors are herr-coded as
 // every call's (Unavailable for an unreachable endpoint, DeadlineExceeded
@@ -426,8 +436,6 @@ func (b *broker) Ping(ctx context.Context) error {
 		func(o *sns.Options) { o.RetryMaxAttempts = 1 })
 	return mapErr(err, fmt.Sprintf("topic %q", b.topic))
 }
-
-var _ pubsubx.Pinger = (*broker)(nil)
 
 // queueARN derives a queue's ARN from the topic's: same partition, region
 // and account (arn:PARTITION:sns:REGION:ACCOUNT:TOPIC).
@@ -466,43 +474,14 @@ func (b *broker) forget(name string, err error) error {
 // attributeNamePattern is SNS's rule for message attribute names.
 var attributeNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]([A-Za-z0-9_.-]{0,254}[A-Za-z0-9_-])?$`)
 
-func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {
-	if err := b.check(ctx); err != nil {
-		return err
-	}
-	if m == nil || len(m.Body) == 0 {
-		return herr.New(herr.InvalidArgument, "%s: message body is empty; SNS sends no empty messages", Scheme)
-	}
-	if !utf8.Valid(m.Body) {
-		return herr.New(herr.InvalidArgument, "%s: message body is not valid UTF-8; SNS sends text", Scheme)
-	}
-	attrs, attrBytes, err := snsAttributes(m.Metadata)
-	if err != nil {
-		return err
-	}
-	if size := len(m.Body) + attrBytes; size > MaxSNSMessageBytes {
-		return herr.New(herr.InvalidArgument, "%s: message is %d bytes with its attributes; Amazon SNS carries at most %d", Scheme, size, MaxSNSMessageBytes)
-	}
-	arn, err := b.topicArn(ctx)
-	if err != nil {
-		return err
-	}
-	_, err = b.sns.Publish(ctx, &sns.PublishInput{
-		TopicArn:          aws.String(arn),
-		Message:           aws.String(string(m.Body)),
-		MessageAttributes: attrs,
-	})
-	return mapErr(err, "publish")
-}
-
 // snsBatchEntries is how many messages one SNS PublishBatch carries.
 const snsBatchEntries = 10
 
-// SendBatch implements pubsubx.BatchSender with SNS PublishBatch: the
+// SendBatch implements driver.Broker with SNS PublishBatch: the
 // messages go in batches of up to 10 entries and MaxSNSMessageBytes in
-// all (SNS's limits on one call), one batch after another in slice order.
-// SNS standard topics keep no order, so this saves round trips (100
-// events are 10 calls, not 100) rather than promising order. Each message
+// all (SNS's limits on one call); the portable layer hands it 10 at a
+// time and overlaps the calls (100 events are 10 concurrent calls, not
+// 100 sequential ones). SNS standard topics keep no order. Each message
 // gets its own result: one refused here (empty, not UTF-8, too big) or in
 // the response's Failed list fails alone; a call that fails as a whole
 // fails the messages it carried.
@@ -889,7 +868,8 @@ func (b *broker) DeleteSubscription(ctx context.Context, name string) error {
 	return mapErr(err, subject(name))
 }
 
-func (b *broker) Receive(ctx context.Context, name string, max int, wait time.Duration) ([]*pubsubx.Message, error) {
+func (b *broker) Receive(ctx context.Context, name string, p driver.ReceiveParams) ([]*pubsubx.Message, error) {
+	max, wait := p.Max, p.Wait
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
@@ -1128,12 +1108,14 @@ type batchFailure struct {
 	senderFault   bool
 }
 
-// MaxMessageBytes implements pubsubx.SizeLimited: the package constant
-// MaxMessageBytes (260,096 bytes), the largest body Send always accepts
-// with Herald's attributes.
-func (b *broker) MaxMessageBytes() int { return MaxMessageBytes }
-
-var _ pubsubx.SizeLimited = (*broker)(nil)
+// BatchOptions implements driver.Broker: pieces of 10 messages (one SNS
+// PublishBatch), up to 10 calls in flight at once (SNS standard topics
+// keep no order), and the package constant MaxMessageBytes (260,096
+// bytes), the largest body Send always accepts with Herald's attributes,
+// above which a publisher uses the claim-check.
+func (b *broker) BatchOptions() driver.BatchOptions {
+	return driver.BatchOptions{MaxMessages: snsBatchEntries, MaxHandlers: 10, MaxMessageBytes: MaxMessageBytes}
+}
 
 // Close makes every later call fail with herr.Unavailable and closes every
 // connection to SNS and SQS, idle or in use: calls in flight fail at once

@@ -42,10 +42,10 @@ type harness struct {
 	endpoint string
 
 	mu   sync.Mutex
-	opts map[pubsubx.Broker]awssnssqs.Options
+	opts map[*pubsubx.Broker]awssnssqs.Options
 }
 
-func (h *harness) open(ctx context.Context, t testing.TB, o awssnssqs.Options) (pubsubx.Broker, error) {
+func (h *harness) open(ctx context.Context, t testing.TB, o awssnssqs.Options) (*pubsubx.Broker, error) {
 	b, err := awssnssqs.Open(ctx, o)
 	if err != nil {
 		return nil, err
@@ -65,7 +65,7 @@ func (h *harness) options(topic string, ackDeadline time.Duration) awssnssqs.Opt
 
 // MakeBroker opens a broker on a new topic, and deletes the topic when the
 // test ends (after the suite deleted its subscriptions and closed it).
-func (h *harness) MakeBroker(ctx context.Context, t testing.TB) (pubsubx.Broker, error) {
+func (h *harness) MakeBroker(ctx context.Context, t testing.TB) (*pubsubx.Broker, error) {
 	topic := uniqueTopic("dt")
 	t.Cleanup(func() { deleteTopic(t, h.endpoint, topic) })
 	return h.open(ctx, t, h.options(topic, 0))
@@ -73,13 +73,13 @@ func (h *harness) MakeBroker(ctx context.Context, t testing.TB) (pubsubx.Broker,
 
 // MakeBrokerWithAckDeadline implements drivertest.ShortAckDeadline: SQS
 // visibility timeouts are whole seconds, and 1 s is the suite's ask.
-func (h *harness) MakeBrokerWithAckDeadline(ctx context.Context, t testing.TB, d time.Duration) (pubsubx.Broker, error) {
+func (h *harness) MakeBrokerWithAckDeadline(ctx context.Context, t testing.TB, d time.Duration) (*pubsubx.Broker, error) {
 	topic := uniqueTopic("dt")
 	t.Cleanup(func() { deleteTopic(t, h.endpoint, topic) })
 	return h.open(ctx, t, h.options(topic, d))
 }
 
-func (h *harness) MakeSecondClient(ctx context.Context, t testing.TB, b pubsubx.Broker) (pubsubx.Broker, error) {
+func (h *harness) MakeSecondClient(ctx context.Context, t testing.TB, b *pubsubx.Broker) (*pubsubx.Broker, error) {
 	h.mu.Lock()
 	o, ok := h.opts[b]
 	h.mu.Unlock()
@@ -88,7 +88,7 @@ func (h *harness) MakeSecondClient(ctx context.Context, t testing.TB, b pubsubx.
 }
 
 // MakeUnreachableBroker points at a port nothing listens on.
-func (h *harness) MakeUnreachableBroker(ctx context.Context, t testing.TB) (pubsubx.Broker, error) {
+func (h *harness) MakeUnreachableBroker(ctx context.Context, t testing.TB) (*pubsubx.Broker, error) {
 	o := h.options(uniqueTopic("dt"), 0)
 	o.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", emulators.FreePort(t))
 	return awssnssqs.Open(ctx, o)
@@ -104,7 +104,7 @@ func (h *harness) Features() drivertest.Features {
 
 // newHarness starts one moto_server for the top-level test or benchmark.
 func newHarness(_ context.Context, t testing.TB) (drivertest.Harness, error) {
-	return &harness{endpoint: emulators.Moto(t), opts: map[pubsubx.Broker]awssnssqs.Options{}}, nil
+	return &harness{endpoint: emulators.Moto(t), opts: map[*pubsubx.Broker]awssnssqs.Options{}}, nil
 }
 
 func TestConformance(t *testing.T) { drivertest.RunConformanceTests(t, newHarness) }
@@ -150,7 +150,7 @@ func deleteTopic(t testing.TB, endpoint, topic string) {
 
 // MakeBlackHoledBroker points at an endpoint that accepts TCP and never
 // answers.
-func (h *harness) MakeBlackHoledBroker(ctx context.Context, _ testing.TB, addr string) (pubsubx.Broker, error) {
+func (h *harness) MakeBlackHoledBroker(ctx context.Context, _ testing.TB, addr string) (*pubsubx.Broker, error) {
 	o := h.options(uniqueTopic("dt"), 0)
 	o.Endpoint = "http://" + addr
 	return awssnssqs.Open(ctx, o)

@@ -34,9 +34,7 @@ func TestClaimCheckLargestEvent(t *testing.T) {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
-	sl, ok := b.(pubsubx.SizeLimited)
-	require.True(t, ok, "awssnssqs is size-limited")
-	require.Equal(t, awssnssqs.MaxMessageBytes, sl.MaxMessageBytes())
+	require.Equal(t, awssnssqs.MaxMessageBytes, b.MaxMessageBytes(), "awssnssqs is size-limited")
 
 	coll, err := memdocstore.OpenCollection("key", nil)
 	require.NoError(t, err)

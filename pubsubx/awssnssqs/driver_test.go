@@ -62,7 +62,7 @@ func (e *env) broker(t *testing.T, ackDeadline time.Duration) *broker {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
-	return b.(*broker)
+	return b.Driver().(*broker)
 }
 
 // subscribe creates a subscription and deletes it when the test ends.
@@ -86,7 +86,7 @@ func drain(t *testing.T, b *broker, sub string) map[string]*pubsubx.Message {
 	t.Helper()
 	got := map[string]*pubsubx.Message{}
 	for {
-		msgs, err := b.Receive(t.Context(), sub, 10, time.Second)
+		msgs, err := b.Receive(t.Context(), sub, pubsubx.ReceiveParams{Max: 10, Wait: time.Second})
 		require.NoError(t, err)
 		if len(msgs) == 0 {
 			return got
@@ -258,10 +258,10 @@ func testReceiveGathers(t *testing.T, e *env) {
 		require.NoError(t, b.Send(t.Context(), &pubsubx.Message{Body: []byte(`{}`),
 			Metadata: map[string]string{pubsubx.AttrEventType: "a", pubsubx.AttrEventID: fmt.Sprint(i)}}))
 	}
-	got, err := b.Receive(t.Context(), sub, 23, 2*time.Second)
+	got, err := b.Receive(t.Context(), sub, pubsubx.ReceiveParams{Max: 23, Wait: 2 * time.Second})
 	require.NoError(t, err)
 	require.Len(t, got, 23, "the emulator returns every visible message, so one Receive gathers 23 over three calls")
-	rest, err := b.Receive(t.Context(), sub, 100, 2*time.Second)
+	rest, err := b.Receive(t.Context(), sub, pubsubx.ReceiveParams{Max: 100, Wait: 2 * time.Second})
 	require.NoError(t, err)
 	require.Len(t, rest, 2, "nothing beyond max was kept back")
 	require.NoError(t, b.Ack(t.Context(), sub, append(got, rest...)), "acking 25 in three batches")
@@ -275,7 +275,7 @@ func testCanceledReceive(t *testing.T, e *env) {
 	b := e.broker(t, 0)
 	sub := subscribe(t, b, nil)
 	// Warm the queue URL cache, so the canceled receive reaches the poll.
-	_, err := b.Receive(t.Context(), sub, 1, 0)
+	_, err := b.Receive(t.Context(), sub, pubsubx.ReceiveParams{Max: 1, Wait: 0})
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -285,7 +285,7 @@ func testCanceledReceive(t *testing.T, e *env) {
 	t.Cleanup(func() { beforePoll = func() {} })
 	done := make(chan error, 1)
 	go func() {
-		msgs, err := b.Receive(ctx, sub, 10, 10*time.Second)
+		msgs, err := b.Receive(ctx, sub, pubsubx.ReceiveParams{Max: 10, Wait: 10 * time.Second})
 		if err == nil {
 			err = fmt.Errorf("receive returned %d messages and no error", len(msgs))
 		}
@@ -297,7 +297,7 @@ func testCanceledReceive(t *testing.T, e *env) {
 		Metadata: map[string]string{pubsubx.AttrEventType: "a", pubsubx.AttrEventID: "given-back"}}))
 	require.Equal(t, herr.Canceled, herr.CodeOf(<-done))
 
-	got, err := b.Receive(t.Context(), sub, 10, 5*time.Second)
+	got, err := b.Receive(t.Context(), sub, pubsubx.ReceiveParams{Max: 10, Wait: 5 * time.Second})
 	require.NoError(t, err)
 	require.Len(t, got, 1, "the message must be receivable at once")
 	require.Equal(t, "given-back", got[0].Metadata[pubsubx.AttrEventID])
@@ -367,7 +367,7 @@ func testForeignHandles(t *testing.T, e *env) {
 	b := e.broker(t, 0)
 	one, two := subscribe(t, b, nil), subscribe(t, b, nil)
 	require.NoError(t, b.Send(t.Context(), &pubsubx.Message{Body: []byte(`{}`), Metadata: map[string]string{pubsubx.AttrEventID: "x"}}))
-	got, err := b.Receive(t.Context(), one, 1, 2*time.Second)
+	got, err := b.Receive(t.Context(), one, pubsubx.ReceiveParams{Max: 1, Wait: 2 * time.Second})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	requireCode(t, herr.InvalidArgument, b.Ack(t.Context(), two, got), "Ack through another subscription")
@@ -442,13 +442,13 @@ func testURL(t *testing.T, e *env) {
 	b2, err := pubsubx.Open(ctx, "awssnssqs://"+topic+"?region=us-east-1&endpoint="+e.endpoint)
 	require.NoError(t, err, "host form")
 	defer b2.Close()
-	require.Equal(t, int32(5), b1.(*broker).ackDeadline)
-	require.Equal(t, int32(60), b2.(*broker).ackDeadline)
+	require.Equal(t, int32(5), b1.Driver().(*broker).ackDeadline)
+	require.Equal(t, int32(60), b2.Driver().(*broker).ackDeadline)
 
 	sub := unique("sub")
 	require.NoError(t, b1.CreateSubscription(ctx, sub, nil))
 	require.NoError(t, b2.Send(ctx, &pubsubx.Message{Body: []byte(`{}`), Metadata: map[string]string{pubsubx.AttrEventID: "via-url"}}))
-	got := drain(t, b1.(*broker), sub)
+	got := drain(t, b1.Driver().(*broker), sub)
 	require.Contains(t, got, "via-url")
 	require.NoError(t, b2.DeleteSubscription(ctx, sub))
 
@@ -517,4 +517,10 @@ func TestCodeOf(t *testing.T) {
 	require.True(t, policyRefused(api("InvalidParameter", smithy.FaultClient)) == false, "an unrelated InvalidParameter is not a policy refusal")
 	require.True(t, policyRefused(fmt.Errorf("x: %w", &smithy.GenericAPIError{Code: "InvalidParameter", Message: "Invalid parameter: FilterPolicy: Filter policy is too complex"})))
 	require.True(t, policyRefused(api("FilterPolicyLimitExceeded", smithy.FaultClient)))
+}
+
+// Send sends one message through the driver's SendBatch, for the tests
+// of this file that call the driver without the portable layer.
+func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {
+	return b.SendBatch(ctx, []*pubsubx.Message{m})[0]
 }

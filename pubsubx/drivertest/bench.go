@@ -15,8 +15,7 @@ const benchBatch = 100
 // "events/s" metric) for Herald's hot path: send a batch of events, then
 // receive them up to 100 at a time and ack each batch. It runs two
 // variants: "Sequential" sends one event after another; "Parallel" sends
-// 16 at a time, as pubsubx.SendBatch does for an unordered driver
-// without a BatchSender.
+// 16 at a time (Send, one message per call, 16 calls overlapping).
 // Bodies are about 300 bytes, a typical small CloudEvent.
 func RunBenchmarks(b *testing.B, newHarness HarnessMaker) {
 	h, err := newHarness(b.Context(), b)

@@ -12,7 +12,7 @@ import (
 
 // sendParallel sends msgs from workers goroutines, as a batch publish does,
 // requiring every Send to succeed.
-func (f *fixture) sendParallel(b pubsubx.Broker, msgs []*pubsubx.Message, workers int) {
+func (f *fixture) sendParallel(b *pubsubx.Broker, msgs []*pubsubx.Message, workers int) {
 	f.t.Helper()
 	errs := make([]error, len(msgs))
 	next := make(chan int)
@@ -38,7 +38,7 @@ func (f *fixture) sendParallel(b pubsubx.Broker, msgs []*pubsubx.Message, worker
 // reports true for everything received so far (duplicates included). It
 // settles nothing. It fails, naming what it has, when livenessBound passes
 // first, when a Receive fails, or when a batch is larger than max.
-func (f *fixture) receiveUntil(b pubsubx.Broker, sub string, max int, done func([]*pubsubx.Message) bool) []*pubsubx.Message {
+func (f *fixture) receiveUntil(b *pubsubx.Broker, sub string, max int, done func([]*pubsubx.Message) bool) []*pubsubx.Message {
 	f.t.Helper()
 	giveUp := time.Now().Add(livenessBound)
 	var got []*pubsubx.Message
@@ -46,7 +46,7 @@ func (f *fixture) receiveUntil(b pubsubx.Broker, sub string, max int, done func(
 		if time.Now().After(giveUp) {
 			require.FailNowf(f.t, "messages did not arrive", "subscription %s: still waiting after %s; received %d: %v", sub, livenessBound, len(got), ids(got))
 		}
-		batch, err := b.Receive(f.ctx, sub, max, pollWait)
+		batch, err := b.Receive(f.ctx, sub, pubsubx.ReceiveParams{Max: max, Wait: pollWait})
 		require.NoError(f.t, err, "Receive %s", sub)
 		f.checkBatch(batch, max)
 		got = append(got, batch...)
@@ -107,13 +107,13 @@ func sortedKeys[V any](m map[string]V) []string {
 // then until a Receive comes back empty, acking each batch, and returns
 // everything received by event id. A broker that filters less than the
 // subscription's groups delivers more than mustHave; this collects that too.
-func (f *fixture) receiveAll(b pubsubx.Broker, sub string, mustHave []*pubsubx.Message) map[string]*pubsubx.Message {
+func (f *fixture) receiveAll(b *pubsubx.Broker, sub string, mustHave []*pubsubx.Message) map[string]*pubsubx.Message {
 	f.t.Helper()
 	const max = 10
 	got := f.receiveUntil(b, sub, max, hasAll(mustHave))
 	f.ack(b, sub, got)
 	for {
-		batch, err := b.Receive(f.ctx, sub, max, quietWait)
+		batch, err := b.Receive(f.ctx, sub, pubsubx.ReceiveParams{Max: max, Wait: quietWait})
 		require.NoError(f.t, err, "Receive %s", sub)
 		f.checkBatch(batch, max)
 		if len(batch) == 0 {
@@ -127,7 +127,7 @@ func (f *fixture) receiveAll(b pubsubx.Broker, sub string, mustHave []*pubsubx.M
 
 // receiveExactly is receiveAll that also requires nothing but want to
 // arrive.
-func (f *fixture) receiveExactly(b pubsubx.Broker, sub string, want ...*pubsubx.Message) map[string]*pubsubx.Message {
+func (f *fixture) receiveExactly(b *pubsubx.Broker, sub string, want ...*pubsubx.Message) map[string]*pubsubx.Message {
 	f.t.Helper()
 	got := f.receiveAll(b, sub, want)
 	require.ElementsMatch(f.t, ids(want), sortedKeys(got), "subscription %s delivered other messages than expected", sub)
@@ -135,7 +135,7 @@ func (f *fixture) receiveExactly(b pubsubx.Broker, sub string, want ...*pubsubx.
 }
 
 // ack acks msgs on sub, requiring success.
-func (f *fixture) ack(b pubsubx.Broker, sub string, msgs []*pubsubx.Message) {
+func (f *fixture) ack(b *pubsubx.Broker, sub string, msgs []*pubsubx.Message) {
 	f.t.Helper()
 	if len(msgs) == 0 {
 		return
@@ -145,9 +145,9 @@ func (f *fixture) ack(b pubsubx.Broker, sub string, msgs []*pubsubx.Message) {
 
 // expectEmpty requires a Receive on sub to return no message: everything
 // sent was received and settled, or is still in flight.
-func (f *fixture) expectEmpty(b pubsubx.Broker, sub string) {
+func (f *fixture) expectEmpty(b *pubsubx.Broker, sub string) {
 	f.t.Helper()
-	batch, err := b.Receive(f.ctx, sub, 10, quietWait)
+	batch, err := b.Receive(f.ctx, sub, pubsubx.ReceiveParams{Max: 10, Wait: quietWait})
 	require.NoError(f.t, err, "Receive %s", sub)
 	require.Empty(f.t, ids(batch), "subscription %s should hold nothing receivable", sub)
 }

@@ -24,7 +24,7 @@ const (
 // (duplicates are allowed, at least once, and logged) and none is left.
 func testConcurrentReceivers(t *testing.T, f *fixture) {
 	b := f.broker()
-	clients := []pubsubx.Broker{b, f.secondClient(b)}
+	clients := []*pubsubx.Broker{b, f.secondClient(b)}
 	sub := f.subscribe(b, "concurrent", nil)
 	sent := f.messages(concurrentMessages, "herald.test", "/concurrent")
 	f.sendParallel(b, sent, 8)
@@ -41,7 +41,7 @@ func testConcurrentReceivers(t *testing.T, f *fixture) {
 		c := clients[i%len(clients)]
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				batch, err := c.Receive(ctx, sub, concurrentMax, pollWait)
+				batch, err := c.Receive(ctx, sub, pubsubx.ReceiveParams{Max: concurrentMax, Wait: pollWait})
 				if err == nil && len(batch) > concurrentMax {
 					err = errors.New("receive returned more than max messages")
 				}
@@ -98,7 +98,7 @@ func testPublishOrder(t *testing.T, f *fixture) {
 	var got []*pubsubx.Message
 	giveUp := time.Now().Add(livenessBound)
 	for len(got) < len(sent) && time.Now().Before(giveUp) {
-		batch, err := b.Receive(f.ctx, sub, 7, pollWait)
+		batch, err := b.Receive(f.ctx, sub, pubsubx.ReceiveParams{Max: 7, Wait: pollWait})
 		require.NoError(t, err, "Receive")
 		f.checkBatch(batch, 7)
 		f.ack(b, sub, batch)

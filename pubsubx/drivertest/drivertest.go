@@ -10,15 +10,14 @@
 //
 // # What is checked
 //
-// The contract of pubsubx.Broker: subscriptions created at the head, filter
+// The contract of *pubsubx.Broker: subscriptions created at the head, filter
 // push-down that never filters too much, bounded receive that never strands
 // a message, ack/nack/redelivery, attribute and payload round trips up to
 // Herald's largest event, concurrent receivers, publish order where the
 // backend promises it (one message at a time and in batches, with a
 // result per message of a batch), and herr codes for unknown names, closed brokers and
 // unreachable servers, calls that return by their context against a
-// black-holed server (BlackHoled), and the readiness check (every driver
-// implements pubsubx.Pinger). Counts are asserted everywhere: a message sent is
+// black-holed server (BlackHoled), and the readiness check (Ping). Counts are asserted everywhere: a message sent is
 // either received or the suite fails.
 package drivertest
 
@@ -37,13 +36,13 @@ import (
 type Harness interface {
 	// MakeBroker opens a broker on a topic of its own (a unique name), so
 	// tests never see each other's messages. The suite closes it.
-	MakeBroker(ctx context.Context, t testing.TB) (pubsubx.Broker, error)
+	MakeBroker(ctx context.Context, t testing.TB) (*pubsubx.Broker, error)
 	// MakeSecondClient opens another client on b's topic, as a second
 	// handler instance would (another process, same URL).
-	MakeSecondClient(ctx context.Context, t testing.TB, b pubsubx.Broker) (pubsubx.Broker, error)
+	MakeSecondClient(ctx context.Context, t testing.TB, b *pubsubx.Broker) (*pubsubx.Broker, error)
 	// MakeUnreachableBroker opens a broker whose server does not answer
 	// (a closed port), to check that failures are retryable codes.
-	MakeUnreachableBroker(ctx context.Context, t testing.TB) (pubsubx.Broker, error)
+	MakeUnreachableBroker(ctx context.Context, t testing.TB) (*pubsubx.Broker, error)
 	// Features says what the backend guarantees beyond the common contract.
 	Features() Features
 }
@@ -57,7 +56,7 @@ type ShortAckDeadline interface {
 	// passed (or the backend's minimum deadline, when that is longer). The
 	// suite asks for 1 s and waits at most about three times the longer of
 	// d and 10 s for the redelivery.
-	MakeBrokerWithAckDeadline(ctx context.Context, t testing.TB, d time.Duration) (pubsubx.Broker, error)
+	MakeBrokerWithAckDeadline(ctx context.Context, t testing.TB, d time.Duration) (*pubsubx.Broker, error)
 }
 
 // Features are the optional guarantees of a backend.

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/pubsubx"
 )
 
 // failureBound is the context deadline of calls on a closed or unreachable
@@ -44,7 +45,7 @@ func testClosedBroker(t *testing.T, f *fixture) {
 	calls := map[string]func() error{
 		"Send": func() error { return b.Send(ctx, f.message("herald.test", "/closed")) },
 		"Receive": func() error {
-			_, err := b.Receive(ctx, sub, 10, quietWait)
+			_, err := b.Receive(ctx, sub, pubsubx.ReceiveParams{Max: 10, Wait: quietWait})
 			return err
 		},
 		"Ack":                func() error { return b.Ack(ctx, sub, held) },
@@ -64,7 +65,7 @@ func testClosedBroker(t *testing.T, f *fixture) {
 	// Closing one client leaves the others working: the held message is
 	// still there for them once its ack deadline passes, and they can
 	// manage the subscription.
-	_, err := c2.Receive(f.ctx, sub, 10, 0)
+	_, err := c2.Receive(f.ctx, sub, pubsubx.ReceiveParams{Max: 10, Wait: 0})
 	require.NoError(t, err, "Receive on another client after one closed")
 	require.NoError(t, c2.DeleteSubscription(f.ctx, sub), "DeleteSubscription on another client after one closed")
 }
@@ -92,7 +93,7 @@ func testUnreachableBroker(t *testing.T, f *fixture) {
 	ctx2, cancel2 := context.WithTimeout(f.ctx, failureBound)
 	defer cancel2()
 	err = call(t, "Receive", func() error {
-		_, err := b.Receive(ctx2, subName("unreachable"), 10, quietWait)
+		_, err := b.Receive(ctx2, subName("unreachable"), pubsubx.ReceiveParams{Max: 10, Wait: quietWait})
 		return err
 	})
 	require.Error(t, err, "Receive from an unreachable broker must fail")

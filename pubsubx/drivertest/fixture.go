@@ -74,7 +74,7 @@ func subName(tag string) string {
 }
 
 // broker opens a broker from the harness and closes it when the test ends.
-func (f *fixture) broker() pubsubx.Broker {
+func (f *fixture) broker() *pubsubx.Broker {
 	f.t.Helper()
 	b, err := f.h.MakeBroker(f.ctx, f.t)
 	require.NoError(f.t, err, "MakeBroker")
@@ -84,7 +84,7 @@ func (f *fixture) broker() pubsubx.Broker {
 
 // secondClient opens another client on b's topic and closes it when the
 // test ends.
-func (f *fixture) secondClient(b pubsubx.Broker) pubsubx.Broker {
+func (f *fixture) secondClient(b *pubsubx.Broker) *pubsubx.Broker {
 	f.t.Helper()
 	c, err := f.h.MakeSecondClient(f.ctx, f.t, b)
 	require.NoError(f.t, err, "MakeSecondClient")
@@ -94,7 +94,7 @@ func (f *fixture) secondClient(b pubsubx.Broker) pubsubx.Broker {
 
 // closeQuietly closes b, logging (not failing on) an error: tests that
 // close a broker themselves close it twice.
-func closeQuietly(t testing.TB, b pubsubx.Broker) {
+func closeQuietly(t testing.TB, b *pubsubx.Broker) {
 	if err := b.Close(); err != nil {
 		t.Logf("closing broker at cleanup: %v", err)
 	}
@@ -102,7 +102,7 @@ func closeQuietly(t testing.TB, b pubsubx.Broker) {
 
 // subscribe creates a subscription with a unique name on b and deletes it
 // when the test ends.
-func (f *fixture) subscribe(b pubsubx.Broker, tag string, groups filter.Groups) string {
+func (f *fixture) subscribe(b *pubsubx.Broker, tag string, groups filter.Groups) string {
 	f.t.Helper()
 	name := subName(tag)
 	require.NoError(f.t, b.CreateSubscription(f.ctx, name, groups), "CreateSubscription %s", name)
@@ -113,7 +113,7 @@ func (f *fixture) subscribe(b pubsubx.Broker, tag string, groups filter.Groups) 
 // deleteAtCleanup deletes subscription name through b when the test ends.
 // NotFound is expected (the test may have deleted it); other errors are
 // logged, since a closed broker cannot delete.
-func (f *fixture) deleteAtCleanup(b pubsubx.Broker, name string) {
+func (f *fixture) deleteAtCleanup(b *pubsubx.Broker, name string) {
 	f.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
@@ -173,7 +173,7 @@ func ids(msgs []*pubsubx.Message) []string {
 }
 
 // send sends msgs one after another, in order, requiring each to succeed.
-func (f *fixture) send(b pubsubx.Broker, msgs ...*pubsubx.Message) {
+func (f *fixture) send(b *pubsubx.Broker, msgs ...*pubsubx.Message) {
 	f.t.Helper()
 	for _, m := range msgs {
 		require.NoError(f.t, b.Send(f.ctx, m), "Send %s", eventID(m))

@@ -18,7 +18,7 @@ func requireCode(t testing.TB, want herr.Code, err error, call string) {
 }
 
 // testCreateAtHead: a subscription delivers only what is sent after
-// CreateSubscription returned (pubsubx.Broker.CreateSubscription).
+// CreateSubscription returned (*pubsubx.Broker.CreateSubscription).
 func testCreateAtHead(t *testing.T, f *fixture) {
 	b := f.broker()
 	before := f.messages(3, "herald.test", "/before")
@@ -63,7 +63,7 @@ func testUnknownSubscription(t *testing.T, f *fixture) {
 	held := f.receiveUntil(b, real, 1, hasCount(1))
 
 	missing := subName("missing")
-	_, err := b.Receive(f.ctx, missing, 10, quietWait)
+	_, err := b.Receive(f.ctx, missing, pubsubx.ReceiveParams{Max: 10, Wait: quietWait})
 	requireCode(t, herr.NotFound, err, "Receive")
 	requireCode(t, herr.NotFound, b.Ack(f.ctx, missing, held), "Ack")
 	requireCode(t, herr.NotFound, b.Nack(f.ctx, missing, held), "Nack")
@@ -84,7 +84,7 @@ func testDelete(t *testing.T, f *fixture) {
 	held := f.receiveUntil(b, sub, 1, hasCount(1))
 
 	require.NoError(t, b.DeleteSubscription(f.ctx, sub), "DeleteSubscription")
-	_, err := b.Receive(f.ctx, sub, 10, quietWait)
+	_, err := b.Receive(f.ctx, sub, pubsubx.ReceiveParams{Max: 10, Wait: quietWait})
 	requireCode(t, herr.NotFound, err, "Receive after delete")
 	requireCode(t, herr.NotFound, b.Ack(f.ctx, sub, held), "Ack after delete")
 	requireCode(t, herr.NotFound, b.Nack(f.ctx, sub, held), "Nack after delete")

@@ -24,7 +24,7 @@ func testBoundedReceive(t *testing.T, f *fixture) {
 
 	var got []*pubsubx.Message
 	for i := range 3 {
-		batch, err := b.Receive(f.ctx, sub, boundedN, pollWait)
+		batch, err := b.Receive(f.ctx, sub, pubsubx.ReceiveParams{Max: boundedN, Wait: pollWait})
 		require.NoError(t, err, "Receive %d", i+1)
 		f.checkBatch(batch, boundedN)
 		got = append(got, batch...)
@@ -46,7 +46,7 @@ func testReceiveFromSecondClient(t *testing.T, f *fixture) {
 	sent := f.messages(3*boundedN, "herald.test", "/second")
 	f.send(b, sent...)
 
-	first, err := b.Receive(f.ctx, sub, boundedN, pollWait)
+	first, err := b.Receive(f.ctx, sub, pubsubx.ReceiveParams{Max: boundedN, Wait: pollWait})
 	require.NoError(t, err, "Receive on the first client")
 	f.checkBatch(first, boundedN)
 	require.NotEmpty(t, first, "Receive on the first client returned nothing with %d messages waiting", len(sent))
@@ -54,7 +54,7 @@ func testReceiveFromSecondClient(t *testing.T, f *fixture) {
 	c2 := f.secondClient(b)
 	var second []*pubsubx.Message
 	for len(second) < len(sent)-len(first) {
-		batch, err := c2.Receive(f.ctx, sub, len(sent), pollWait)
+		batch, err := c2.Receive(f.ctx, sub, pubsubx.ReceiveParams{Max: len(sent), Wait: pollWait})
 		require.NoError(t, err, "Receive on the second client")
 		f.checkBatch(batch, len(sent))
 		if len(batch) == 0 {
@@ -77,7 +77,7 @@ func testReceiveNothing(t *testing.T, f *fixture) {
 	b := f.broker()
 	sub := f.subscribe(b, "nothing", nil)
 	for _, wait := range []time.Duration{0, quietWait} {
-		batch, err := b.Receive(f.ctx, sub, 10, wait)
+		batch, err := b.Receive(f.ctx, sub, pubsubx.ReceiveParams{Max: 10, Wait: wait})
 		require.NoError(t, err, "Receive on an empty subscription (wait %s)", wait)
 		require.Empty(t, batch, "Receive on an empty subscription (wait %s)", wait)
 	}
@@ -112,7 +112,7 @@ func testNack(t *testing.T, f *fixture) {
 	require.NoError(t, b.Nack(f.ctx, sub, []*pubsubx.Message{nacked}), "Nack")
 	f.ack(b, sub, []*pubsubx.Message{got[eventID(sent[0])], got[eventID(sent[2])]})
 
-	again, err := b.Receive(f.ctx, sub, 10, pollWait)
+	again, err := b.Receive(f.ctx, sub, pubsubx.ReceiveParams{Max: 10, Wait: pollWait})
 	require.NoError(t, err, "Receive after Nack")
 	require.Equal(t, []string{eventID(sent[1])}, ids(again), "the Receive right after a Nack should return the nacked message")
 	require.Equal(t, sent[1].Body, again[0].Body, "redelivered body")

@@ -23,7 +23,7 @@ const (
 // once its ack deadline passes.
 func testRedelivery(t *testing.T, f *fixture) {
 	var (
-		b        pubsubx.Broker
+		b        *pubsubx.Broker
 		deadline time.Duration
 	)
 	if s, ok := f.h.(ShortAckDeadline); ok {
@@ -51,7 +51,7 @@ func testRedelivery(t *testing.T, f *fixture) {
 	giveUp := time.Now().Add(bound)
 	var again []*pubsubx.Message
 	for !hasAll(sent)(again) && time.Now().Before(giveUp) {
-		batch, err := b.Receive(f.ctx, sub, 10, pollWait)
+		batch, err := b.Receive(f.ctx, sub, pubsubx.ReceiveParams{Max: 10, Wait: pollWait})
 		require.NoError(t, err, "Receive while waiting for redelivery")
 		f.checkBatch(batch, 10)
 		again = append(again, batch...)

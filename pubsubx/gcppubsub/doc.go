@@ -134,7 +134,7 @@
 // no call dials and no lock of this package is held across an RPC. Every
 // RPC is bounded by the caller's context, so a server that accepts TCP
 // and never answers costs a call its deadline and no more. Ping
-// (pubsubx.Pinger) is one GetTopic.
+// is one GetTopic.
 //
 // # Limits
 //

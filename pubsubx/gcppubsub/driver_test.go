@@ -175,12 +175,12 @@ func TestOpenURL(t *testing.T) {
 	b, err := pubsubx.Open(t.Context(), "gcppubsub://projects/"+testProject+"/topics/"+topic+"?ackdeadline=15s&expiration=48h")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
-	require.Equal(t, 48*time.Hour, b.(*broker).opts.Expiration)
+	require.Equal(t, 48*time.Hour, b.Driver().(*broker).opts.Expiration)
 
 	ctx := t.Context()
 	require.NoError(t, b.CreateSubscription(ctx, "herald-q-url", nil))
 	t.Cleanup(func() { _ = b.DeleteSubscription(context.Background(), "herald-q-url") })
-	s, err := b.(*broker).sub.GetSubscription(ctx, &pb.GetSubscriptionRequest{Subscription: "projects/" + testProject + "/subscriptions/" + topic + "~herald-q-url~g1"})
+	s, err := b.Driver().(*broker).sub.GetSubscription(ctx, &pb.GetSubscriptionRequest{Subscription: "projects/" + testProject + "/subscriptions/" + topic + "~herald-q-url~g1"})
 	require.NoError(t, err)
 	require.EqualValues(t, 15, s.GetAckDeadlineSeconds())
 	require.Equal(t, 48*time.Hour, s.GetExpirationPolicy().GetTtl().AsDuration())
@@ -249,7 +249,7 @@ func TestFilterPushdown(t *testing.T) {
 		got := receiveIDs(t, b, name, "match1", "match2", "match3")
 		// Drain what else the server delivers (the emulator: everything).
 		for {
-			batch, err := b.Receive(ctx, name, 10, time.Second)
+			batch, err := b.Receive(ctx, name, pubsubx.ReceiveParams{Max: 10, Wait: time.Second})
 			require.NoError(t, err)
 			if len(batch) == 0 {
 				break
@@ -303,7 +303,7 @@ func TestGenerations(t *testing.T) {
 		gens, err = b.listGens(ctx, base)
 		require.NoError(t, err)
 		require.Empty(t, gens)
-		_, err = c2.Receive(ctx, name, 1, 0)
+		_, err = c2.Receive(ctx, name, pubsubx.ReceiveParams{Max: 1, Wait: 0})
 		require.Equal(t, herr.NotFound, herr.CodeOf(err), "%v", err)
 	})
 }
@@ -343,7 +343,7 @@ func TestOldGenerationRetired(t *testing.T) {
 			break
 		}
 		require.True(t, time.Now().Before(giveUp), "generation 1 was never retired: %v", gens)
-		batch, err := b.Receive(ctx, name, 10, 200*time.Millisecond)
+		batch, err := b.Receive(ctx, name, pubsubx.ReceiveParams{Max: 10, Wait: 200 * time.Millisecond})
 		require.NoError(t, err)
 		require.Empty(t, batch)
 	}
@@ -384,7 +384,7 @@ func TestCheckedLocally(t *testing.T) {
 	big := &pubsubx.Message{Body: make([]byte, MaxMessageBytes+1), Metadata: map[string]string{pubsubx.AttrEventType: "t"}}
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(br.Send(ctx, big)), "a body over MaxMessageBytes")
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(br.Send(ctx, &pubsubx.Message{})), "neither body nor attributes")
-	_, err = br.Receive(ctx, "herald-q-x", 0, 0)
+	_, err = br.Receive(ctx, "herald-q-x", pubsubx.ReceiveParams{Max: 0, Wait: 0})
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "max 0")
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(br.CreateSubscription(ctx, "", nil)), "empty name")
 	foreign := []*pubsubx.Message{{Handle: "not ours"}}
@@ -402,7 +402,7 @@ func TestOpenOptions(t *testing.T) {
 	br, err := Open(ctx, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = br.Close() })
-	require.Equal(t, 2*time.Second, br.(*broker).opts.AckDeadline, "rounded up to whole seconds")
+	require.Equal(t, 2*time.Second, br.Driver().(*broker).opts.AckDeadline, "rounded up to whole seconds")
 
 	for _, bad := range []Options{
 		{Topic: "herald-opts"},
@@ -430,7 +430,7 @@ func TestSettleOtherSubscription(t *testing.T) {
 	require.NoError(t, b.Send(ctx, msg("t", "/1", "m1")))
 	var got []*pubsubx.Message
 	for len(got) == 0 {
-		got, err = b.Receive(ctx, "herald-q-one", 1, time.Second)
+		got, err = b.Receive(ctx, "herald-q-one", pubsubx.ReceiveParams{Max: 1, Wait: time.Second})
 		require.NoError(t, err)
 	}
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(b.Ack(ctx, "herald-q-two", got)))
@@ -470,10 +470,10 @@ func TestCanceledReceiveHandsBack(t *testing.T) {
 
 		gone, cancel := context.WithCancel(ctx)
 		cancel()
-		batch, err := b.Receive(gone, name, 10, 0)
+		batch, err := b.Receive(gone, name, pubsubx.ReceiveParams{Max: 10, Wait: 0})
 		require.Equal(t, herr.Canceled, herr.CodeOf(err), "%v", err)
 		require.Empty(t, batch)
-		got, err := b.Receive(ctx, name, 10, 5*time.Second)
+		got, err := b.Receive(ctx, name, pubsubx.ReceiveParams{Max: 10, Wait: 5 * time.Second})
 		require.NoError(t, err)
 		require.Len(t, got, 1, "the handed-back message is available at once")
 		require.Equal(t, "c1", got[0].Metadata[pubsubx.AttrEventID])
@@ -485,4 +485,10 @@ func TestCanceledReceiveHandsBack(t *testing.T) {
 		}
 		require.NoError(t, b.Ack(ctx, name, got))
 	})
+}
+
+// Send sends one message through the driver's SendBatch, for the tests
+// of this file that call the driver without the portable layer.
+func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {
+	return b.SendBatch(ctx, []*pubsubx.Message{m})[0]
 }

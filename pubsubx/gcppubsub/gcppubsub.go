@@ -15,6 +15,7 @@ import (
 
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 )
 
 // Scheme is the URL scheme this package registers with pubsubx.
@@ -82,7 +83,7 @@ func init() {
 // openURL opens gcppubsub://projects/PROJECT/topics/TOPIC?ackdeadline=…&expiration=….
 // The URL is parsed here rather than by gocloud's opener, whose v2 form
 // misreads the project (DESIGN.md, "Known traps").
-func openURL(ctx context.Context, u *url.URL) (pubsubx.Broker, error) {
+func openURL(ctx context.Context, u *url.URL) (driver.Broker, error) {
 	if err := pubsubx.CheckQuery(u, "ackdeadline", "expiration"); err != nil {
 		return nil, err
 	}
@@ -107,14 +108,23 @@ func openURL(ctx context.Context, u *url.URL) (pubsubx.Broker, error) {
 		}
 		opts.Expiration = d
 	}
-	return Open(ctx, opts)
+	return open(ctx, opts)
 }
 
 // Open returns a broker on opts.Topic. It does not contact Pub/Sub: a
 // wrong project, missing credentials or an unreachable server show up as
 // errors of the first call. Errors are herr.InvalidArgument for bad
 // options.
-func Open(ctx context.Context, opts Options) (pubsubx.Broker, error) {
+func Open(ctx context.Context, opts Options) (*pubsubx.Broker, error) {
+	d, err := open(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return pubsubx.NewBroker(d), nil
+}
+
+// open is Open's driver.
+func open(ctx context.Context, opts Options) (*broker, error) {
 	if err := checkProjectID(opts.Project); err != nil {
 		return nil, err
 	}
@@ -162,7 +172,7 @@ func Open(ctx context.Context, opts Options) (pubsubx.Broker, error) {
 	}, nil
 }
 
-// broker is a pubsubx.Broker on one Pub/Sub topic.
+// broker is a *pubsubx.Broker on one Pub/Sub topic.
 type broker struct {
 	opts      Options
 	topicPath string // projects/P/topics/T
@@ -205,29 +215,104 @@ func (b *broker) Close() error {
 	return nil
 }
 
-// KeepsPublishOrder implements pubsubx.Ordering: Herald publishes without
-// ordering keys, and Pub/Sub delivers such messages in any order, so a
-// batch (pubsubx.SendBatch) is sent with overlapping Publish calls.
-func (b *broker) KeepsPublishOrder() bool { return false }
+// Pub/Sub's limits on one PublishRequest.
+const (
+	maxRequestMessages = 1000
+	maxRequestBytes    = 10_000_000 - 64<<10 // a margin for attributes and framing
+)
 
-// Send publishes m. Body and Metadata are copied into the request before
-// Send returns, so the caller may reuse them.
-func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {
+// BatchOptions implements driver.Broker: Herald publishes without ordering
+// keys, and Pub/Sub delivers such messages in any order, so the portable
+// layer may send the pieces of a batch (up to 1,000 messages, one
+// PublishRequest's limit) concurrently.
+func (b *broker) BatchOptions() driver.BatchOptions {
+	return driver.BatchOptions{MaxMessages: maxRequestMessages, MaxHandlers: 4, MaxMessageBytes: MaxMessageBytes}
+}
+
+// SendBatch implements driver.Broker with Pub/Sub's batch publish: the
+// messages go in as few PublishRequests as its limits allow (1,000
+// messages, 10 MB), one after the other. Bodies and metadata are copied
+// into the requests before SendBatch returns. A message refused here (no
+// body and no attribute) fails alone. Pub/Sub accepts or refuses a
+// request whole: a request refused as invalid or too big (nothing of it
+// published) is sent again one message per request, so that only the
+// messages it refuses fail; a request that fails otherwise (unreachable,
+// timed out: it may have been published) fails the messages it carried.
+func (b *broker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
+	errs := make([]error, len(msgs))
 	if b.isClosed() {
-		return errClosed
+		for i := range errs {
+			errs[i] = errClosed
+		}
+		return errs
 	}
-	if len(m.Body) > MaxMessageBytes {
-		return herr.New(herr.InvalidArgument, "gcppubsub: message body of %d bytes exceeds the limit of %d bytes", len(m.Body), MaxMessageBytes)
+	var (
+		req   *pb.PublishRequest
+		index []int // req.Messages[k] is msgs[index[k]]
+		size  int
+	)
+	publish := func(req *pb.PublishRequest) error {
+		return b.withTopic(ctx, func(ctx context.Context) error {
+			_, err := b.pub.Publish(ctx, req)
+			return err
+		})
 	}
-	if len(m.Body) == 0 && len(m.Metadata) == 0 {
-		return herr.New(herr.InvalidArgument, "gcppubsub: a message needs a body or an attribute")
+	flush := func() {
+		if req == nil {
+			return
+		}
+		err := publish(req)
+		switch {
+		case err == nil:
+		case len(req.Messages) > 1 && refusedWhole(err):
+			// Pub/Sub refused the request without publishing any of it
+			// (a message it will not take, a request over a server's
+			// size limit): send each message alone, so that only the
+			// ones it refuses fail.
+			for k, m := range req.Messages {
+				if err := publish(&pb.PublishRequest{Topic: b.topicPath, Messages: []*pb.PubsubMessage{m}}); err != nil {
+					errs[index[k]] = b.wrap(ctx, err, "gcppubsub: publishing failed")
+				}
+			}
+		default:
+			err = b.wrap(ctx, err, "gcppubsub: publishing failed")
+			for _, i := range index {
+				errs[i] = err
+			}
+		}
+		req, index, size = nil, nil, 0
 	}
-	req := &pb.PublishRequest{Topic: b.topicPath, Messages: []*pb.PubsubMessage{{Data: m.Body, Attributes: m.Metadata}}}
-	err := b.withTopic(ctx, func(ctx context.Context) error {
-		_, err := b.pub.Publish(ctx, req)
-		return err
-	})
-	return b.wrap(ctx, err, "gcppubsub: publishing failed")
+	for i, m := range msgs {
+		if len(m.Body) == 0 && len(m.Metadata) == 0 {
+			errs[i] = herr.New(herr.InvalidArgument, "gcppubsub: a message needs a body or an attribute")
+			continue
+		}
+		n := len(m.Body)
+		for k, v := range m.Metadata {
+			n += len(k) + len(v)
+		}
+		if req != nil && (len(req.Messages) == maxRequestMessages || size+n > maxRequestBytes) {
+			flush()
+		}
+		if req == nil {
+			req = &pb.PublishRequest{Topic: b.topicPath}
+		}
+		req.Messages = append(req.Messages, &pb.PubsubMessage{Data: m.Body, Attributes: m.Metadata})
+		index = append(index, i)
+		size += n
+	}
+	flush()
+	return errs
+}
+
+// refusedWhole reports whether Pub/Sub refused a publish without
+// publishing any of it: an invalid request, or one over a size limit.
+func refusedWhole(err error) bool {
+	switch codeOf(err) {
+	case codes.InvalidArgument, codes.ResourceExhausted:
+		return true
+	}
+	return false
 }
 
 // withTopic runs call with rpcTimeout; if it fails because the topic does
@@ -266,7 +351,7 @@ func (b *broker) rpc(ctx context.Context, call func(ctx context.Context) error) 
 	return call(ctx)
 }
 
-// Ping implements pubsubx.Pinger: one GetTopic call, never retried,
+// Ping implements driver.Broker: one GetTopic call, never retried,
 // bounded by ctx and rpcTimeout. A topic that does not exist yet still
 // answers (Send creates it), so NotFound is a nil error. The gRPC channel
 // reconnects by itself in the background; Ping never dials beyond it.
@@ -285,5 +370,3 @@ func (b *broker) Ping(ctx context.Context) error {
 	}
 	return b.wrap(ctx, err, "gcppubsub: ping failed")
 }
-
-var _ pubsubx.Pinger = (*broker)(nil)

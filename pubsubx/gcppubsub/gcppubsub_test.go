@@ -76,7 +76,7 @@ func pstestHarness(ctx context.Context, t testing.TB) (drivertest.Harness, error
 	return h, nil
 }
 
-func (h *harness) open(ctx context.Context, t testing.TB, topic string, ackDeadline time.Duration) (pubsubx.Broker, error) {
+func (h *harness) open(ctx context.Context, t testing.TB, topic string, ackDeadline time.Duration) (*pubsubx.Broker, error) {
 	return Open(ctx, Options{Project: testProject, Topic: topic, AckDeadline: ackDeadline, ClientOptions: clientOptions(h.endpoint)})
 }
 
@@ -92,26 +92,26 @@ func (h *harness) newTopic(t testing.TB) string {
 	return topic
 }
 
-func (h *harness) MakeBroker(ctx context.Context, t testing.TB) (pubsubx.Broker, error) {
+func (h *harness) MakeBroker(ctx context.Context, t testing.TB) (*pubsubx.Broker, error) {
 	return h.open(ctx, t, h.newTopic(t), 0)
 }
 
-func (h *harness) MakeBrokerWithAckDeadline(ctx context.Context, t testing.TB, d time.Duration) (pubsubx.Broker, error) {
+func (h *harness) MakeBrokerWithAckDeadline(ctx context.Context, t testing.TB, d time.Duration) (*pubsubx.Broker, error) {
 	return h.open(ctx, t, h.newTopic(t), max(d, time.Second))
 }
 
-func (h *harness) MakeSecondClient(ctx context.Context, t testing.TB, b pubsubx.Broker) (pubsubx.Broker, error) {
-	return Open(ctx, b.(*broker).opts)
+func (h *harness) MakeSecondClient(ctx context.Context, t testing.TB, b *pubsubx.Broker) (*pubsubx.Broker, error) {
+	return Open(ctx, b.Driver().(*broker).opts)
 }
 
-func (h *harness) MakeUnreachableBroker(ctx context.Context, t testing.TB) (pubsubx.Broker, error) {
+func (h *harness) MakeUnreachableBroker(ctx context.Context, t testing.TB) (*pubsubx.Broker, error) {
 	closed := "127.0.0.1:" + strconv.Itoa(emulators.FreePort(t))
 	return Open(ctx, Options{Project: testProject, Topic: "herald-unreachable", ClientOptions: clientOptions(closed)})
 }
 
 // MakeBlackHoledBroker points at a server that accepts TCP and never
 // answers.
-func (h *harness) MakeBlackHoledBroker(ctx context.Context, _ testing.TB, addr string) (pubsubx.Broker, error) {
+func (h *harness) MakeBlackHoledBroker(ctx context.Context, _ testing.TB, addr string) (*pubsubx.Broker, error) {
 	return Open(ctx, Options{Project: testProject, Topic: "herald-blackhole", ClientOptions: clientOptions(addr)})
 }
 
@@ -168,7 +168,7 @@ func openBroker(t *testing.T, h *harness, ackDeadline time.Duration) *broker {
 	b, err := h.open(t.Context(), t, h.newTopic(t), ackDeadline)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
-	return b.(*broker)
+	return b.Driver().(*broker)
 }
 
 // msg builds a message as Herald publishes it.
@@ -182,7 +182,13 @@ func msg(eventType, resourceID, id string) *pubsubx.Message {
 
 // receiveIDs receives from name until the event ids in want all arrived
 // (acking everything) and returns every id received, duplicates included.
-func receiveIDs(t *testing.T, b pubsubx.Broker, name string, want ...string) []string {
+// receiver is what receiveIDs needs: the portable Broker or the driver.
+type receiver interface {
+	Receive(ctx context.Context, name string, p pubsubx.ReceiveParams) ([]*pubsubx.Message, error)
+	Ack(ctx context.Context, name string, msgs []*pubsubx.Message) error
+}
+
+func receiveIDs(t *testing.T, b receiver, name string, want ...string) []string {
 	t.Helper()
 	ctx := t.Context()
 	giveUp := time.Now().Add(60 * time.Second)
@@ -199,7 +205,7 @@ func receiveIDs(t *testing.T, b pubsubx.Broker, name string, want ...string) []s
 			return got
 		}
 		require.True(t, time.Now().Before(giveUp), "still missing %d of %v; got %v", missing, want, got)
-		batch, err := b.Receive(ctx, name, 10, 2*time.Second)
+		batch, err := b.Receive(ctx, name, pubsubx.ReceiveParams{Max: 10, Wait: 2 * time.Second})
 		require.NoError(t, err)
 		for _, m := range batch {
 			id := m.Metadata[pubsubx.AttrEventID]

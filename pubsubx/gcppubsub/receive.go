@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 )
 
 const (
@@ -57,7 +58,8 @@ type handle struct {
 // which hands out more than it is asked for) until one is available or
 // wait passes. Every Pull asks for at most what is still missing, so
 // nothing is received that is not returned.
-func (b *broker) Receive(ctx context.Context, name string, max int, wait time.Duration) ([]*pubsubx.Message, error) {
+func (b *broker) Receive(ctx context.Context, name string, p driver.ReceiveParams) ([]*pubsubx.Message, error) {
+	max, wait := p.Max, p.Wait
 	if max < 1 {
 		return nil, herr.New(herr.InvalidArgument, "receive: max must be at least 1")
 	}

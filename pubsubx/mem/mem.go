@@ -9,7 +9,7 @@
 //
 // # URLs
 //
-//	mem://NAME?ackdeadline=60s
+//	mem://NAME?ackdeadline=60s&max_pending=100000&max_pending_bytes=268435456
 //
 // NAME selects a topic shared by every client opened on the same NAME in
 // this process, as handler instances share a real broker's topic. Each Open
@@ -20,10 +20,28 @@
 // how long a message this client receives stays hidden, unsettled, before
 // it is delivered again.
 //
+// # Bounds
+//
+// A subscription holds at most max_pending messages (default
+// DefaultMaxPending, 100,000) whose bodies total at most
+// max_pending_bytes (default DefaultMaxPendingBytes, 256 MiB), ready and
+// in flight together, so that a subscription nobody reads cannot grow
+// until the process runs out of memory. At the limit the subscription
+// works like a capped stream (Redis XADD MAXLEN, RabbitMQ's drop-head
+// overflow): a Send still succeeds, and the oldest ready messages of the
+// full subscription are dropped to make room; other subscriptions are not
+// affected, and messages in flight (received, unsettled) are never
+// dropped. Rejecting the publish instead would let one idle consumer
+// stop every publisher of the deployment. A message bigger than
+// max_pending_bytes on its own is still stored (a subscription always
+// keeps the newest message). The bounds are the sending client's: each
+// Send trims the subscriptions it adds to by its own URL's values.
+// Dropped reports how many messages a subscription lost so.
+//
 // # Delivery semantics
 //
 // Publish order: a subscription delivers messages in the order they were
-// sent (a batch, pubsubx.BatchSender, in batch order, stored at once), and a nacked or expired message goes back to its place in that
+// sent (a batch in batch order, stored at once), and a nacked or expired message goes back to its place in that
 // order. Filters are applied in full at send time. Sent and received
 // messages are copies: neither the sender nor a receiver can change what
 // another receiver sees.
@@ -48,12 +66,14 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 )
 
 // Scheme is the URL scheme this package registers.
@@ -61,6 +81,33 @@ const Scheme = "mem"
 
 // DefaultAckDeadline is used when the URL gives none.
 const DefaultAckDeadline = 60 * time.Second
+
+// Default bounds of one subscription (see Bounds in the package doc).
+const (
+	// DefaultMaxPending is max_pending's default: 100,000 messages, about
+	// 100 MiB of typical 1 KiB events.
+	DefaultMaxPending = 100_000
+	// DefaultMaxPendingBytes is max_pending_bytes's default: 256 MiB of
+	// bodies, a thousand of Herald's largest events.
+	DefaultMaxPendingBytes = 256 << 20
+)
+
+// Limits are a client's subscription bounds (see Bounds in the package
+// doc); zero fields take their defaults.
+type Limits struct {
+	MaxPending      int // messages
+	MaxPendingBytes int // bytes of bodies
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxPending <= 0 {
+		l.MaxPending = DefaultMaxPending
+	}
+	if l.MaxPendingBytes <= 0 {
+		l.MaxPendingBytes = DefaultMaxPendingBytes
+	}
+	return l
+}
 
 func init() {
 	pubsubx.Register(Scheme, openURL)
@@ -71,9 +118,22 @@ var (
 	named   = map[string]*topic{}
 )
 
-func openURL(_ context.Context, u *url.URL) (pubsubx.Broker, error) {
-	if err := pubsubx.CheckQuery(u, "ackdeadline"); err != nil {
+func openURL(_ context.Context, u *url.URL) (driver.Broker, error) {
+	if err := pubsubx.CheckQuery(u, "ackdeadline", "max_pending", "max_pending_bytes"); err != nil {
 		return nil, err
+	}
+	var limits Limits
+	for _, p := range []struct {
+		key string
+		dst *int
+	}{{"max_pending", &limits.MaxPending}, {"max_pending_bytes", &limits.MaxPendingBytes}} {
+		if s := u.Query().Get(p.key); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return nil, herr.New(herr.InvalidArgument, "mem URL: %s %q is not a positive integer", p.key, s)
+			}
+			*p.dst = n
+		}
 	}
 	deadline := DefaultAckDeadline
 	if s := u.Query().Get("ackdeadline"); s != "" {
@@ -91,16 +151,21 @@ func openURL(_ context.Context, u *url.URL) (pubsubx.Broker, error) {
 		t = newTopic(name)
 		named[name] = t
 	}
-	return t.connect(deadline), nil
+	return t.connect(deadline, limits), nil
 }
 
 // New returns a client of a fresh, unnamed topic whose unsettled messages
 // are redelivered after ackDeadline (DefaultAckDeadline when zero).
-func New(ackDeadline time.Duration) pubsubx.Broker {
+func New(ackDeadline time.Duration) *pubsubx.Broker {
+	return NewWithLimits(ackDeadline, Limits{})
+}
+
+// NewWithLimits is New with the subscription bounds of limits.
+func NewWithLimits(ackDeadline time.Duration, limits Limits) *pubsubx.Broker {
 	if ackDeadline <= 0 {
 		ackDeadline = DefaultAckDeadline
 	}
-	return newTopic("").connect(ackDeadline)
+	return pubsubx.NewBroker(newTopic("").connect(ackDeadline, limits))
 }
 
 // topic is the state that clients of one NAME share.
@@ -113,10 +178,12 @@ type topic struct {
 	subs    map[string]*subscription
 }
 
-// client is one Open: a Broker with its own closed state and ack deadline.
+// client is one Open: a driver.Broker with its own closed state, ack
+// deadline and bounds.
 type client struct {
 	t           *topic
 	ackDeadline time.Duration
+	limits      Limits
 	closed      bool // guarded by t.mu
 }
 
@@ -131,6 +198,8 @@ type subscription struct {
 	groups   filter.Groups
 	ready    []*entry // sorted by id
 	inflight map[uint64]*entry
+	bytes    int           // bodies held, ready and in flight
+	dropped  int64         // messages dropped at the bounds
 	wake     chan struct{} // closed and replaced when ready grows or state changes
 	deleted  bool
 }
@@ -147,11 +216,11 @@ func newTopic(name string) *topic {
 }
 
 // connect returns a new client of t.
-func (t *topic) connect(ackDeadline time.Duration) *client {
+func (t *topic) connect(ackDeadline time.Duration, limits Limits) *client {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.clients++
-	return &client{t: t, ackDeadline: ackDeadline}
+	return &client{t: t, ackDeadline: ackDeadline, limits: limits.withDefaults()}
 }
 
 var errClosed = herr.New(herr.Unavailable, "in-memory broker is closed")
@@ -174,30 +243,17 @@ func (c *client) lock(ctx context.Context) error {
 	return nil
 }
 
-// Send implements pubsubx.Broker.Send. It stores a copy of m in every
-// subscription whose filter m passes.
-func (c *client) Send(ctx context.Context, m *pubsubx.Message) error {
-	if err := c.lock(ctx); err != nil {
-		return err
-	}
-	defer c.t.mu.Unlock()
-	c.t.nextID++
-	sent := &pubsubx.Message{Body: bytes.Clone(m.Body), Metadata: maps.Clone(m.Metadata)}
-	for _, s := range c.t.subs {
-		if !s.groups.Match(sent.EventType(), sent.ResourceID()) {
-			continue
-		}
-		// Each subscription gets its own entry: deliveries are per subscription.
-		s.ready = append(s.ready, &entry{id: c.t.nextID, msg: sent})
-		s.signal()
-	}
-	return nil
+// BatchOptions implements driver.Broker: the whole batch is stored at
+// once, in order, and there is no size limit.
+func (c *client) BatchOptions() driver.BatchOptions {
+	return driver.BatchOptions{KeepsPublishOrder: true}
 }
 
-// SendBatch implements pubsubx.BatchSender: the whole batch is stored
-// under one lock, in order, so no other Send interleaves with it. Every
-// message gets the same result: nil, or the error of a done ctx or a
-// closed client.
+// SendBatch implements driver.Broker: the whole batch is stored under one
+// lock, in order, so no other send interleaves with it, a copy of each
+// message in every subscription whose filter it passes. Every message
+// gets the same result: nil, or the error of a done ctx or a closed
+// client.
 func (c *client) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
 	errs := make([]error, len(msgs))
 	if err := c.lock(ctx); err != nil {
@@ -213,7 +269,7 @@ func (c *client) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 		sent := &pubsubx.Message{Body: bytes.Clone(m.Body), Metadata: maps.Clone(m.Metadata)}
 		for _, s := range c.t.subs {
 			if s.groups.Match(sent.EventType(), sent.ResourceID()) {
-				s.ready = append(s.ready, &entry{id: c.t.nextID, msg: sent})
+				s.add(&entry{id: c.t.nextID, msg: sent}, c.limits)
 				woken[s] = true
 			}
 		}
@@ -222,6 +278,24 @@ func (c *client) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 		s.signal()
 	}
 	return errs
+}
+
+// add appends e to ready and then drops the oldest ready messages while s
+// holds more than limits allow (see Bounds in the package doc); e itself,
+// the newest, always stays.
+func (s *subscription) add(e *entry, limits Limits) {
+	s.ready = append(s.ready, e)
+	s.bytes += len(e.msg.Body)
+	n := 0
+	for n < len(s.ready)-1 && (len(s.ready)-n+len(s.inflight) > limits.MaxPending || s.bytes > limits.MaxPendingBytes) {
+		s.bytes -= len(s.ready[n].msg.Body)
+		n++
+	}
+	if n > 0 {
+		clear(s.ready[:n])
+		s.ready = s.ready[n:]
+		s.dropped += int64(n)
+	}
 }
 
 func (s *subscription) signal() {
@@ -242,7 +316,7 @@ func cloneGroups(groups filter.Groups) filter.Groups {
 	return out
 }
 
-// CreateSubscription implements pubsubx.Broker.CreateSubscription.
+// CreateSubscription implements driver.Broker.CreateSubscription.
 func (c *client) CreateSubscription(ctx context.Context, name string, groups filter.Groups) error {
 	if err := c.lock(ctx); err != nil {
 		return err
@@ -255,7 +329,7 @@ func (c *client) CreateSubscription(ctx context.Context, name string, groups fil
 	return nil
 }
 
-// UpdateSubscription implements pubsubx.Broker.UpdateSubscription: the new
+// UpdateSubscription implements driver.Broker.UpdateSubscription: the new
 // filter applies to messages sent from now on; held ones stay.
 func (c *client) UpdateSubscription(ctx context.Context, name string, groups filter.Groups) error {
 	if err := c.lock(ctx); err != nil {
@@ -270,7 +344,7 @@ func (c *client) UpdateSubscription(ctx context.Context, name string, groups fil
 	return nil
 }
 
-// DeleteSubscription implements pubsubx.Broker.DeleteSubscription.
+// DeleteSubscription implements driver.Broker.DeleteSubscription.
 func (c *client) DeleteSubscription(ctx context.Context, name string) error {
 	if err := c.lock(ctx); err != nil {
 		return err
@@ -287,13 +361,11 @@ func (c *client) DeleteSubscription(ctx context.Context, name string) error {
 	return nil
 }
 
-// Receive implements pubsubx.Broker.Receive. It never holds messages back:
+// Receive implements driver.Broker.Receive. It never holds messages back:
 // what it does not return stays ready for the next Receive of any client.
-func (c *client) Receive(ctx context.Context, name string, limit int, wait time.Duration) ([]*pubsubx.Message, error) {
-	if limit < 1 {
-		return nil, herr.New(herr.InvalidArgument, "receive: max must be at least 1, got %d", limit)
-	}
-	end := time.Now().Add(wait)
+func (c *client) Receive(ctx context.Context, name string, p driver.ReceiveParams) ([]*pubsubx.Message, error) {
+	limit := p.Max
+	end := time.Now().Add(p.Wait)
 	for {
 		if err := c.lock(ctx); err != nil {
 			return nil, err
@@ -431,26 +503,28 @@ func (c *client) settle(ctx context.Context, name string, msgs []*pubsubx.Messag
 // remove drops message id from s, in flight or ready (an ack after the
 // ack deadline passed); it is a no-op when id is already gone.
 func (s *subscription) remove(id uint64) {
-	if _, ok := s.inflight[id]; ok {
+	if e, ok := s.inflight[id]; ok {
 		delete(s.inflight, id)
+		s.bytes -= len(e.msg.Body)
 		return
 	}
 	if i, found := slices.BinarySearchFunc(s.ready, id, func(r *entry, id uint64) int { return cmpUint(r.id, id) }); found {
+		s.bytes -= len(s.ready[i].msg.Body)
 		s.ready = slices.Delete(s.ready, i, i+1)
 	}
 }
 
-// Ack implements pubsubx.Broker.Ack.
+// Ack implements driver.Broker.Ack.
 func (c *client) Ack(ctx context.Context, name string, msgs []*pubsubx.Message) error {
 	return c.settle(ctx, name, msgs, true)
 }
 
-// Nack implements pubsubx.Broker.Nack.
+// Nack implements driver.Broker.Nack.
 func (c *client) Nack(ctx context.Context, name string, msgs []*pubsubx.Message) error {
 	return c.settle(ctx, name, msgs, false)
 }
 
-// Ping implements pubsubx.Pinger: the in-memory broker is reachable while
+// Ping implements driver.Broker.Ping: the in-memory broker is reachable while
 // this client is open.
 func (c *client) Ping(ctx context.Context) error {
 	if err := c.lock(ctx); err != nil {
@@ -460,7 +534,7 @@ func (c *client) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close implements pubsubx.Broker.Close for this client; other clients of
+// Close implements driver.Broker.Close for this client; other clients of
 // the topic keep working. Closing twice is harmless.
 func (c *client) Close() error {
 	namedMu.Lock()
@@ -479,4 +553,25 @@ func (c *client) Close() error {
 		s.signal() // wake this client's receivers so they see it is closed
 	}
 	return nil
+}
+
+// Dropped returns how many messages subscription name of b's topic has
+// dropped at its bounds (see Bounds in the package doc) since it was
+// created. b must come from this package (Open with mem://, or New);
+// otherwise, or for an unknown subscription, it fails with
+// herr.InvalidArgument or herr.NotFound.
+func Dropped(b *pubsubx.Broker, name string) (int64, error) {
+	c, ok := b.Driver().(*client)
+	if !ok {
+		return 0, herr.New(herr.InvalidArgument, "mem.Dropped: not an in-memory broker")
+	}
+	if err := c.lock(context.Background()); err != nil {
+		return 0, err
+	}
+	defer c.t.mu.Unlock()
+	s, ok := c.t.subs[name]
+	if !ok {
+		return 0, notFound(name)
+	}
+	return s.dropped, nil
 }

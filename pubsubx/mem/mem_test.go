@@ -15,10 +15,10 @@ import (
 // harness opens mem:// brokers by URL, so a second client is a second Open
 // of the same name, as a second handler stack in one process would be.
 type harness struct {
-	urls map[pubsubx.Broker]string // broker → the URL that opened it
+	urls map[*pubsubx.Broker]string // broker → the URL that opened it
 }
 
-func (h *harness) open(ctx context.Context, query string) (pubsubx.Broker, error) {
+func (h *harness) open(ctx context.Context, query string) (*pubsubx.Broker, error) {
 	name := make([]byte, 8)
 	_, _ = rand.Read(name)
 	u := "mem://drivertest-" + hex.EncodeToString(name) + query
@@ -29,21 +29,21 @@ func (h *harness) open(ctx context.Context, query string) (pubsubx.Broker, error
 	return b, err
 }
 
-func (h *harness) MakeBroker(ctx context.Context, _ testing.TB) (pubsubx.Broker, error) {
+func (h *harness) MakeBroker(ctx context.Context, _ testing.TB) (*pubsubx.Broker, error) {
 	return h.open(ctx, "")
 }
 
-func (h *harness) MakeBrokerWithAckDeadline(ctx context.Context, _ testing.TB, d time.Duration) (pubsubx.Broker, error) {
+func (h *harness) MakeBrokerWithAckDeadline(ctx context.Context, _ testing.TB, d time.Duration) (*pubsubx.Broker, error) {
 	return h.open(ctx, "?ackdeadline="+d.String())
 }
 
-func (h *harness) MakeSecondClient(ctx context.Context, _ testing.TB, b pubsubx.Broker) (pubsubx.Broker, error) {
+func (h *harness) MakeSecondClient(ctx context.Context, _ testing.TB, b *pubsubx.Broker) (*pubsubx.Broker, error) {
 	return pubsubx.Open(ctx, h.urls[b])
 }
 
 // MakeUnreachableBroker returns a closed broker: in one process, "the
 // server is gone" and "closed" are the same thing.
-func (h *harness) MakeUnreachableBroker(context.Context, testing.TB) (pubsubx.Broker, error) {
+func (h *harness) MakeUnreachableBroker(context.Context, testing.TB) (*pubsubx.Broker, error) {
 	b := mem.New(0)
 	return b, b.Close()
 }
@@ -53,7 +53,7 @@ func (h *harness) Features() drivertest.Features {
 }
 
 func newHarness(context.Context, testing.TB) (drivertest.Harness, error) {
-	return &harness{urls: map[pubsubx.Broker]string{}}, nil
+	return &harness{urls: map[*pubsubx.Broker]string{}}, nil
 }
 
 func TestConformance(t *testing.T) { drivertest.RunConformanceTests(t, newHarness) }

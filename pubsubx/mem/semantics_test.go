@@ -2,6 +2,7 @@ package mem_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 
 // Tests of what this driver documents beyond the conformance suite.
 
-func open(t *testing.T, url string) pubsubx.Broker {
+func open(t *testing.T, url string) *pubsubx.Broker {
 	t.Helper()
 	b, err := pubsubx.Open(t.Context(), url)
 	require.NoError(t, err, "Open %s", url)
@@ -28,9 +29,9 @@ func msg(id string) *pubsubx.Message {
 	}}
 }
 
-func receive(t *testing.T, b pubsubx.Broker, sub string, wait time.Duration) []*pubsubx.Message {
+func receive(t *testing.T, b *pubsubx.Broker, sub string, wait time.Duration) []*pubsubx.Message {
 	t.Helper()
-	got, err := b.Receive(t.Context(), sub, 10, wait)
+	got, err := b.Receive(t.Context(), sub, pubsubx.ReceiveParams{Max: 10, Wait: wait})
 	require.NoError(t, err, "Receive")
 	return got
 }
@@ -56,7 +57,7 @@ func TestCloseLeavesOtherClients(t *testing.T) {
 	require.NoError(t, b.Close())
 	require.NoError(t, b.Close(), "closing twice is harmless")
 	c := open(t, url)
-	_, err = c.Receive(ctx, "s", 10, 0)
+	_, err = c.Receive(ctx, "s", pubsubx.ReceiveParams{Max: 10, Wait: 0})
 	require.Equal(t, herr.NotFound, herr.CodeOf(err), "subscription of a dropped topic: %v", err)
 }
 
@@ -99,7 +100,7 @@ func TestHandleFromElsewhere(t *testing.T) {
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "Ack with another subscription's handle: %v", err)
 	err = b.Nack(ctx, "s1", []*pubsubx.Message{msg("never-received")})
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "Nack of a message that was never received: %v", err)
-	_, err = b.Receive(ctx, "s1", 0, 0)
+	_, err = b.Receive(ctx, "s1", pubsubx.ReceiveParams{Max: 0, Wait: 0})
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "Receive with max 0: %v", err)
 
 	// A handle from a deleted subscription of the same name is harmless
@@ -119,7 +120,7 @@ func TestReceiveCanceled(t *testing.T) {
 	require.NoError(t, b.CreateSubscription(t.Context(), "s", nil))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err := b.Receive(ctx, "s", 10, time.Minute)
+	_, err := b.Receive(ctx, "s", pubsubx.ReceiveParams{Max: 10, Wait: time.Minute})
 	require.Equal(t, herr.Canceled, herr.CodeOf(err), "Receive on a canceled context: %v", err)
 }
 
@@ -148,4 +149,74 @@ func TestNackKeepsSendOrder(t *testing.T) {
 		order = append(order, m.Metadata[pubsubx.AttrEventID])
 	}
 	require.Equal(t, []string{"1", "3"}, order, "nacked messages go back to their place in send order")
+}
+
+// TestBoundedSubscription: a subscription nobody reads keeps only the
+// newest max_pending messages, in send order; Send keeps succeeding, the
+// dropped ones are counted, and another subscription that is read is not
+// affected. Messages in flight are never dropped.
+func TestBoundedSubscription(t *testing.T) {
+	ctx := t.Context()
+	b := open(t, uniqueURL(t, "?max_pending=5"))
+	require.NoError(t, b.CreateSubscription(ctx, "idle", nil))
+	require.NoError(t, b.CreateSubscription(ctx, "busy", nil))
+
+	held := receiveAfterSend(t, b, "busy", "0")
+	for i := 1; i <= 11; i++ {
+		require.NoError(t, b.Send(ctx, msg(strconv.Itoa(i))), "Send %d at the bound", i)
+	}
+	errs := b.SendBatch(ctx, []*pubsubx.Message{msg("12"), msg("13")})
+	require.Equal(t, []error{nil, nil}, errs, "SendBatch at the bound")
+
+	got := receive(t, b, "idle", 0)
+	require.Equal(t, []string{"9", "10", "11", "12", "13"}, eventIDs(got), "the idle subscription keeps the newest five")
+	n, err := mem.Dropped(b, "idle")
+	require.NoError(t, err)
+	require.EqualValues(t, 14-5, n, "dropped from the idle subscription")
+
+	// "busy" holds message 0 in flight: it counts towards the bound but
+	// is never dropped, so four of the newest stay ready beside it.
+	require.NoError(t, b.Nack(ctx, "busy", held))
+	got = receive(t, b, "busy", 0)
+	require.Equal(t, []string{"0", "10", "11", "12", "13"}, eventIDs(got), "the in-flight message survives the bound")
+}
+
+// TestBoundedSubscriptionBytes: max_pending_bytes bounds the bodies a
+// subscription holds; a single message over it is still kept.
+func TestBoundedSubscriptionBytes(t *testing.T) {
+	ctx := t.Context()
+	b := open(t, uniqueURL(t, "?max_pending_bytes=40"))
+	require.NoError(t, b.CreateSubscription(ctx, "idle", nil))
+	for i := 1; i <= 5; i++ {
+		require.NoError(t, b.Send(ctx, msg(strconv.Itoa(i)))) // 10-byte bodies
+	}
+	require.Equal(t, []string{"2", "3", "4", "5"}, eventIDs(receive(t, b, "idle", 0)))
+
+	big := msg("big")
+	big.Body = make([]byte, 100)
+	require.NoError(t, b.Send(ctx, big))
+	require.Equal(t, []string{"big"}, eventIDs(receive(t, b, "idle", 0)), "the newest message stays even over the bound")
+}
+
+func TestBoundsURL(t *testing.T) {
+	for _, q := range []string{"?max_pending=0", "?max_pending=x", "?max_pending_bytes=-1"} {
+		_, err := pubsubx.Open(t.Context(), uniqueURL(t, q))
+		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%s: %v", q, err)
+	}
+}
+
+func receiveAfterSend(t *testing.T, b *pubsubx.Broker, sub, id string) []*pubsubx.Message {
+	t.Helper()
+	require.NoError(t, b.Send(t.Context(), msg(id)))
+	got := receive(t, b, sub, time.Second)
+	require.Len(t, got, 1)
+	return got
+}
+
+func eventIDs(msgs []*pubsubx.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Metadata[pubsubx.AttrEventID]
+	}
+	return out
 }

@@ -160,7 +160,7 @@ func (d *dialer) Dial(network, address string) (net.Conn, error) {
 	return c, nil
 }
 
-// Ping implements pubsubx.Pinger: a PING/PONG round trip on the live
+// Ping implements driver.Broker: a PING/PONG round trip on the live
 // connection. It never dials: with no connection it waits for the
 // background attempt in flight (or answers the last failure at once while
 // that loop backs off), until ctx ends; while nats.go reconnects it fails

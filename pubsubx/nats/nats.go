@@ -1,4 +1,4 @@
-// Package nats is Herald's NATS broker: a pubsubx.Broker over NATS
+// Package nats is Herald's NATS broker: a *pubsubx.Broker over NATS
 // JetStream with github.com/nats-io/nats.go and its jetstream package.
 //
 // gocloud.dev/pubsub/natspubsub is not used: it speaks core NATS, which
@@ -146,6 +146,7 @@ import (
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 )
 
 // Scheme is the URL scheme this package registers.
@@ -178,7 +179,7 @@ func init() {
 	pubsubx.Register(Scheme, openURL)
 }
 
-func openURL(_ context.Context, u *url.URL) (pubsubx.Broker, error) {
+func openURL(_ context.Context, u *url.URL) (driver.Broker, error) {
 	if err := pubsubx.CheckQuery(u, "ackdeadline", "subject_prefix"); err != nil {
 		return nil, err
 	}
@@ -196,7 +197,7 @@ func openURL(_ context.Context, u *url.URL) (pubsubx.Broker, error) {
 		}
 		opts.AckDeadline = d
 	}
-	return Open(opts)
+	return open(opts)
 }
 
 // Options configure Open.
@@ -213,7 +214,16 @@ type Options struct {
 
 // Open returns a Broker on opts.Stream. It validates opts but does not
 // dial; see the package doc.
-func Open(opts Options) (pubsubx.Broker, error) {
+func Open(opts Options) (*pubsubx.Broker, error) {
+	d, err := open(opts)
+	if err != nil {
+		return nil, err
+	}
+	return pubsubx.NewBroker(d), nil
+}
+
+// open is Open's driver.
+func open(opts Options) (*broker, error) {
 	if opts.ServerURL == "" || opts.ServerURL == "nats:" || opts.ServerURL == "nats://" {
 		return nil, herr.New(herr.InvalidArgument, "nats URL: a server host is required, as in nats://127.0.0.1:4222/STREAM")
 	}
@@ -328,36 +338,13 @@ func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, apiTimeout)
 }
 
-// Send publishes m on its subject and waits for the publish ack.
-func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	h, err := headersOf(m.Metadata)
-	if err != nil {
-		return err
-	}
-	nc, js, err := b.client(ctx)
-	if err != nil {
-		return err
-	}
-	msg := &natsgo.Msg{
-		Subject: b.subjects.message(m.Metadata[pubsubx.AttrEventType], m.Metadata[pubsubx.AttrResourceID]),
-		Header:  h,
-		Data:    m.Body,
-	}
-	if size := msgSize(msg); int64(size) > nc.MaxPayload() {
-		return herr.New(herr.InvalidArgument, "message is %d bytes with its headers; the NATS server takes at most %d", size, nc.MaxPayload())
-	}
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	if _, err := js.PublishMsg(ctx, msg, jetstream.WithExpectStream(b.opts.Stream)); err != nil {
-		return wrap(err, "NATS did not store the message")
-	}
-	return nil
+// BatchOptions implements driver.Broker: a batch goes whole to
+// SendBatch, and order is kept (JetStream stores a stream's messages in the order one connection published them).
+func (b *broker) BatchOptions() driver.BatchOptions {
+	return driver.BatchOptions{KeepsPublishOrder: true}
 }
 
-// SendBatch implements pubsubx.BatchSender with JetStream's async
+// SendBatch implements driver.Broker with JetStream's async
 // publish: every message is written to the connection in batch order (one
 // connection keeps it, so the stream stores them in that order), then the
 // publish acks are awaited together, so a batch costs about one round

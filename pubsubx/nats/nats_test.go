@@ -39,11 +39,11 @@ type harness struct {
 	server string
 
 	mu   sync.Mutex
-	urls map[pubsubx.Broker]string
+	urls map[*pubsubx.Broker]string
 }
 
 func newHarness(_ context.Context, t testing.TB) (drivertest.Harness, error) {
-	return &harness{server: serverURL(t), urls: map[pubsubx.Broker]string{}}, nil
+	return &harness{server: serverURL(t), urls: map[*pubsubx.Broker]string{}}, nil
 }
 
 func randomHex(n int) string {
@@ -52,7 +52,7 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func (h *harness) open(ctx context.Context, t testing.TB, query string) (pubsubx.Broker, string, error) {
+func (h *harness) open(ctx context.Context, t testing.TB, query string) (*pubsubx.Broker, string, error) {
 	stream := "HERALD_DT_" + randomHex(6)
 	u := strings.TrimSuffix(h.server, "/") + "/" + stream + "?" + query
 	b, err := pubsubx.Open(ctx, u)
@@ -84,17 +84,17 @@ func deleteStream(t testing.TB, server, stream string) {
 	}
 }
 
-func (h *harness) MakeBroker(ctx context.Context, t testing.TB) (pubsubx.Broker, error) {
+func (h *harness) MakeBroker(ctx context.Context, t testing.TB) (*pubsubx.Broker, error) {
 	b, _, err := h.open(ctx, t, "")
 	return b, err
 }
 
-func (h *harness) MakeBrokerWithAckDeadline(ctx context.Context, t testing.TB, d time.Duration) (pubsubx.Broker, error) {
+func (h *harness) MakeBrokerWithAckDeadline(ctx context.Context, t testing.TB, d time.Duration) (*pubsubx.Broker, error) {
 	b, _, err := h.open(ctx, t, "ackdeadline="+d.String())
 	return b, err
 }
 
-func (h *harness) MakeSecondClient(ctx context.Context, _ testing.TB, b pubsubx.Broker) (pubsubx.Broker, error) {
+func (h *harness) MakeSecondClient(ctx context.Context, _ testing.TB, b *pubsubx.Broker) (*pubsubx.Broker, error) {
 	h.mu.Lock()
 	u, ok := h.urls[b]
 	h.mu.Unlock()
@@ -105,7 +105,7 @@ func (h *harness) MakeSecondClient(ctx context.Context, _ testing.TB, b pubsubx.
 }
 
 // MakeUnreachableBroker points at a port nothing listens on.
-func (h *harness) MakeUnreachableBroker(ctx context.Context, t testing.TB) (pubsubx.Broker, error) {
+func (h *harness) MakeUnreachableBroker(ctx context.Context, t testing.TB) (*pubsubx.Broker, error) {
 	return pubsubx.Open(ctx, fmt.Sprintf("nats://127.0.0.1:%d/HERALD_UNREACHABLE", emulators.FreePort(t)))
 }
 
@@ -125,7 +125,7 @@ type fixture struct {
 	ctx    context.Context
 	server string
 	stream string
-	b      pubsubx.Broker
+	b      *pubsubx.Broker
 }
 
 func setup(t *testing.T, query string) *fixture {
@@ -156,7 +156,7 @@ func (f *fixture) send(eventType, resourceID string, ids ...string) {
 func (f *fixture) drain(sub string) []string {
 	var got []string
 	for {
-		msgs, err := f.b.Receive(f.ctx, sub, 10, 500*time.Millisecond)
+		msgs, err := f.b.Receive(f.ctx, sub, pubsubx.ReceiveParams{Max: 10, Wait: 500 * time.Millisecond})
 		require.NoError(f.t, err)
 		if len(msgs) == 0 {
 			return got
@@ -180,7 +180,7 @@ func TestNackRestoresOrder(t *testing.T) {
 	f := setup(t, "")
 	sub := f.subscribe(nil)
 	f.send("t", "/x", "1", "2", "3", "4")
-	got, err := f.b.Receive(f.ctx, sub, 3, time.Second)
+	got, err := f.b.Receive(f.ctx, sub, pubsubx.ReceiveParams{Max: 3, Wait: time.Second})
 	require.NoError(t, err)
 	require.Equal(t, []string{"1", "2", "3"}, bodies(got))
 	require.NoError(t, f.b.Nack(f.ctx, sub, []*pubsubx.Message{got[2], got[0]}))
@@ -212,7 +212,7 @@ func TestCanceledReceiveStrandsNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.b.Receive(ctx, sub, 10, 20*time.Second)
+		_, err := f.b.Receive(ctx, sub, pubsubx.ReceiveParams{Max: 10, Wait: 20 * time.Second})
 		done <- err
 	}()
 	// Let the waiting pull request reach the server before cancelling, so
@@ -234,7 +234,7 @@ func TestSettleFromAnotherClient(t *testing.T) {
 	f := setup(t, "ackdeadline=1s")
 	sub := f.subscribe(nil)
 	f.send("t", "/x", "1")
-	got, err := f.b.Receive(f.ctx, sub, 10, time.Second)
+	got, err := f.b.Receive(f.ctx, sub, pubsubx.ReceiveParams{Max: 10, Wait: time.Second})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	c2, err := pnats.Open(pnats.Options{ServerURL: f.server, Stream: f.stream, AckDeadline: time.Second})
@@ -242,7 +242,7 @@ func TestSettleFromAnotherClient(t *testing.T) {
 	defer c2.Close()
 	require.NoError(t, c2.Ack(f.ctx, sub, got))
 	// Acked for good: nothing comes back after the 1 s deadline.
-	again, err := f.b.Receive(f.ctx, sub, 10, 3*time.Second)
+	again, err := f.b.Receive(f.ctx, sub, pubsubx.ReceiveParams{Max: 10, Wait: 3 * time.Second})
 	require.NoError(t, err)
 	require.Empty(t, again)
 }
@@ -320,6 +320,6 @@ func TestUpdateNarrowsWhenIdle(t *testing.T) {
 
 // MakeBlackHoledBroker points at a server that accepts TCP and never
 // answers.
-func (h *harness) MakeBlackHoledBroker(ctx context.Context, _ testing.TB, addr string) (pubsubx.Broker, error) {
+func (h *harness) MakeBlackHoledBroker(ctx context.Context, _ testing.TB, addr string) (*pubsubx.Broker, error) {
 	return pubsubx.Open(ctx, "nats://"+addr+"/HERALD_BLACKHOLE")
 }

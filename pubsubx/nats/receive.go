@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 )
 
 // Payloads of the JetStream ack protocol.
@@ -52,7 +53,8 @@ func parseAck(reply string) (*handle, error) {
 }
 
 // Receive pulls up to max messages; see the package doc.
-func (b *broker) Receive(ctx context.Context, name string, max int, wait time.Duration) ([]*pubsubx.Message, error) {
+func (b *broker) Receive(ctx context.Context, name string, p driver.ReceiveParams) ([]*pubsubx.Message, error) {
+	max, wait := p.Max, p.Wait
 	if max < 1 {
 		return nil, herr.New(herr.InvalidArgument, "receive: max must be at least 1")
 	}

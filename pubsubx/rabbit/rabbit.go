@@ -1,4 +1,4 @@
-// Package rabbit is Herald's RabbitMQ broker: a pubsubx.Broker over AMQP
+// Package rabbit is Herald's RabbitMQ broker: a *pubsubx.Broker over AMQP
 // 0-9-1 with github.com/rabbitmq/amqp091-go.
 //
 // gocloud.dev/pubsub/rabbitpubsub is not used underneath: its topic
@@ -139,6 +139,7 @@ import (
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 )
 
 // Scheme is the URL scheme this package registers.
@@ -158,7 +159,7 @@ func init() {
 	pubsubx.Register(Scheme, openURL)
 }
 
-func openURL(_ context.Context, u *url.URL) (pubsubx.Broker, error) {
+func openURL(_ context.Context, u *url.URL) (driver.Broker, error) {
 	if err := pubsubx.CheckQuery(u, "url", "ackdeadline"); err != nil {
 		return nil, err
 	}
@@ -179,7 +180,7 @@ func openURL(_ context.Context, u *url.URL) (pubsubx.Broker, error) {
 		}
 		opts.AckDeadline = d
 	}
-	return Open(opts)
+	return open(opts)
 }
 
 // Options configure Open.
@@ -194,7 +195,16 @@ type Options struct {
 
 // Open returns a Broker on opts.Exchange. It validates opts but does not
 // dial; see the package doc.
-func Open(opts Options) (pubsubx.Broker, error) {
+func Open(opts Options) (*pubsubx.Broker, error) {
+	d, err := open(opts)
+	if err != nil {
+		return nil, err
+	}
+	return pubsubx.NewBroker(d), nil
+}
+
+// open is Open's driver.
+func open(opts Options) (*broker, error) {
 	if err := checkExchange(opts.Exchange); err != nil {
 		return nil, err
 	}
@@ -234,50 +244,13 @@ func (b *broker) isClosed() bool {
 	return b.closed
 }
 
-// Send publishes m persistently with its event type as routing key and its
-// metadata as headers, and waits for the publisher confirm.
-func (b *broker) Send(ctx context.Context, m *pubsubx.Message) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if b.isClosed() {
-		return errClosed
-	}
-	key := routingKey(m.Metadata[pubsubx.AttrEventType])
-	headers := make(amqp.Table, len(m.Metadata))
-	for k, v := range m.Metadata {
-		if k == "" || len(k) > 255 {
-			return herr.New(herr.InvalidArgument, "metadata keys must be 1-255 bytes")
-		}
-		headers[k] = v
-	}
-	ch, err := b.pub.publisher(ctx)
-	if err != nil {
-		return err
-	}
-	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, b.exchange, key, false, false, amqp.Publishing{
-		Headers:      headers,
-		Body:         m.Body,
-		DeliveryMode: amqp.Persistent,
-		MessageId:    m.Metadata[pubsubx.AttrEventID],
-	})
-	if err != nil {
-		return wrap(err, "RabbitMQ did not accept the message")
-	}
-	if dc == nil {
-		return herr.New(herr.Internal, "publishing channel is not in confirm mode")
-	}
-	acked, err := dc.WaitContext(ctx)
-	if err != nil {
-		return wrap(err, "RabbitMQ did not confirm the message in time; it may or may not have been stored")
-	}
-	if !acked {
-		return herr.New(herr.Unavailable, "RabbitMQ did not confirm the message; it may not have been stored")
-	}
-	return nil
+// BatchOptions implements driver.Broker: a batch goes whole to
+// SendBatch, and order is kept (a channel keeps publish order into each queue).
+func (b *broker) BatchOptions() driver.BatchOptions {
+	return driver.BatchOptions{KeepsPublishOrder: true}
 }
 
-// SendBatch implements pubsubx.BatchSender with pipelined publisher
+// SendBatch implements driver.Broker with pipelined publisher
 // confirms: every message is published on the one publishing channel in
 // batch order (a channel keeps it, so each queue holds them in that
 // order), and only then are the confirms awaited, so a batch costs about
@@ -558,7 +531,7 @@ func (b *broker) Close() error {
 	return wrap(err2, "closing the receiving connection")
 }
 
-// Ping implements pubsubx.Pinger: a passive declare of the deployment
+// Ping implements driver.Broker: a passive declare of the deployment
 // exchange on the publishing connection, one round trip. It never dials:
 // with no connection it waits for the background dial in flight (or
 // answers the last failure at once while that loop backs off), until ctx
@@ -573,5 +546,3 @@ func (b *broker) Ping(ctx context.Context) error {
 	})
 	return wrap(err, "RabbitMQ did not answer a ping")
 }
-
-var _ pubsubx.Pinger = (*broker)(nil)

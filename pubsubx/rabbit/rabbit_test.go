@@ -27,11 +27,11 @@ type harness struct {
 	server string
 
 	mu   sync.Mutex
-	urls map[pubsubx.Broker]string // broker → the URL that opened it
+	urls map[*pubsubx.Broker]string // broker → the URL that opened it
 }
 
 func newHarness(_ context.Context, t testing.TB) (drivertest.Harness, error) {
-	return &harness{server: emulators.RabbitMQ(t), urls: map[pubsubx.Broker]string{}}, nil
+	return &harness{server: emulators.RabbitMQ(t), urls: map[*pubsubx.Broker]string{}}, nil
 }
 
 func randomHex(n int) string {
@@ -42,12 +42,12 @@ func randomHex(n int) string {
 
 // open opens a broker on a fresh exchange and deletes the exchange at the
 // end of t (the suite deletes the queues).
-func (h *harness) open(ctx context.Context, t testing.TB, query string) (pubsubx.Broker, error) {
+func (h *harness) open(ctx context.Context, t testing.TB, query string) (*pubsubx.Broker, error) {
 	b, _, err := h.openExchange(ctx, t, query)
 	return b, err
 }
 
-func (h *harness) openExchange(ctx context.Context, t testing.TB, query string) (pubsubx.Broker, string, error) {
+func (h *harness) openExchange(ctx context.Context, t testing.TB, query string) (*pubsubx.Broker, string, error) {
 	exchange := "herald-dt-" + randomHex(6)
 	u := "rabbit://" + exchange + "?url=" + url.QueryEscape(h.server) + query
 	b, err := pubsubx.Open(ctx, u)
@@ -77,15 +77,15 @@ func deleteExchange(t testing.TB, server, exchange string) {
 	}
 }
 
-func (h *harness) MakeBroker(ctx context.Context, t testing.TB) (pubsubx.Broker, error) {
+func (h *harness) MakeBroker(ctx context.Context, t testing.TB) (*pubsubx.Broker, error) {
 	return h.open(ctx, t, "")
 }
 
-func (h *harness) MakeBrokerWithAckDeadline(ctx context.Context, t testing.TB, d time.Duration) (pubsubx.Broker, error) {
+func (h *harness) MakeBrokerWithAckDeadline(ctx context.Context, t testing.TB, d time.Duration) (*pubsubx.Broker, error) {
 	return h.open(ctx, t, "&ackdeadline="+d.String())
 }
 
-func (h *harness) MakeSecondClient(ctx context.Context, _ testing.TB, b pubsubx.Broker) (pubsubx.Broker, error) {
+func (h *harness) MakeSecondClient(ctx context.Context, _ testing.TB, b *pubsubx.Broker) (*pubsubx.Broker, error) {
 	h.mu.Lock()
 	u, ok := h.urls[b]
 	h.mu.Unlock()
@@ -96,7 +96,7 @@ func (h *harness) MakeSecondClient(ctx context.Context, _ testing.TB, b pubsubx.
 }
 
 // MakeUnreachableBroker points at a port nothing listens on.
-func (h *harness) MakeUnreachableBroker(ctx context.Context, t testing.TB) (pubsubx.Broker, error) {
+func (h *harness) MakeUnreachableBroker(ctx context.Context, t testing.TB) (*pubsubx.Broker, error) {
 	server := fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", emulators.FreePort(t))
 	return pubsubx.Open(ctx, "rabbit://herald-unreachable?url="+url.QueryEscape(server))
 }
@@ -115,7 +115,7 @@ type fixture struct {
 	ctx      context.Context
 	server   string
 	exchange string
-	b        pubsubx.Broker
+	b        *pubsubx.Broker
 	sub      string
 }
 
@@ -141,7 +141,7 @@ func (f *fixture) sendType(eventType string, ids ...string) {
 }
 
 func (f *fixture) receive(max int) []*pubsubx.Message {
-	msgs, err := f.b.Receive(f.ctx, f.sub, max, 2*time.Second)
+	msgs, err := f.b.Receive(f.ctx, f.sub, pubsubx.ReceiveParams{Max: max, Wait: 2 * time.Second})
 	require.NoError(f.t, err)
 	return msgs
 }
@@ -184,7 +184,7 @@ func TestExpiredKeepsPosition(t *testing.T) {
 	require.NoError(t, f.b.Ack(f.ctx, f.sub, first[:2]), "acking after the deadline")
 	require.NoError(t, f.b.Nack(f.ctx, f.sub, first[2:]), "nacking after the deadline")
 	require.NoError(t, f.b.Ack(f.ctx, f.sub, again))
-	empty, err := f.b.Receive(f.ctx, f.sub, 10, 0)
+	empty, err := f.b.Receive(f.ctx, f.sub, pubsubx.ReceiveParams{Max: 10, Wait: 0})
 	require.NoError(t, err)
 	require.Empty(t, empty)
 }
@@ -238,7 +238,7 @@ func TestReceiveCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.b.Receive(ctx, f.sub, 10, time.Minute)
+		_, err := f.b.Receive(ctx, f.sub, pubsubx.ReceiveParams{Max: 10, Wait: time.Minute})
 		done <- err
 	}()
 	cancel()
@@ -271,7 +271,7 @@ func TestOpenURL(t *testing.T) {
 
 // MakeBlackHoledBroker points at a server that accepts TCP and never
 // answers.
-func (h *harness) MakeBlackHoledBroker(ctx context.Context, t testing.TB, addr string) (pubsubx.Broker, error) {
+func (h *harness) MakeBlackHoledBroker(ctx context.Context, t testing.TB, addr string) (*pubsubx.Broker, error) {
 	server := "amqp://guest:guest@" + addr + "/"
 	return pubsubx.Open(ctx, "rabbit://herald-blackhole?url="+url.QueryEscape(server))
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
 )
 
 // lease is one Receive's channel and its unsettled deliveries. The channel
@@ -73,7 +74,8 @@ const maxPrefetch = 65535
 const burstIdle = 50 * time.Millisecond
 
 // Receive takes up to max messages; see the package doc.
-func (b *broker) Receive(ctx context.Context, name string, max int, wait time.Duration) ([]*pubsubx.Message, error) {
+func (b *broker) Receive(ctx context.Context, name string, p driver.ReceiveParams) ([]*pubsubx.Message, error) {
+	max, wait := p.Max, p.Wait
 	if max < 1 {
 		return nil, herr.New(herr.InvalidArgument, "receive: max must be at least 1")
 	}

@@ -82,14 +82,14 @@ func TestRecoversWhenServerReturns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	require.Error(t, send(ctx), "the server does not answer yet")
-	require.Error(t, b.(pubsubx.Pinger).Ping(ctx), "Ping while the server does not answer")
+	require.Error(t, b.Ping(ctx), "Ping while the server does not answer")
 
 	// The server comes back: the dial in flight fails, the next one after
 	// a backoff reaches RabbitMQ.
 	hole.Forward(server.Host)
 	hole.Drop()
 	eventually(t, "Send once the server answers", send)
-	require.NoError(t, b.(pubsubx.Pinger).Ping(t.Context()))
+	require.NoError(t, b.Ping(t.Context()))
 
 	// The connection breaks: the broker dials again by itself.
 	before := hole.Accepted()

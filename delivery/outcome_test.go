@@ -1,0 +1,81 @@
+package delivery_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/driver"
+	"github.com/heraldevents/herald/pubsubx/mem"
+)
+
+// refusingBroker refuses every message whose event type is "refused.type"
+// as an unreachable broker would, and sends the others.
+type refusingBroker struct{ driver.Broker }
+
+func (b refusingBroker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
+	errs := b.Broker.SendBatch(ctx, msgs)
+	for i, m := range msgs {
+		if m.EventType() == "refused.type" {
+			errs[i] = herr.New(herr.Unavailable, "broker-7 is down")
+		}
+	}
+	return errs
+}
+
+// TestPublishItemsOutcomes: every item gets its own outcome, index for
+// index: a decoding failure and an invalid event fail with their reason, a
+// broker failure is success false, and the others are published.
+func TestPublishItemsOutcomes(t *testing.T) {
+	t.Parallel()
+	broker := mem.New(time.Minute)
+	t.Cleanup(func() { require.NoError(t, broker.Close()) })
+	svc := delivery.New(delivery.Config{Broker: pubsubx.NewBroker(refusingBroker{broker.Driver()})})
+	admin := &auth.Principal{ID: "admin", Permissions: []string{auth.PermAll}}
+
+	out := svc.PublishItems(t.Context(), admin, []delivery.BatchItem{
+		{Event: delivery.Event{EventType: "a.b", Message: json.RawMessage(`{"n":1}`)}},
+		{Err: herr.New(herr.InvalidArgument, "event is not a JSON object")},
+		{Event: delivery.Event{EventType: "not valid!"}},
+		{Event: delivery.Event{EventType: "refused.type"}},
+		{Event: delivery.Event{EventType: "a.c"}},
+	})
+	require.Len(t, out, 5)
+	require.True(t, out[0].Success())
+	require.NotEmpty(t, out[0].Published.ID)
+	require.Equal(t, delivery.Outcome{FailureReason: "event is not a JSON object"}, out[1])
+	require.False(t, out[2].Success())
+	require.Contains(t, out[2].FailureReason, "event_type")
+	require.False(t, out[3].Success())
+	require.NotEmpty(t, out[3].FailureReason)
+	require.True(t, out[4].Success(), "the event after a broker failure is published")
+
+	// One event: a broker failure is an outcome, a rule broken an error.
+	o, err := svc.PublishOutcome(t.Context(), admin, delivery.Event{EventType: "refused.type"})
+	require.NoError(t, err)
+	require.False(t, o.Success())
+	require.NotEmpty(t, o.FailureReason)
+	_, err = svc.PublishOutcome(t.Context(), admin, delivery.Event{EventType: "not valid!"})
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err))
+	o, err = svc.PublishOutcome(t.Context(), admin, delivery.Event{EventType: "a.b"})
+	require.NoError(t, err)
+	require.True(t, o.Success())
+}
+
+func TestCheckBatchSize(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, delivery.CheckBatchSize(1))
+	require.NoError(t, delivery.CheckBatchSize(delivery.MaxBatchEvents))
+	for _, n := range []int{0, delivery.MaxBatchEvents + 1} {
+		err := delivery.CheckBatchSize(n)
+		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "n=%d", n)
+		require.Equal(t, []any{"events"}, herr.FieldOf(err))
+	}
+}
