@@ -20,6 +20,7 @@ targets=(
   ./delivery:FuzzEventValidate
   ./delivery:FuzzCheckText
   ./cloudevent:FuzzParseSequence
+  ./cloudevent:FuzzEncodeMatchesSDK
   ./leasestore:FuzzRecordCodecs
   ./pubsubx/mem:FuzzOpenURL
   ./pubsubx/rabbit:FuzzOpenURL

@@ -2,9 +2,11 @@
 // Herald delivers events (the durable-consumer API, "200 response"), and formats the
 // per-consumer `sequence` attribute.
 //
-// An event is encoded once, at publish time, by Encode with the CloudEvents
-// SDK (github.com/cloudevents/sdk-go/v2); Decode reads with the SDK too. What travels through the broker and sits in a lease is that
-// encoding. The `sequence` attribute depends on the consumer, so it is
+// An event is encoded once, at publish time, by Encode, which appends the
+// bytes the CloudEvents SDK (github.com/cloudevents/sdk-go/v2) would write
+// at a fraction of its cost; the SDK is the reference a test and a fuzz
+// target hold Encode to. Decode reads with the SDK. What travels through
+// the broker and sits in a lease is that encoding. The `sequence` attribute depends on the consumer, so it is
 // spliced in front of the encoded object at delivery with
 // AppendWithSequence, without decoding and re-encoding the event.
 //

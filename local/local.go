@@ -71,6 +71,9 @@ func ConfigFromEnv() Config {
 type Server struct {
 	cfg Config
 	app *app.App
+	// stopPprof stops the pprof listener (Config.PprofAddr); nil when
+	// there is none.
+	stopPprof func()
 }
 
 // New opens the broker and store and builds the handler. Bad configuration
@@ -99,7 +102,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			cfg.Logger.Info("restored the in-memory subscriptions of stored consumers", "count", n)
 		}
 	}
-	return &Server{cfg: cfg, app: a}, nil
+	srv := &Server{cfg: cfg, app: a}
+	if cfg.PprofAddr != "" {
+		// Listening here, not in Serve, so the profiles are reachable as
+		// soon as New returns.
+		if srv.stopPprof, err = servePprof(cfg.PprofAddr, cfg.Logger); err != nil {
+			_ = a.Close()
+			return nil, err
+		}
+	}
+	return srv, nil
 }
 
 // Handler returns the handler serving every endpoint.
@@ -107,6 +119,9 @@ func (s *Server) Handler() http.Handler { return s.app.Handler() }
 
 // Close releases the broker and the store.
 func (s *Server) Close() error {
+	if s.stopPprof != nil {
+		s.stopPprof()
+	}
 	return s.app.Close()
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -63,6 +64,14 @@ func urlWithScheme(s string) error {
 func uriReference(s string) error {
 	if _, err := url.Parse(s); err != nil || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		return fmt.Errorf("%q is not a URI-reference (the CloudEvents source), e.g. /herald or https://events.example.com", s)
+	}
+	return nil
+}
+
+// hostPort accepts a listen address, host:port (the host may be empty).
+func hostPort(s string) error {
+	if _, _, err := net.SplitHostPort(s); err != nil {
+		return fmt.Errorf("%q is not a host:port listen address, e.g. 127.0.0.1:6060", s)
 	}
 	return nil
 }

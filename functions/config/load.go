@@ -68,6 +68,9 @@ type Config struct {
 	// reap-idle-queues job itself sets MaxReapInterval, which no test
 	// outlasts.
 	ReapInterval time.Duration
+	// PprofAddr is where the local adapter serves net/http/pprof, as
+	// host:port; "" for nowhere (HERALD_PPROF_ADDR; local only).
+	PprofAddr string
 	// WSPollWait and WSSessionTTL tune the API Gateway WebSocket function
 	// (HERALD_WS_POLL_WAIT, HERALD_WS_SESSION_TTL; Lambda only).
 	WSPollWait   time.Duration

@@ -30,11 +30,14 @@ const (
 	EnvSSEKeepAlive    = "HERALD_SSE_KEEPALIVE"
 	EnvSSEAckDelay     = "HERALD_SSE_ACK_DELAY"
 	EnvReapInterval    = "HERALD_REAP_INTERVAL"
-	EnvClaimRetention  = "HERALD_CLAIM_RETENTION"
-	EnvPublishTimeout  = "HERALD_PUBLISH_TIMEOUT"
-	EnvWSPollWait      = "HERALD_WS_POLL_WAIT"
-	EnvWSSessionTTL    = "HERALD_WS_SESSION_TTL"
-	EnvWSPingInterval  = "HERALD_WS_PING_INTERVAL"
+	// EnvPprofAddr, local only, serves Go's net/http/pprof profiles on a
+	// second listener: for profiling the server under a benchmark.
+	EnvPprofAddr      = "HERALD_PPROF_ADDR"
+	EnvClaimRetention = "HERALD_CLAIM_RETENTION"
+	EnvPublishTimeout = "HERALD_PUBLISH_TIMEOUT"
+	EnvWSPollWait     = "HERALD_WS_POLL_WAIT"
+	EnvWSSessionTTL   = "HERALD_WS_SESSION_TTL"
+	EnvWSPingInterval = "HERALD_WS_PING_INTERVAL"
 	// EnvHTTP2PingInterval is read by the servers (local, Cloud Run).
 	EnvHTTP2PingInterval = "HERALD_HTTP2_PING_INTERVAL"
 	// EnvLogLevel is read by every entrypoint.
@@ -368,6 +371,10 @@ var vars = []Var{
 		Meaning:  "local only: how often the idle-queue reaper runs (the clouds run the reap-idle-queues job on a schedule) (100ms–1h)",
 		profiles: []Profile{Local},
 		field:    duration("ReapInterval", func(c *Config) *time.Duration { return &c.ReapInterval }, MinReapInterval, MaxReapInterval)},
+	{Name: EnvPprofAddr, Unit: "host:port",
+		Meaning:  "local only: serve Go's runtime profiles (net/http/pprof, /debug/pprof/) on this second address, without authentication; unset serves none. For profiling on a development machine: bind it to loopback",
+		profiles: []Profile{Local},
+		field:    text{field: "PprofAddr", at: func(c *Config) *string { return &c.PprofAddr }, valid: hostPort}},
 	{Name: EnvWSPollWait, CloudDefault: FormatDuration(DefaultWSPollWait), Unit: "Go duration", Deploy: true,
 		Meaning:  "Lambda only: how long the WebSocket function's pull for one demand frame waits at the broker before it answers with the events found and an idle frame (0s–20s)",
 		profiles: []Profile{Lambda}, uses: usesWS,

@@ -134,7 +134,8 @@ func toEvent(ev *pb.Event) (delivery.Event, error) {
 		}
 		e.OccurredAt = ts.AsTime()
 	}
-	return e, e.Validate()
+	err := e.Validate() // before e is returned: it remembers the check
+	return e, err
 }
 
 // echo is the event as a result reports it: the request's event, with an

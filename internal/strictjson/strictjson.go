@@ -162,7 +162,51 @@ const (
 // object, or objects and arrays nested more than maxDepth deep (the
 // outermost object is depth 1). It returns 0 when there is none. It
 // allocates little: it is run on every published message.
+//
+// A message without problems (the common case) is checked in two quick
+// passes, jsontext's whole-value validation and a byte scan for depth;
+// only one with a problem is read token by token to say which it is.
 func CheckObject(data []byte, maxDepth int) ObjectProblem {
+	if objectFine(data, maxDepth) {
+		return 0
+	}
+	return checkObjectTokens(data, maxDepth)
+}
+
+// objectFine reports whether data is exactly one JSON object, valid by
+// RFC 7493 (UTF-8, no repeated names; jsontext.Value.IsValid), nested at
+// most maxDepth deep. False says only that checkObjectTokens must look.
+func objectFine(data []byte, maxDepth int) bool {
+	i := 0
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	if i == len(data) || data[i] != '{' {
+		return false
+	}
+	// Depth: brackets outside strings. Meaningful only for valid JSON,
+	// which IsValid checks below.
+	depth := 0
+	for i < len(data) {
+		switch data[i] {
+		case '"':
+			i = skipString(data, i)
+			continue
+		case '{', '[':
+			if depth++; depth > maxDepth {
+				return false
+			}
+		case '}', ']':
+			depth--
+		}
+		i++
+	}
+	return jsontext.Value(data).IsValid()
+}
+
+// checkObjectTokens is CheckObject reading token by token, to name the
+// problem.
+func checkObjectTokens(data []byte, maxDepth int) ObjectProblem {
 	dec := jsontext.NewDecoder(bytes.NewReader(data))
 	if dec.PeekKind() != '{' {
 		return NotAnObject
@@ -196,4 +240,46 @@ func CheckObject(data []byte, maxDepth int) ObjectProblem {
 			return 0
 		}
 	}
+}
+
+// skipString returns the index just past the JSON string that starts with
+// the quote at data[i], or len(data) when it is not closed. It jumps from
+// quote to quote (bytes.IndexByte) rather than reading byte by byte: most
+// of a message's bytes are inside strings.
+func skipString(data []byte, i int) int {
+	j := i + 1
+	for {
+		k := bytes.IndexByte(data[j:], '"')
+		if k < 0 {
+			return len(data)
+		}
+		j += k
+		// The quote ends the string unless an odd number of backslashes
+		// escapes it.
+		n := 0
+		for p := j - 1; p > i && data[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return j + 1
+		}
+		j++
+	}
+}
+
+// SpaceBetweenTokens reports whether the JSON text data has whitespace
+// between its tokens, which json.Compact would remove; whitespace inside
+// strings does not count. data must be valid JSON.
+func SpaceBetweenTokens(data []byte) bool {
+	for i := 0; i < len(data); {
+		switch data[i] {
+		case '"':
+			i = skipString(data, i)
+			continue
+		case ' ', '\t', '\r', '\n':
+			return true
+		}
+		i++
+	}
+	return false
 }

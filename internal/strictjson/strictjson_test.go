@@ -1,6 +1,7 @@
 package strictjson_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -124,17 +125,58 @@ func FuzzUnmarshal(f *testing.F) {
 	})
 }
 
-// FuzzCheckObject: CheckObject never panics, and what it accepts is one
-// JSON object that encoding/json accepts too.
+// FuzzCheckObject: CheckObject never panics, finds what the
+// token-by-token scan finds, SpaceBetweenTokens agrees with json.Compact, and what it accepts is one JSON object that
+// encoding/json accepts too.
 func FuzzCheckObject(f *testing.F) {
-	for _, s := range []string{`{}`, `{"a":[{"b":"c"}]}`, `{"a":1,"a":2}`, "{\"a\":\"\xff\"}", `{"a":"\ud800"}`} {
+	for _, s := range []string{`{}`, `{"a":[{"b":"c"}]}`, `{"a":1,"a":2}`, "{\"a\":\"\xff\"}", `{"a":"\ud800"}`,
+		`{"a":"x y","b":"\\"}`, `{"a":"\"", "b":1}`, `{"a":"\\\" ","c":[1 ,2]}`, " {\"a\":1}\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// The quick path and the token-by-token scan agree.
+		for _, depth := range []int{1, 2, 32} {
+			if got, want := strictjson.CheckObject(b, depth), strictjson.CheckObjectTokens(b, depth); got != want {
+				t.Fatalf("%q at depth %d: CheckObject %d, token by token %d", b, depth, got, want)
+			}
+		}
+		// SpaceBetweenTokens says whether json.Compact would change valid
+		// JSON.
+		if json.Valid(b) {
+			var compacted bytes.Buffer
+			require.NoError(t, json.Compact(&compacted, b))
+			require.Equal(t, !bytes.Equal(compacted.Bytes(), b), strictjson.SpaceBetweenTokens(b), "%q", b)
+		}
 		if strictjson.CheckObject(b, 32) != 0 {
 			return
 		}
 		var m map[string]any
 		require.NoError(t, json.Unmarshal(b, &m), "%q", b)
+	})
+}
+
+// BenchmarkCheckObject measures the check of a 1 KiB message, as
+// publishing runs it on every event.
+func BenchmarkCheckObject(b *testing.B) {
+	msg := []byte(`{"order_id":"A-1029","customer":{"id":"c-77","name":"Ada \u00e9","tags":["x","y"]},"items":[{"sku":"s1","qty":2,"price":9.5},{"sku":"s2","qty":1,"price":120}],"note":"`)
+	for len(msg) < 1020 {
+		msg = append(msg, 'n')
+	}
+	msg = append(msg, `"}`...)
+	b.Run("quick", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if strictjson.CheckObject(msg, 32) != 0 {
+				b.Fatal("problem")
+			}
+		}
+	})
+	b.Run("tokens", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if strictjson.CheckObjectTokens(msg, 32) != 0 {
+				b.Fatal("problem")
+			}
+		}
 	})
 }

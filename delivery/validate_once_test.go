@@ -1,0 +1,57 @@
+package delivery_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gocloud.dev/docstore/memdocstore"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/leasestore"
+	"github.com/heraldevents/herald/pubsubx/mem"
+)
+
+// TestPublishChecksAnEventChangedAfterValidate: publishing skips the check
+// of an event that passed Validate only while its fields are the ones
+// checked; a message, type or resource id set afterwards is checked again.
+func TestPublishChecksAnEventChangedAfterValidate(t *testing.T) {
+	t.Parallel()
+	coll, err := memdocstore.OpenCollection("key", nil)
+	require.NoError(t, err)
+	broker := mem.New(time.Hour)
+	t.Cleanup(func() {
+		require.NoError(t, broker.Close())
+		require.NoError(t, coll.Close())
+	})
+	svc := delivery.New(delivery.Config{Broker: broker, Store: leasestore.New(coll, leasestore.Options{})})
+	admin := &auth.Principal{ID: "admin", Permissions: []string{auth.PermAll}}
+
+	valid := func() delivery.Event {
+		e := delivery.Event{EventType: "orders.placed", Message: json.RawMessage(`{"n":1}`), ResourceID: "/orders/1"}
+		require.NoError(t, e.Validate())
+		return e
+	}
+	for name, change := range map[string]func(*delivery.Event){
+		"message":     func(e *delivery.Event) { e.Message = json.RawMessage(`[1]`) },
+		"event type":  func(e *delivery.Event) { e.EventType = "not a type!" },
+		"resource id": func(e *delivery.Event) { e.ResourceID = "bad\x00id" },
+	} {
+		e := valid()
+		change(&e)
+		_, err := svc.Publish(t.Context(), admin, e)
+		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%s changed after Validate: %v", name, err)
+		results := svc.PublishBatch(t.Context(), admin, []delivery.Event{e})
+		require.Equal(t, herr.InvalidArgument, herr.CodeOf(results[0].Err), "%s changed after Validate, in a batch: %v", name, results[0].Err)
+	}
+	// A failed Validate is not remembered as a pass.
+	bad := delivery.Event{EventType: "orders.placed", Message: json.RawMessage(`"x"`)}
+	require.Error(t, bad.Validate())
+	_, err = svc.Publish(t.Context(), admin, bad)
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err))
+	_, err = svc.Publish(t.Context(), admin, valid())
+	require.NoError(t, err)
+}
