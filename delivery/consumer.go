@@ -198,8 +198,11 @@ func (s *Service) Acknowledge(ctx context.Context, p *auth.Principal, a leasesto
 		return nil, err
 	}
 	name := "ack"
-	if a.Status == leasestore.StatusFailed {
+	switch a.Status {
+	case leasestore.StatusFailed:
 		name = "nack"
+	case leasestore.StatusRejected:
+		name = "reject"
 	}
 	ctx, op := telemetry.StartSettle(ctx, name)
 	defer func() {
@@ -211,6 +214,24 @@ func (s *Service) Acknowledge(ctx context.Context, p *auth.Principal, a leasesto
 		op.End(ctx, err)
 	}()
 	return s.cfg.Store.Acknowledge(ctx, a)
+}
+
+// Extend moves a pull lease's expiry (see leasestore.Store.Extend). It
+// needs the read:events permission, as Acknowledge.
+func (s *Service) Extend(ctx context.Context, p *auth.Principal, e leasestore.ExtendParams) (res *leasestore.ExtendResult, err error) {
+	if err := p.Require(auth.PermReadEvents); err != nil {
+		return nil, err
+	}
+	ctx, op := telemetry.StartSettle(ctx, "extend")
+	defer func() {
+		outcome := "error"
+		if res != nil {
+			outcome = string(res.Outcome)
+		}
+		op.Acknowledged(ctx, outcome, 1)
+		op.End(ctx, err)
+	}()
+	return s.cfg.Store.Extend(ctx, e)
 }
 
 // brokerSource adapts a broker subscription to leasestore.Source and

@@ -202,6 +202,7 @@ func TestJWTScopesOnEveryRoute(t *testing.T) {
 		{"DELETE /v1/event-destinations/{id}", "manage:destinations", "/v1/event-destinations/" + doomed, "", http.StatusNoContent},
 		{"POST /v1/event-destinations/{id}/pull", "read:events", pullPath(dest, nil), "", http.StatusNoContent},
 		{"POST /v1/event-destinations/{id}/acknowledge", "read:events", "/v1/event-destinations/" + dest + "/acknowledge", `{"leaseId":"nope","generation":0,"status":"ok"}`, http.StatusOK},
+		{"POST /v1/event-destinations/{id}/extend", "read:events", "/v1/event-destinations/" + dest + "/extend", `{"leaseId":"nope","generation":0,"visibility":60}`, http.StatusOK},
 		{"POST /api/v1beta/events", "publish:orders.*", "/api/v1beta/events", `{"event":{"event_type":"orders.created"}}`, http.StatusOK},
 		{"POST /api/v1beta/events/batch", "publish:orders.*", "/api/v1beta/events/batch", `{"events":[{"event_type":"orders.created"}]}`, http.StatusOK},
 		{"GET /api/v1beta/events/stream", "receive:orders.*", streamPath("filter_groups", groups), "", http.StatusOK},
