@@ -27,8 +27,9 @@ const (
 // its broker subscription first (so nothing published after this call
 // returns is missed), then its record. typ must be
 // leasestore.TypeDurableConsumer (herr.Malformed otherwise: the durable-consumer API answers
-// 400 for other types).
-func (s *Service) CreateDestination(ctx context.Context, p *auth.Principal, typ string, groups filter.Groups) (*leasestore.Consumer, error) {
+// 400 for other types). pol, when given, are its delivery policies (the
+// first; herr.InvalidArgument outside their ranges).
+func (s *Service) CreateDestination(ctx context.Context, p *auth.Principal, typ string, groups filter.Groups, pol ...leasestore.Policies) (*leasestore.Consumer, error) {
 	if err := p.Require(auth.PermManageDestinations); err != nil {
 		return nil, err
 	}
@@ -38,13 +39,20 @@ func (s *Service) CreateDestination(ctx context.Context, p *auth.Principal, typ 
 	if err := groups.Validate("filter_groups"); err != nil {
 		return nil, err
 	}
+	policies, err := creationPolicies(pol)
+	if err != nil {
+		return nil, err
+	}
+	if policies.AckTimeout != 0 {
+		return nil, herr.New(herr.Malformed, "ack_timeout is only for durable queues")
+	}
 	id := uuid.NewString()
 	sub := "herald-dc-" + id
 	if err := s.cfg.Broker.CreateSubscription(ctx, sub, groups); err != nil {
 		return nil, brokerErr(err)
 	}
 	c, err := s.cfg.Store.CreateConsumer(ctx, leasestore.Consumer{
-		ID: id, Type: typ, Filters: groups, Subscription: sub, CreatedAt: s.cfg.Now(),
+		ID: id, Type: typ, Filters: groups, Subscription: sub, CreatedAt: s.cfg.Now(), Policies: policies,
 	})
 	if err != nil {
 		_ = s.cfg.Broker.DeleteSubscription(context.WithoutCancel(ctx), sub)

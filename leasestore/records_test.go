@@ -1,8 +1,8 @@
 package leasestore
 
 import (
-	"time"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )

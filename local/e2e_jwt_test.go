@@ -200,6 +200,7 @@ func TestJWTScopesOnEveryRoute(t *testing.T) {
 		{"POST /v1/event-destinations/{id}/pause", "manage:destinations", "/v1/event-destinations/" + dest + "/pause", "", http.StatusOK},
 		{"POST /v1/event-destinations/{id}/resume", "manage:destinations", "/v1/event-destinations/" + dest + "/resume", "", http.StatusOK},
 		{"DELETE /v1/event-destinations/{id}", "manage:destinations", "/v1/event-destinations/" + doomed, "", http.StatusNoContent},
+		{"PATCH /v1/event-destinations/{id}", "manage:destinations", "/v1/event-destinations/" + dest, `{"dead_letter_policy":{"max_delivery_attempts":5}}`, http.StatusOK},
 		{"POST /v1/event-destinations/{id}/pull", "read:events", pullPath(dest, nil), "", http.StatusNoContent},
 		{"POST /v1/event-destinations/{id}/acknowledge", "read:events", "/v1/event-destinations/" + dest + "/acknowledge", `{"leaseId":"nope","generation":0,"status":"ok"}`, http.StatusOK},
 		{"POST /v1/event-destinations/{id}/extend", "read:events", "/v1/event-destinations/" + dest + "/extend", `{"leaseId":"nope","generation":0,"visibility":60}`, http.StatusOK},

@@ -142,6 +142,9 @@ var table = []route{
 	{Route{"DELETE", "/v1/event-destinations/{id}", Destinations, false, false}, func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Delete)
 	}},
+	{Route{"PATCH", "/v1/event-destinations/{id}", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&destinations.Handler{Service: s}).Update)
+	}},
 	{Route{"POST", "/v1/event-destinations/{id}/pause", Destinations, false, false}, func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Pause)
 	}},
