@@ -65,16 +65,6 @@ func (b *bundle) withPolicies(t testing.TB, p leasestore.Policies) {
 	require.NoError(t, err, "SetPolicies")
 }
 
-// requireNotHandedOut pulls for worker and requires anything but l.
-func requireNotHandedOut(t testing.TB, b *bundle, worker string, l *leasestore.Lease, src leasestore.Source, why string) *leasestore.Lease {
-	t.Helper()
-	got := b.pull(t, worker, 10, src)
-	if got != nil {
-		require.NotEqual(t, l.ID, got.ID, why)
-	}
-	return got
-}
-
 func testExtendKeeps(t *testing.T, h Harness) {
 	b := setup(t, h, setupOptions{})
 	src := NewScriptedSource(bodies("x", 3)...)
