@@ -170,8 +170,10 @@ func (s *Service) Pull(ctx context.Context, p *auth.Principal, r PullRequest) (l
 		if p.CanReceive(typ) {
 			continue
 		}
+		now := time.Duration(0) // at once, whatever the retry policy: the events wait for a worker that may read them
 		if _, err := s.cfg.Store.Acknowledge(ctx, leasestore.AckParams{
 			Consumer: r.Destination, LeaseID: l.ID, Generation: l.Generation, Status: leasestore.StatusFailed,
+			RetryAfter: &now,
 		}); err != nil {
 			return nil, err
 		}
