@@ -1,9 +1,3 @@
-// Package delivery is Herald's core: it publishes events to the broker and
-// runs durable consumers, durable and non-durable queues, stream sessions
-// and the dead-letter queue over pubsubx (the broker) and leasestore
-// (leases, sessions and cursors). Transports (REST and SSE today; gRPC and
-// WebSocket later) are thin faces on a *Service; streams go through
-// Service.OpenStream and *Stream.
 package delivery
 
 import (

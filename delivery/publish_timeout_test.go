@@ -1,7 +1,6 @@
 package delivery_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/pubsubx"
 	"github.com/heraldevents/herald/pubsubx/mem"
 )
@@ -27,23 +27,6 @@ func (silentBroker) Send(ctx context.Context, _ *pubsubx.Message) error {
 	return herr.Wrap(herr.DeadlineExceeded, ctx.Err(), "no answer")
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestPublishTimeout: a broker that never answers costs a publish
 // Config.PublishTimeout, then herr.Unavailable (success:false), even when
 // the caller's context has no deadline; a batch shares one bound; the
@@ -53,7 +36,7 @@ func TestPublishTimeout(t *testing.T) {
 	t.Parallel()
 	broker := mem.New(0)
 	t.Cleanup(func() { _ = broker.Close() })
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	svc := delivery.New(delivery.Config{
 		Broker: silentBroker{broker}, PublishTimeout: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),

@@ -49,29 +49,36 @@ type SessionState struct {
 	Tags map[int64]leasestore.EventRef `json:"tags"`
 }
 
+// OpenedSession is what OpenSession returns.
+type OpenedSession struct {
+	// State is the new session's state (no tags yet), for the caller to
+	// store.
+	State *SessionState
+	// Created says that opening it created the queue: a fresh non-durable
+	// stream, whose reconnect token is State.Queue.
+	Created bool
+}
+
 // OpenSession is OpenStream for stateless transports: the same checks,
 // errors and queue creation (see OpenStream), then a new session attached
 // to the queue with ttl (≤ 0: StreamConfig.SessionTTL, 30 s by default).
 // It starts no goroutine: the caller heartbeats by calling PollSession at
-// least once per ttl, and calls CloseSession when the client leaves. It
-// returns the session's state (no tags yet) and whether opening it created
-// the queue (a fresh non-durable stream, whose reconnect token is
-// state.Queue).
+// least once per ttl, and calls CloseSession when the client leaves.
 //
 // Errors (herr codes, as OpenStream): InvalidArgument, PermissionDenied,
 // NotFound (unknown durable queue, or a reconnect token naming no live
 // queue), ResourceExhausted (leasestore.MaxSessions attached), and the
 // backends' errors.
-func (s *Service) OpenSession(ctx context.Context, p *auth.Principal, r StreamRequest, ttl time.Duration) (*SessionState, bool, error) {
+func (s *Service) OpenSession(ctx context.Context, p *auth.Principal, r StreamRequest, ttl time.Duration) (OpenedSession, error) {
 	c, created, err := s.streamQueue(ctx, p, r)
 	if err != nil {
-		return nil, false, err
+		return OpenedSession{}, err
 	}
 	st := &SessionState{Kind: r.Kind, Queue: c.ID, Session: uuid.NewString(), Tags: map[int64]leasestore.EventRef{}}
 	if err := s.cfg.Store.Attach(ctx, st.Queue, st.Session, s.sessionTTL(ttl)); err != nil {
-		return nil, false, sessionErr(st.Kind, st.Queue, err)
+		return OpenedSession{}, sessionErr(st.Kind, st.Queue, err)
 	}
-	return st, created, nil
+	return OpenedSession{State: st, Created: created}, nil
 }
 
 // sessionTTL returns ttl, or the configured SessionTTL when ttl ≤ 0.
@@ -94,8 +101,8 @@ func (st *SessionState) check() error {
 // configured SessionTTL) without pulling: the heartbeat of a stateless
 // transport on frames that are not polls (acks, nacks, pings), so that a
 // client that only settles or pings keeps its session. Errors as
-// PollSession's: herr.NotFound when the queue is gone, herr.Internal with
-// ConsumerCancelledMessage when the session is gone.
+// PollSession's: herr.NotFound when the queue is gone, a
+// *ConsumerCancelledError when the session is gone.
 func (s *Service) TouchSession(ctx context.Context, st *SessionState, ttl time.Duration) error {
 	if err := st.check(); err != nil {
 		return err
@@ -106,16 +113,33 @@ func (s *Service) TouchSession(ctx context.Context, st *SessionState, ttl time.D
 	return nil
 }
 
+// PollParams are the arguments of PollSession.
+type PollParams struct {
+	// Principal is whose rights the events are checked against.
+	Principal *auth.Principal
+	// State is the session, as OpenSession returned it and the caller
+	// stored it; PollSession does not change it.
+	State *SessionState
+	// Limit is the most events to return: ≥ 1, capped at MaxPullLimit
+	// (100) and, on a durable session, at the unsettled room.
+	Limit int
+	// Wait is the longest wait at the broker (≤ 0: none).
+	Wait time.Duration
+	// TTL is the session's new ttl (≤ 0: StreamConfig.SessionTTL).
+	TTL time.Duration
+}
+
 // PollSession is one step of a stateless stream. It refreshes the session
-// (Attach with ttl, ≤ 0 meaning StreamConfig.SessionTTL: the heartbeat of
-// a stateless transport, so the caller polls at least once per ttl), then
-// pulls up to limit events for it, each leased for StreamConfig.AckTimeout.
-// limit must be ≥ 1 (else herr.InvalidArgument) and is capped at
-// MaxPullLimit (100) and, for a durable session, at
-// StreamConfig.MaxUnsettled less len(st.Tags), so a session never holds
-// more than MaxUnsettled unsettled events (with no room it only
-// heartbeats and returns none). It waits at most wait at the broker, and
-// not at all when events wait for redelivery in the queue.
+// pp.State (Attach with pp.TTL, ≤ 0 meaning StreamConfig.SessionTTL: the
+// heartbeat of a stateless transport, so the caller polls at least once
+// per ttl), then pulls up to pp.Limit events for it, each leased for
+// StreamConfig.AckTimeout. The limit must be ≥ 1 (else
+// herr.InvalidArgument) and is capped at MaxPullLimit (100) and, for a
+// durable session, at StreamConfig.MaxUnsettled less len(State.Tags), so
+// a session never holds more than MaxUnsettled unsettled events (with no
+// room it only heartbeats and returns none). It waits at most pp.Wait at
+// the broker, and not at all when events wait for redelivery in the
+// queue.
 //
 // It returns the deliveries with Ref set and Tag 0, and does not change
 // st: the caller assigns tags with st.Tag on the state it then persists
@@ -128,19 +152,21 @@ func (s *Service) TouchSession(ctx context.Context, st *SessionState, ttl time.D
 // (leasestore.MaxInFlight) is full of other sessions' events.
 //
 // Errors, as Stream.Next's: herr.NotFound when the queue is gone (deleted,
-// or reaped); herr.Internal with ConsumerCancelledMessage when the session
-// is gone (closed, evicted, or its ttl lapsed without a poll: its events
-// went back to the queue) — the client reconnects; herr.InvalidArgument
+// or reaped); a *ConsumerCancelledError (herr.Internal with
+// ConsumerCancelledMessage) when the session is gone (closed, evicted, or
+// its ttl lapsed without a poll: its events went back to the queue) — the
+// client reconnects; herr.InvalidArgument
 // for a bad limit or state; retryable backend errors (herr.Retryable) as
 // they are, after one retry.
-func (s *Service) PollSession(ctx context.Context, p *auth.Principal, st *SessionState, limit int, wait time.Duration, ttl time.Duration) ([]Delivery, error) {
+func (s *Service) PollSession(ctx context.Context, pp PollParams) ([]Delivery, error) {
+	p, st, limit, wait := pp.Principal, pp.State, pp.Limit, pp.Wait
 	if err := st.check(); err != nil {
 		return nil, err
 	}
 	if limit < 1 {
 		return nil, herr.New(herr.InvalidArgument, "limit must be at least 1")
 	}
-	if err := s.cfg.Store.Attach(ctx, st.Queue, st.Session, s.sessionTTL(ttl)); err != nil {
+	if err := s.cfg.Store.Attach(ctx, st.Queue, st.Session, s.sessionTTL(pp.TTL)); err != nil {
 		return nil, sessionErr(st.Kind, st.Queue, err)
 	}
 	n := min(limit, MaxPullLimit)

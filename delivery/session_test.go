@@ -15,35 +15,17 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/leasestore"
 )
-
-// testClock is a hand-moved clock for the store.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newTestClock() *testClock { return &testClock{now: time.Now()} }
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // openDurable creates durable queue "q" and opens a session on it.
 func openDurable(t *testing.T, b *bundle) *delivery.SessionState {
 	t.Helper()
 	_, _, err := b.svc.CreateQueue(t.Context(), root, "q", nil)
 	require.NoError(t, err)
-	st, created, err := b.svc.OpenSession(t.Context(), root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, 0)
+	opened, err := b.svc.OpenSession(t.Context(), root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, 0)
+	st, created := opened.State, opened.Created
 	require.NoError(t, err)
 	require.False(t, created, "a durable session never creates its queue")
 	require.Equal(t, "q", st.Queue)
@@ -53,7 +35,7 @@ func openDurable(t *testing.T, b *bundle) *delivery.SessionState {
 
 func poll(t *testing.T, b *bundle, p *auth.Principal, st *delivery.SessionState, limit int) []delivery.Delivery {
 	t.Helper()
-	ds, err := b.svc.PollSession(t.Context(), p, st, limit, 5*time.Millisecond, 0)
+	ds, err := b.svc.PollSession(t.Context(), delivery.PollParams{Principal: p, State: st, Limit: limit, Wait: 5 * time.Millisecond})
 	require.NoError(t, err)
 	return ds
 }
@@ -137,9 +119,9 @@ func TestSessionDurable(t *testing.T) {
 	require.EqualValues(t, 5, c.Committed)
 	require.EqualValues(t, 1, c.InFlight)
 
-	_, err = b.svc.PollSession(t.Context(), root, st, 0, 0, 0)
+	_, err = b.svc.PollSession(t.Context(), delivery.PollParams{Principal: root, State: st, Limit: 0})
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err))
-	_, err = b.svc.PollSession(t.Context(), root, &delivery.SessionState{Queue: "q"}, 1, 0, 0)
+	_, err = b.svc.PollSession(t.Context(), delivery.PollParams{Principal: root, State: &delivery.SessionState{Queue: "q"}, Limit: 1})
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err))
 }
 
@@ -171,7 +153,7 @@ func TestSessionUntake(t *testing.T) {
 // since (the session lapsed) is skipped; the store has the last word.
 func TestSessionStaleGeneration(t *testing.T) {
 	t.Parallel()
-	clock := newTestClock()
+	clock := testkit.NewClock(time.Now())
 	b := setup(t, setupOpts{now: clock.Now})
 	st := openDurable(t, b)
 	b.publish(t, "a.b", 0, 1)
@@ -179,7 +161,8 @@ func TestSessionStaleGeneration(t *testing.T) {
 	st.Tag(ds)
 	clock.Advance(delivery.DefaultSessionTTL)
 
-	other, _, err := b.svc.OpenSession(t.Context(), root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, 0)
+	opened, err := b.svc.OpenSession(t.Context(), root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, 0)
+	other := opened.State
 	require.NoError(t, err)
 	again := poll(t, b, root, other, 1)
 	require.Equal(t, []int{0}, ns(t, again))
@@ -198,9 +181,10 @@ func TestSessionNonDurable(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	ctx := t.Context()
-	st, created, err := b.svc.OpenSession(ctx, root, delivery.StreamRequest{
+	opened, err := b.svc.OpenSession(ctx, root, delivery.StreamRequest{
 		FilterGroups: filter.Groups{{EventType: "a.b"}},
 	}, 0)
+	st, created := opened.State, opened.Created
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, delivery.NonDurable, st.Kind)
@@ -229,7 +213,8 @@ func TestSessionNonDurable(t *testing.T) {
 
 	// Reconnecting with the token reattaches to the same queue.
 	require.NoError(t, b.svc.CloseSession(ctx, st))
-	st2, created, err := b.svc.OpenSession(ctx, root, delivery.StreamRequest{ReconnectToken: st.Queue}, 0)
+	opened, err = b.svc.OpenSession(ctx, root, delivery.StreamRequest{ReconnectToken: st.Queue}, 0)
+	st2, created := opened.State, opened.Created
 	require.NoError(t, err)
 	require.False(t, created)
 	require.Equal(t, st.Queue, st2.Queue)
@@ -244,7 +229,7 @@ func TestOpenSessionErrors(t *testing.T) {
 	b := setup(t, setupOpts{})
 	ctx := t.Context()
 	open := func(p *auth.Principal, r delivery.StreamRequest) error {
-		_, _, err := b.svc.OpenSession(ctx, p, r, 0)
+		_, err := b.svc.OpenSession(ctx, p, r, 0)
 		return err
 	}
 	require.Equal(t, herr.NotFound, herr.CodeOf(open(root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "nope"})))
@@ -295,11 +280,14 @@ func TestSessionCloseRequeues(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2, c.Requeued, "the session's events wait for redelivery at once")
 
-	_, err = b.svc.PollSession(ctx, root, st, 1, 0, 0)
+	_, err = b.svc.PollSession(ctx, delivery.PollParams{Principal: root, State: st, Limit: 1})
 	require.Equal(t, herr.Internal, herr.CodeOf(err), "%v", err)
 	require.Equal(t, delivery.ConsumerCancelledMessage, herr.MessageOf(err))
+	var cancelled *delivery.ConsumerCancelledError
+	require.ErrorAs(t, err, &cancelled, "matched by type, not by message")
 
-	st2, _, err := b.svc.OpenSession(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, 0)
+	opened, err := b.svc.OpenSession(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, 0)
+	st2 := opened.State
 	require.NoError(t, err)
 	again := poll(t, b, root, st2, 5)
 	require.Equal(t, []int{0, 1}, ns(t, again))
@@ -310,29 +298,31 @@ func TestSessionCloseRequeues(t *testing.T) {
 // its events go to the next session.
 func TestSessionTTLLapse(t *testing.T) {
 	t.Parallel()
-	clock := newTestClock()
+	clock := testkit.NewClock(time.Now())
 	b := setup(t, setupOpts{now: clock.Now})
 	ctx := t.Context()
 	_, _, err := b.svc.CreateQueue(ctx, root, "q", nil)
 	require.NoError(t, err)
-	st, _, err := b.svc.OpenSession(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, time.Minute)
+	opened, err := b.svc.OpenSession(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, time.Minute)
+	st := opened.State
 	require.NoError(t, err)
 	b.publish(t, "a.b", 0, 1)
 	clock.Advance(time.Minute - time.Millisecond)
-	ds, err := b.svc.PollSession(ctx, root, st, 1, 5*time.Millisecond, time.Minute) // the heartbeat
+	ds, err := b.svc.PollSession(ctx, delivery.PollParams{Principal: root, State: st, Limit: 1, Wait: 5 * time.Millisecond, TTL: time.Minute}) // the heartbeat
 	require.NoError(t, err)
 	st.Tag(ds)
 	clock.Advance(time.Minute - time.Millisecond)
-	_, err = b.svc.PollSession(ctx, root, st, 1, 0, time.Minute)
+	_, err = b.svc.PollSession(ctx, delivery.PollParams{Principal: root, State: st, Limit: 1, TTL: time.Minute})
 	require.NoError(t, err, "polled within its ttl")
 
 	clock.Advance(time.Minute)
-	_, err = b.svc.PollSession(ctx, root, st, 1, 0, time.Minute)
+	_, err = b.svc.PollSession(ctx, delivery.PollParams{Principal: root, State: st, Limit: 1, TTL: time.Minute})
 	require.Equal(t, herr.Internal, herr.CodeOf(err), "%v", err)
 	require.Equal(t, delivery.ConsumerCancelledMessage, herr.MessageOf(err))
 	require.NoError(t, b.svc.CloseSession(ctx, st), "closing a lapsed session is not an error")
 
-	st2, _, err := b.svc.OpenSession(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, 0)
+	opened, err = b.svc.OpenSession(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, 0)
+	st2 := opened.State
 	require.NoError(t, err)
 	again := poll(t, b, root, st2, 1)
 	require.Equal(t, []int{0}, ns(t, again))
@@ -351,7 +341,7 @@ func TestSessionQueueDeleted(t *testing.T) {
 	st.Tag(ds)
 	require.NoError(t, b.svc.DeleteQueue(ctx, root, "q"))
 
-	_, err := b.svc.PollSession(ctx, root, st, 1, 0, 0)
+	_, err := b.svc.PollSession(ctx, delivery.PollParams{Principal: root, State: st, Limit: 1})
 	require.Equal(t, herr.NotFound, herr.CodeOf(err), "%v", err)
 	ackRefs, nackRefs, _, rep := st.Take([]int64{1}, nil)
 	_, err = b.svc.SettleRefs(ctx, st, ackRefs, nackRefs, rep)
@@ -360,11 +350,12 @@ func TestSessionQueueDeleted(t *testing.T) {
 	require.NoError(t, b.svc.CloseSession(ctx, st))
 
 	// A non-durable queue gone says so in its own words.
-	nd, _, err := b.svc.OpenSession(ctx, root, delivery.StreamRequest{}, 0)
+	opened, err := b.svc.OpenSession(ctx, root, delivery.StreamRequest{}, 0)
+	nd := opened.State
 	require.NoError(t, err)
 	_, err = b.store.DeleteConsumer(ctx, nd.Queue)
 	require.NoError(t, err)
-	_, err = b.svc.PollSession(ctx, root, nd, 1, 0, 0)
+	_, err = b.svc.PollSession(ctx, delivery.PollParams{Principal: root, State: nd, Limit: 1})
 	require.Equal(t, herr.NotFound, herr.CodeOf(err), "%v", err)
 	require.Contains(t, herr.MessageOf(err), "non-durable queue is gone")
 }
@@ -379,7 +370,8 @@ func TestSessionPrincipalFilter(t *testing.T) {
 	_, _, err := b.svc.CreateQueue(ctx, root, "q", nil)
 	require.NoError(t, err)
 	orders := &auth.Principal{ID: "orders", Permissions: []string{auth.PermConsumeDurableQueues, "receive:orders.*"}}
-	st, _, err := b.svc.OpenSession(ctx, orders, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, 0)
+	opened, err := b.svc.OpenSession(ctx, orders, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, 0)
+	st := opened.State
 	require.NoError(t, err)
 	b.publish(t, "users.a", 0, 2)
 	require.Empty(t, poll(t, b, orders, st, 10), "nothing readable")
@@ -393,7 +385,8 @@ func TestSessionPrincipalFilter(t *testing.T) {
 	require.Equal(t, []int{2}, ns(t, ds))
 
 	// A session that may read everything gets the withheld events.
-	rootSt, _, err := b.svc.OpenSession(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, 0)
+	opened, err = b.svc.OpenSession(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, 0)
+	rootSt := opened.State
 	require.NoError(t, err)
 	got := poll(t, b, root, rootSt, 10)
 	require.ElementsMatch(t, []int{0, 1}, ns(t, got))
@@ -472,7 +465,7 @@ func TestSessionTwoLambdas(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		ds, err := b.svc.PollSession(ctx, root, st, 7, time.Millisecond, 0)
+		ds, err := b.svc.PollSession(ctx, delivery.PollParams{Principal: root, State: st, Limit: 7, Wait: time.Millisecond})
 		if err != nil || len(ds) == 0 {
 			return false, err
 		}

@@ -23,6 +23,32 @@ import (
 // backlog there; events it had not settled are delivered again.
 const ConsumerCancelledMessage = "Internal Server Error: The broker cancelled this stream's consumer. Reconnect to resume consuming."
 
+// ConsumerCancelledError is the error of a stream or stateless session
+// whose session was taken away (detached, evicted, or its ttl lapsed
+// without a heartbeat) while its queue is intact. Its code is
+// herr.Internal and its caller-safe message ConsumerCancelledMessage, the
+// notifications API's exact text, so every transport sends it unchanged;
+// code that must tell it from other internal errors matches it with
+// errors.As, never by its message.
+type ConsumerCancelledError struct {
+	// Err is the store's error, kept for logs (a non-durable queue's id,
+	// its reconnect token, cut out of its text).
+	Err error
+}
+
+func (e *ConsumerCancelledError) Error() string {
+	if e.Err == nil {
+		return ConsumerCancelledMessage
+	}
+	return ConsumerCancelledMessage + ": " + e.Err.Error()
+}
+
+// Unwrap lets herr.CodeOf and herr.MessageOf see Internal and
+// ConsumerCancelledMessage, and errors.Is the store's error.
+func (e *ConsumerCancelledError) Unwrap() error {
+	return herr.Wrap(herr.Internal, e.Err, ConsumerCancelledMessage)
+}
+
 // StreamKind says which queue a stream reads.
 type StreamKind int
 
@@ -117,9 +143,10 @@ type SettleReport struct {
 // never comes back.
 //
 // Errors from Next and Settle: herr.NotFound when the queue is gone
-// (deleted, or reaped under the stream); herr.Internal with
-// ConsumerCancelledMessage when the session was taken away while the
-// queue is intact; the store's or broker's errors otherwise.
+// (deleted, or reaped under the stream); a *ConsumerCancelledError
+// (herr.Internal, ConsumerCancelledMessage) when the session was taken
+// away while the queue is intact; the store's or broker's errors
+// otherwise.
 type Stream struct {
 	svc     *Service
 	p       *auth.Principal
@@ -275,8 +302,9 @@ func (st *Stream) fail(err error) {
 func (st *Stream) sessionErr(err error) error { return sessionErr(st.kind, st.queue, err) }
 
 // sessionErr translates a store error about a session of kind on queue: a
-// queue that is gone is herr.NotFound; a session taken away is the
-// documented INTERNAL message. Streams and stateless sessions share it.
+// queue that is gone is herr.NotFound; a session taken away (the store's
+// herr.FailedPrecondition) is a *ConsumerCancelledError. Streams and
+// stateless sessions share it.
 func sessionErr(kind StreamKind, queue string, err error) error {
 	switch herr.CodeOf(err) {
 	case herr.NotFound:
@@ -285,7 +313,7 @@ func sessionErr(kind StreamKind, queue string, err error) error {
 		}
 		return herr.Wrap(herr.NotFound, redactCause(kind, queue, err), "the non-durable queue is gone: start a fresh stream with filter_groups and no reconnect token")
 	case herr.FailedPrecondition:
-		return herr.Wrap(herr.Internal, redactCause(kind, queue, err), ConsumerCancelledMessage)
+		return &ConsumerCancelledError{Err: redactCause(kind, queue, err)}
 	}
 	return err
 }

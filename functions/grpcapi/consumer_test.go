@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	cpb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta"
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta"
+	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/local"
 )
 
@@ -604,30 +604,12 @@ func TestGRPCManageDeadLettersErrors(t *testing.T) {
 	}}), codes.InvalidArgument, "actions")
 }
 
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // TestGRPCNonDurableReaped: once its queue is reaped (the session lapsed
 // and the reconnect-grace window passed), a running stream ends
 // NOT_FOUND, and so does a reconnect with its token.
 func TestGRPCNonDurableReaped(t *testing.T) {
 	t.Parallel()
-	clk := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	h := startConsumerGRPC(t, local.WithClock(clk.Now), func(c *local.Config) {
 		c.ReapInterval = -1
 		c.SessionTTL = time.Hour // no heartbeat during the test

@@ -13,7 +13,6 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta"
 	"github.com/heraldevents/herald/herr"
-	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/leasestore"
 )
 
@@ -186,9 +185,6 @@ func (s *triage) act(ctx context.Context, entries []*pb.ManageDeadLetteredEvents
 	outs, err := s.tr.Act(ctx, in)
 	if err != nil {
 		return Error(ctx, s.procedure, err)
-	}
-	for i, o := range outs {
-		telemetry.Triaged(ctx, string(in[i].Action), string(o.Outcome))
 	}
 	for _, o := range outs {
 		r := &dlOutcome{DeliveryTag: o.DeliveryTag, Outcome: outcome(o.Outcome), Detail: o.Detail}

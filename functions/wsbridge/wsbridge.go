@@ -24,12 +24,14 @@
 //
 // # Frames and state
 //
-// The first frame that counts is open; one open per connection. A frame
-// that fits no state (a second open, demand/ack/nack/actions before open,
-// ack or nack on a non-durable or dead_letters stream, actions on an event
-// stream) is answered by a non-fatal error frame with status 409, and the
-// stream goes on. A frame wsframe.Decode refuses is a non-fatal error
-// frame with its status (400 not JSON, 422 against a rule), except an open
+// wsframe.Dispatch routes every frame, with the rules and error texts
+// the API Gateway bridge shares. The first frame that counts is open; one
+// open per connection. A frame that fits no state (a second open,
+// demand/ack/nack/actions before open, ack or nack on a non-durable or
+// dead_letters stream, actions on an event stream) is answered by a
+// non-fatal error frame with status 409, and the stream goes on. A frame
+// wsframe.Decode refuses is a non-fatal error frame with its status (400
+// not JSON, 422 against a rule), except an open
 // frame, whose refusal (422: a bad queue_id or reconnect token, bad filter
 // groups) is fatal: the error frame is followed by close code
 // wsframe.CloseCode(status). Failures to open the stream are fatal the
@@ -220,7 +222,7 @@ func (h *Handler) originAllowed(r *http.Request) bool {
 	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
-// session is one connection.
+// session is one connection; wsframe.Dispatch routes its frames.
 type session struct {
 	svc  *delivery.Service
 	p    *auth.Principal
@@ -326,8 +328,13 @@ func (s *session) send(f *wsframe.ServerFrame) error {
 	return nil
 }
 
-// fail sends a fatal error frame for err and closes with its close code.
-func (s *session) fail(id string, err error) {
+var _ wsframe.Conn = (*session)(nil)
+
+// Stream is the open stream's kind, "" before open (wsframe.Conn).
+func (s *session) Stream() string { return s.stream }
+
+// Fail sends a fatal error frame for err and closes with its close code.
+func (s *session) Fail(_ context.Context, id string, err error) {
 	f := wsframe.Error(id, err, true)
 	if f.StatusCode >= 500 {
 		s.log.Error("websocket stream failed", "stream", s.stream, "err", err)
@@ -336,8 +343,13 @@ func (s *session) fail(id string, err error) {
 	s.close(wsframe.CloseCode(f.StatusCode), f.Code)
 }
 
-// refuse answers a frame with a non-fatal error frame.
-func (s *session) refuse(id string, err error) { _ = s.send(wsframe.Error(id, err, false)) }
+// Refuse answers a frame with a non-fatal error frame.
+func (s *session) Refuse(_ context.Context, id string, err error) {
+	_ = s.send(wsframe.Error(id, err, false))
+}
+
+// Ping answers a ping frame.
+func (s *session) Ping(_ context.Context, f *wsframe.ClientFrame) { _ = s.send(wsframe.Pong(f.ID)) }
 
 // read reads frames until the connection ends: the client closed, the
 // read deadline passed, the frame limit was passed (gorilla has sent 1009)
@@ -359,7 +371,7 @@ func (s *session) read() {
 			continue // only the client's close answer matters now
 		}
 		if kind != websocket.TextMessage {
-			s.refuse("", herr.New(herr.Malformed, "frames are JSON text messages, not binary"))
+			s.Refuse(s.ctx, "", wsframe.ErrBinary)
 			continue
 		}
 		if !utf8.Valid(data) {
@@ -368,44 +380,18 @@ func (s *session) read() {
 			s.close(websocket.CloseInvalidFramePayloadData, "text frame is not valid UTF-8")
 			continue
 		}
-		s.handle(wsframe.Decode(data))
+		f, err := wsframe.Decode(data)
+		wsframe.Dispatch(s.ctx, s, f, err)
 	}
 }
 
-// handle answers one decoded client frame.
-func (s *session) handle(f *wsframe.ClientFrame, err error) {
-	opened := s.stream != ""
-	switch {
-	case f != nil && f.Type == wsframe.TypeOpen && opened:
-		s.refuse(f.ID, herr.New(herr.FailedPrecondition, "this connection already has a stream: one open frame per connection"))
-	case f != nil && f.Type == wsframe.TypeOpen && err != nil:
-		s.fail(f.ID, err) // a stream that cannot open ends the connection
-	case err != nil && f != nil:
-		s.refuse(f.ID, err) // Decode keeps the id whenever it is valid
-	case err != nil:
-		s.refuse("", err)
-	case f.Type == wsframe.TypePing:
-		_ = s.send(wsframe.Pong(f.ID))
-	case f.Type == wsframe.TypeOpen:
-		s.open(f)
-	case !opened:
-		s.refuse(f.ID, herr.New(herr.FailedPrecondition, "send an open frame first"))
-	case f.Type == wsframe.TypeDemand:
-		s.demand(f)
-	case f.Type == wsframe.TypeAck || f.Type == wsframe.TypeNack:
-		s.settle(f)
-	case f.Type == wsframe.TypeActions:
-		s.act(f)
-	}
-}
-
-// open opens the stream the frame names and starts pushing.
-func (s *session) open(f *wsframe.ClientFrame) {
+// Open opens the stream the frame names and starts pushing.
+func (s *session) Open(_ context.Context, f *wsframe.ClientFrame) {
 	switch f.Stream {
 	case wsframe.StreamDeadLetters:
 		tr, err := s.svc.NewTriage(s.p)
 		if err != nil {
-			s.fail(f.ID, err)
+			s.Fail(s.ctx, f.ID, err)
 			return
 		}
 		s.stream, s.tr = f.Stream, tr
@@ -415,7 +401,7 @@ func (s *session) open(f *wsframe.ClientFrame) {
 	default:
 		st, err := s.svc.OpenStream(s.ctx, s.p, f.StreamRequest())
 		if err != nil {
-			s.fail(f.ID, err)
+			s.Fail(s.ctx, f.ID, err)
 			return
 		}
 		s.stream, s.st = f.Stream, st
@@ -434,18 +420,18 @@ func (s *session) start(pump func() error) {
 	go func() {
 		defer s.pumps.Done()
 		if err := pump(); err != nil && s.ctx.Err() == nil {
-			s.fail("", err)
+			s.Fail(s.ctx, "", err)
 		}
 	}()
 }
 
-// demand adds credit (docs/websocket.md, "Flow control").
-func (s *session) demand(f *wsframe.ClientFrame) {
+// Demand adds credit (docs/websocket.md, "Flow control").
+func (s *session) Demand(_ context.Context, f *wsframe.ClientFrame) {
 	s.mu.Lock()
 	if s.credit+f.N > wsframe.MaxCredit {
 		held := s.credit
 		s.mu.Unlock()
-		s.refuse(f.ID, herr.New(herr.InvalidArgument, "demand would raise the credit past %d (it holds %d); nothing changed", wsframe.MaxCredit, held))
+		s.Refuse(s.ctx, f.ID, herr.New(herr.InvalidArgument, "demand would raise the credit past %d (it holds %d); nothing changed", wsframe.MaxCredit, held))
 		return
 	}
 	s.credit += f.N
@@ -572,52 +558,31 @@ func (s *session) browse() error {
 	}
 }
 
-// settle acks or nacks a durable stream's tags and answers settled.
-func (s *session) settle(f *wsframe.ClientFrame) {
-	if s.stream != wsframe.StreamDurable {
-		s.refuse(f.ID, herr.New(herr.FailedPrecondition, "only a durable stream's events are settled: %s frames do not apply to a %s stream", f.Type, s.stream))
-		return
-	}
-	var acks, nacks []int64
-	if f.Type == wsframe.TypeAck {
-		acks = f.DeliveryTags
-	} else {
-		nacks = f.DeliveryTags
-	}
+// Settle acks or nacks a durable stream's tags and answers settled.
+func (s *session) Settle(_ context.Context, f *wsframe.ClientFrame) {
+	acks, nacks := f.Settlement()
 	rep, err := s.st.Settle(s.ctx, acks, nacks)
 	if err != nil {
 		if serr := s.st.Err(); serr != nil || herr.CodeOf(err) == herr.NotFound {
-			s.fail(f.ID, err)
+			s.Fail(s.ctx, f.ID, err)
 			return
 		}
 		// The store could not be reached: the tags stay unsettled and the
 		// frame may be sent again.
-		s.refuse(f.ID, err)
+		s.Refuse(s.ctx, f.ID, err)
 		return
 	}
 	s.proc.Settled(s.ctx, acks, nacks)
 	_ = s.send(wsframe.Settled(f.ID, rep))
 }
 
-// act runs a dead_letters stream's actions: one outcome frame per action,
+// Act runs a dead_letters stream's actions: one outcome frame per action,
 // in order.
-func (s *session) act(f *wsframe.ClientFrame) {
-	if s.stream != wsframe.StreamDeadLetters {
-		s.refuse(f.ID, herr.New(herr.FailedPrecondition, "actions frames apply to a dead_letters stream only"))
-		return
-	}
-	in := make([]delivery.TriageAction, len(f.Actions))
-	for i, a := range f.Actions {
-		action, _ := delivery.ParseDeadLetterAction(a.Action) // Decode checked it
-		in[i] = delivery.TriageAction{DeliveryTag: a.DeliveryTag, Action: action}
-	}
-	outs, err := s.tr.Act(s.ctx, in)
+func (s *session) Act(_ context.Context, f *wsframe.ClientFrame) {
+	outs, err := s.tr.Act(s.ctx, f.TriageActions())
 	if err != nil {
-		s.refuse(f.ID, err)
+		s.Refuse(s.ctx, f.ID, err)
 		return
-	}
-	for i, o := range outs {
-		telemetry.Triaged(s.ctx, string(in[i].Action), string(o.Outcome))
 	}
 	for _, o := range outs {
 		if s.send(wsframe.Outcome(f.ID, o)) != nil {

@@ -288,6 +288,26 @@ func (f *ClientFrame) StreamRequest() delivery.StreamRequest {
 	return r
 }
 
+// Settlement returns the tags an ack frame acknowledges (acks) or a nack
+// frame hands back (nacks); the other is nil.
+func (f *ClientFrame) Settlement() (acks, nacks []int64) {
+	if f.Type == TypeAck {
+		return f.DeliveryTags, nil
+	}
+	return nil, f.DeliveryTags
+}
+
+// TriageActions returns an actions frame's actions for delivery.Triage.Act
+// or delivery.TriageState.Plan, in order. Decode checked every action.
+func (f *ClientFrame) TriageActions() []delivery.TriageAction {
+	in := make([]delivery.TriageAction, len(f.Actions))
+	for i, a := range f.Actions {
+		action, _ := delivery.ParseDeadLetterAction(a.Action)
+		in[i] = delivery.TriageAction{DeliveryTag: a.DeliveryTag, Action: action}
+	}
+	return in
+}
+
 func checkID(id string) error {
 	if len(id) > MaxIDLength {
 		return herr.New(herr.InvalidArgument, "id must be 1 to %d printable ASCII characters", MaxIDLength)

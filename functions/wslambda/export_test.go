@@ -34,7 +34,7 @@ func BeforeDisconnectDelete(h *Handler, f func()) { h.beforeDisconnectDelete = f
 func LogFatal(ctx context.Context, h *Handler, post Poster, id string, st *State, err error) {
 	c := &conn{h: h, id: id, post: post, hardEnd: time.Now().Add(time.Minute)}
 	c.setState(&leasestore.Connection{ID: id}, st)
-	c.fatal(ctx, "", err)
+	c.Fail(ctx, "", err)
 }
 
 // Lost is lost: whether an error ends the stream.

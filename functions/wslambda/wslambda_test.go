@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"github.com/heraldevents/herald/functions/wsframe/wstest"
 	"github.com/heraldevents/herald/functions/wslambda"
 	"github.com/heraldevents/herald/functions/wslambda/apigwmgmt"
+	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/local/apigwws"
 )
 
@@ -45,25 +45,7 @@ type stack struct {
 	emu     *apigwws.Server
 	emuSrv  *httptest.Server
 	handler *wslambda.Handler
-	logs    *syncBuffer // the handler's log lines
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
+	logs    *testkit.SyncBuffer // the handler's log lines
 }
 
 func (s *stack) wsURL() string { return s.emu.WebSocketURL(s.emuSrv.URL) }
@@ -95,7 +77,7 @@ func startStackWith(t *testing.T, deliveryLimit int, emuOpts apigwws.Options, co
 	}
 	a, err := app.Open(t.Context(), cfg, opts)
 	require.NoError(t, err)
-	s := &stack{app: a, rest: httptest.NewServer(a.Handler()), logs: &syncBuffer{}}
+	s := &stack{app: a, rest: httptest.NewServer(a.Handler()), logs: &testkit.SyncBuffer{}}
 	var mgmt atomic.Pointer[apigwmgmt.Client]
 	hcfg := wslambda.Config{
 		Service: a.Service(), Store: a.Store(), Auth: cfg.Authenticator(),
@@ -146,6 +128,23 @@ func TestConformance(t *testing.T) {
 type client struct {
 	t  *testing.T
 	ws *websocket.Conn
+}
+
+// TestConformanceConcurrent runs the suite with invocations of one
+// connection overlapping (and $disconnect not waiting for them), as API
+// Gateway may run them.
+func TestConformanceConcurrent(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, 2, apigwws.Options{Concurrency: 4})
+	wstest.Run(t, wstest.Harness{
+		Dial:          wstest.Dialer(s.wsURL()),
+		RESTURL:       s.rest.URL,
+		Token:         token,
+		LimitedToken:  limited,
+		DeliveryLimit: 2,
+		Push:          false,
+		NoCloseCodes:  true,
+	})
 }
 
 func dial(t *testing.T, s *stack, query string, hdr http.Header) *client {

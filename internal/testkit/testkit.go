@@ -1,0 +1,56 @@
+// Package testkit holds the small helpers Herald's tests share, so that
+// each is written once: a clock the test moves by hand and a buffer safe
+// for concurrent writers (a logger's output read by the test). Free ports
+// come from internal/emulators.FreePort. Only tests import it.
+package testkit
+
+import (
+	"bytes"
+	"sync"
+	"time"
+)
+
+// Clock is a clock the test moves by hand; its Now is what a
+// Config.Now-style field takes. Safe for concurrent use.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a Clock that reads start.
+func NewClock(start time.Time) *Clock { return &Clock{now: start} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writers and readers:
+// give it to a slog handler and read it in the test.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
