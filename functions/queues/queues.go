@@ -19,6 +19,13 @@
 // whatever current_filter_groups says, so retrying an applied update is
 // safe. The queue's filters can be read back with POST (created false).
 // The broker subscription is re-filtered without losing what it holds.
+//
+// Herald's additions: POST and PATCH also take the delivery policies
+// (delivery.PolicyFields): retry_policy, dead_letter_policy and
+// ack_timeout (seconds an unsettled stream event stays with its stream).
+// POST applies them only when it creates the queue; a PATCH that sets a
+// policy may leave out both filter members, which then stay as they are.
+// GET /v1/event-destinations/{queue_id} shows them.
 package queues
 
 import (
@@ -28,6 +35,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/functions/httpx"
+	"github.com/heraldevents/herald/leasestore"
 )
 
 const maxBody = 256 << 10
@@ -78,6 +86,7 @@ func (h *Handler) Delete(w http.ResponseWriter, r *http.Request) { httpx.Endpoin
 type createRequest struct {
 	QueueID      string        `json:"queue_id"`
 	FilterGroups filter.Groups `json:"filter_groups"`
+	delivery.PolicyFields
 }
 
 // updateRequest is the body of PATCH.
@@ -85,6 +94,7 @@ type updateRequest struct {
 	QueueID             string        `json:"queue_id"`
 	CurrentFilterGroups filter.Groups `json:"current_filter_groups"`
 	NewFilterGroups     filter.Groups `json:"new_filter_groups"`
+	delivery.PolicyFields
 }
 
 func (h *Handler) create(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
@@ -92,7 +102,11 @@ func (h *Handler) create(_ http.ResponseWriter, r *http.Request, p *auth.Princip
 	if err != nil {
 		return httpx.Answer{}, err
 	}
-	q, err := h.Service.CreateQueue(r.Context(), p, req.QueueID, req.FilterGroups)
+	pol, err := req.PolicyFields.Apply(leasestore.Policies{}, true)
+	if err != nil {
+		return httpx.Answer{}, err
+	}
+	q, err := h.Service.CreateQueue(r.Context(), p, req.QueueID, req.FilterGroups, pol)
 	if err != nil {
 		return httpx.Answer{}, err
 	}
@@ -107,6 +121,14 @@ func (h *Handler) update(_ http.ResponseWriter, r *http.Request, p *auth.Princip
 	req, err := httpx.Decode[updateRequest](r, maxBody)
 	if err != nil {
 		return httpx.Answer{}, err
+	}
+	if req.PolicyFields.Any() {
+		if _, err := h.Service.UpdateQueuePolicies(r.Context(), p, req.QueueID, req.PolicyFields); err != nil {
+			return httpx.Answer{}, err
+		}
+		if req.CurrentFilterGroups == nil && req.NewFilterGroups == nil {
+			return httpx.Answer{Status: http.StatusOK, Body: Success{Success: true}}, nil
+		}
 	}
 	if err := h.Service.UpdateQueueFilters(r.Context(), p, req.QueueID, req.CurrentFilterGroups, req.NewFilterGroups); err != nil {
 		return httpx.Answer{}, err

@@ -78,6 +78,9 @@ var table = []route{
 	{Route: Route{Method: "DELETE", Path: "/v1/event-destinations/{id}", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Delete)
 	}},
+	{Route: Route{Method: "PATCH", Path: "/v1/event-destinations/{id}", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&destinations.Handler{Service: s}).Update)
+	}},
 	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/pause", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Pause)
 	}},
@@ -89,6 +92,9 @@ var table = []route{
 	}},
 	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/acknowledge", Function: config.Acknowledge}, handler: func(s *delivery.Service) http.Handler {
 		return &acknowledge.Handler{Service: s}
+	}},
+	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/extend", Function: config.Acknowledge}, handler: func(s *delivery.Service) http.Handler {
+		return &acknowledge.Extend{Service: s}
 	}},
 	{Route: Route{Method: "POST", Path: "/api/v1beta/queues/durable", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&queues.Handler{Service: s}).Create)
