@@ -186,7 +186,11 @@ func (s *Service) getQueue(ctx context.Context, id string) (*leasestore.Consumer
 // Errors: herr.PermissionDenied without create-durable-queues;
 // herr.InvalidArgument for a bad id or bad groups (before any backend
 // call); herr.AlreadyExists when id is taken by a consumer of another kind.
-func (s *Service) CreateQueue(ctx context.Context, p *auth.Principal, id string, groups filter.Groups) (c *leasestore.Consumer, created bool, err error) {
+//
+// pol, when given, are the queue's delivery policies (the first), applied
+// only when this call creates the queue: an existing queue keeps its own
+// (UpdateQueuePolicies changes them).
+func (s *Service) CreateQueue(ctx context.Context, p *auth.Principal, id string, groups filter.Groups, pol ...leasestore.Policies) (c *leasestore.Consumer, created bool, err error) {
 	if err := p.Require(auth.PermCreateDurableQueues); err != nil {
 		return nil, false, err
 	}
@@ -198,12 +202,16 @@ func (s *Service) CreateQueue(ctx context.Context, p *auth.Principal, id string,
 	if err := groups.Validate("filter_groups"); err != nil {
 		return nil, false, err
 	}
+	policies, err := creationPolicies(pol)
+	if err != nil {
+		return nil, false, err
+	}
 	if id == "" {
 		id = "dq-" + uuid.NewString()
 	} else if c, err := s.existingQueue(ctx, id); c != nil || err != nil {
 		return c, false, err
 	}
-	c, err = s.createConsumer(ctx, id, leasestore.TypeDurableQueue, "herald-dq-", groups)
+	c, err = s.createConsumer(ctx, id, leasestore.TypeDurableQueue, "herald-dq-", groups, policies)
 	if herr.CodeOf(err) == herr.AlreadyExists {
 		// Another caller created it between our read and our write.
 		c, err := s.existingQueue(ctx, id)
@@ -233,14 +241,18 @@ func (s *Service) existingQueue(ctx context.Context, id string) (*leasestore.Con
 // createConsumer makes a broker subscription named prefix+UUID at the head
 // of the stream, then the consumer record. When the record cannot be
 // written the subscription is deleted again.
-func (s *Service) createConsumer(ctx context.Context, id, typ, prefix string, groups filter.Groups) (*leasestore.Consumer, error) {
+func (s *Service) createConsumer(ctx context.Context, id, typ, prefix string, groups filter.Groups, pol ...leasestore.Policies) (*leasestore.Consumer, error) {
+	policies, err := creationPolicies(pol)
+	if err != nil {
+		return nil, err
+	}
 	sub := prefix + uuid.NewString()
 	if err := s.cfg.Broker.CreateSubscription(ctx, sub, groups); err != nil {
 		return nil, brokerErr(err)
 	}
 	c, err := s.cfg.Store.CreateConsumer(ctx, leasestore.Consumer{
 		ID: id, Type: typ, Filters: groups, Subscription: sub, CreatedAt: s.cfg.Now(),
-		MessageTTL: s.cfg.Streams.MessageTTL, MaxLength: s.cfg.Streams.MaxLength,
+		MessageTTL: s.cfg.Streams.MessageTTL, MaxLength: s.cfg.Streams.MaxLength, Policies: policies,
 	})
 	if err != nil {
 		s.deleteSubscription(context.WithoutCancel(ctx), sub)

@@ -190,7 +190,7 @@ func (s *Service) PollSession(ctx context.Context, pp PollParams) ([]Delivery, e
 	for {
 		leases, err := s.cfg.Store.PullEvents(ctx, leasestore.PullParams{
 			Consumer: st.Queue, Worker: st.Session, Limit: n,
-			Visibility: s.cfg.Streams.AckTimeout, Source: src,
+			Visibility: s.ackTimeout(c), Source: src,
 		})
 		if err != nil {
 			var full *leasestore.WindowFullError

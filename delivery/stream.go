@@ -155,6 +155,9 @@ type Stream struct {
 	session string
 	created bool
 	src     *streamSource
+	// ackTimeout is the visibility of the stream's leases: the queue's
+	// ack_timeout, else the deployment's.
+	ackTimeout time.Duration
 
 	life   context.Context // done once the session is lost or closed
 	cancel context.CancelFunc
@@ -194,7 +197,7 @@ func (s *Service) OpenStream(ctx context.Context, p *auth.Principal, r StreamReq
 		return nil, err
 	}
 	st := &Stream{
-		svc: s, p: p, kind: r.Kind, queue: c.ID, session: uuid.NewString(), created: created,
+		svc: s, p: p, kind: r.Kind, queue: c.ID, session: uuid.NewString(), created: created, ackTimeout: s.ackTimeout(c),
 		tags: map[int64]leasestore.EventRef{}, settled: make(chan struct{}),
 		hbDone: make(chan struct{}),
 		src: &streamSource{
@@ -379,7 +382,7 @@ func (st *Stream) Next(ctx context.Context) ([]Delivery, error) {
 		st.src.async.begin()
 		leases, err := st.svc.cfg.Store.PullEvents(ctx, leasestore.PullParams{
 			Consumer: st.queue, Worker: st.session, Limit: min(cfg.Batch, room),
-			Visibility: cfg.AckTimeout, Source: st.src,
+			Visibility: st.ackTimeout, Source: st.src,
 		})
 		if err != nil {
 			var full *leasestore.WindowFullError

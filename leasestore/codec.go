@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 )
 
 // A block's leases, a head's block index and its sessions are stored as
@@ -16,8 +17,11 @@ import (
 // Block leases (blockLeases): a version byte, a uvarint count, then per
 // lease its start and count (varints), its tag (8 bytes, big-endian), its
 // generation, attempt and expiry (varints), its worker key (uvarint length
-// and bytes) and a flags byte (bit 0: requeued; bit 1: session lease; bits
-// 2–3: the dead-letter reason of a dying lease, see reasonCodes).
+// and bytes), a flags byte (bit 0: requeued; bit 1: session lease; bits
+// 2–4: the dead-letter reason of a dying lease, see reasonCodes; bit 5:
+// delayed) and, from version 2 on, its life in seconds (uvarint, see
+// leaseRec.Life). Version 1, which Herald wrote before Extend, is still
+// read (life 0, reason codes 1–3); only version 2 is written.
 //
 // Block index (blockIndex): a version byte, a uvarint count, the earliest
 // Until in whole seconds (varint; -1 when none), then per entry its start
@@ -32,18 +36,20 @@ import (
 
 const (
 	blockLeasesV1 = 1
+	blockLeasesV2 = 2
 	blockIndexV1  = 1
 	sessionListV1 = 1
 	flagRequeued  = 1 << 0
 	flagSession   = 1 << 1
 	reasonShift   = 2
-	reasonMask    = 3 << reasonShift
+	reasonMask    = 7 << reasonShift
+	flagDelayed   = 1 << 5
 	flagTombstone = 1 << 0
 )
 
 // reasonCodes are the dead-letter reasons as stored in a lease's flags; 0
 // is a lease that is not dying.
-var reasonCodes = [...]string{1: ReasonDeliveryLimit, 2: ReasonExpired, 3: ReasonMaxLen}
+var reasonCodes = [...]string{1: ReasonDeliveryLimit, 2: ReasonExpired, 3: ReasonMaxLen, 4: ReasonRejected}
 
 func reasonCode(r string) byte {
 	for i, s := range reasonCodes {
@@ -60,7 +66,7 @@ type blockLeases []leaseRec
 // MarshalBinary implements encoding.BinaryMarshaler for docstore.
 func (t blockLeases) MarshalBinary() ([]byte, error) {
 	b := make([]byte, 0, 2+len(t)*32)
-	b = append(b, blockLeasesV1)
+	b = append(b, blockLeasesV2)
 	b = binary.AppendUvarint(b, uint64(len(t)))
 	for i := range t {
 		l := &t[i]
@@ -78,6 +84,9 @@ func (t blockLeases) MarshalBinary() ([]byte, error) {
 		if l.Session {
 			flags |= flagSession
 		}
+		if l.Delayed {
+			flags |= flagDelayed
+		}
 		if l.Dying != "" {
 			c := reasonCode(l.Dying)
 			if c == 0 {
@@ -86,6 +95,7 @@ func (t blockLeases) MarshalBinary() ([]byte, error) {
 			flags |= c << reasonShift
 		}
 		b = append(b, flags)
+		b = binary.AppendUvarint(b, uint64(max(l.Life, 0)))
 	}
 	return b, nil
 }
@@ -93,7 +103,8 @@ func (t blockLeases) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary implements encoding.BinaryUnmarshaler for docstore.
 func (t *blockLeases) UnmarshalBinary(b []byte) error {
 	r := reader{b: b}
-	if v := r.byte(); v != blockLeasesV1 {
+	v := r.byte()
+	if v != blockLeasesV1 && v != blockLeasesV2 {
 		return fmt.Errorf("block leases: unknown version %d", v)
 	}
 	n := r.count()
@@ -104,8 +115,20 @@ func (t *blockLeases) UnmarshalBinary(b []byte) error {
 		flags := r.byte()
 		l.Requeued = flags&flagRequeued != 0
 		l.Session = flags&flagSession != 0
+		l.Delayed = flags&flagDelayed != 0
 		if c := (flags & reasonMask) >> reasonShift; c != 0 {
+			if int(c) >= len(reasonCodes) || (v == blockLeasesV1 && c > 3) {
+				r.fail(fmt.Errorf("unknown dead-letter reason code %d", c))
+				break
+			}
 			l.Dying = reasonCodes[c]
+		}
+		if v >= blockLeasesV2 {
+			if life := r.uvarint(); life <= uint64(MaxLeaseLife/time.Second) {
+				l.Life = int64(life)
+			} else {
+				r.fail(errors.New("lease life out of range"))
+			}
 		}
 		out = append(out, l)
 	}

@@ -32,6 +32,12 @@ const (
 	// ReasonMaxLen: the event was evicted, oldest first, because its queue
 	// held more than its MaxLength.
 	ReasonMaxLen = "MAXLEN"
+	// ReasonRejected: the consumer rejected the event (an acknowledgement
+	// with status "rejected"), sending it to the dead-letter queue at once.
+	// The notifications API's gRPC Reason enum has no value for it: it is
+	// reported there as REASON_DELIVERY_LIMIT (the consumer spent the
+	// event's delivery budget at once), over REST as "REJECTED".
+	ReasonRejected = "REJECTED"
 )
 
 // DeadLetter is one event in the dead-letter queue, a record of kind
@@ -45,7 +51,8 @@ type DeadLetter struct {
 	// zero-padded to 20 digits. It is deterministic, so finishing an
 	// interrupted dead-lettering never makes a second copy.
 	ID string
-	// Reason is ReasonDeliveryLimit, ReasonExpired or ReasonMaxLen.
+	// Reason is ReasonDeliveryLimit, ReasonExpired, ReasonMaxLen or
+	// ReasonRejected.
 	Reason string
 	// OriginQueue is the id of the consumer (queue, or the durable-consumer API durable
 	// consumer) the event was dead-lettered from; a replay returns it there.

@@ -134,8 +134,9 @@ func (s *Store) pullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 		}
 
 		// a. The delivery limit.
-		for _, r := range reclaimOrder(blocks, nowMs, live) {
-			if r.b.Leases[r.i].Attempt >= int64(s.opts.DeliveryLimit) {
+		rd := s.redelivery(d)
+		for _, r := range reclaimOrder(blocks, nowMs, live, &rd) {
+			if r.b.Leases[r.i].Attempt >= rd.limit {
 				mark(r, ReasonDeliveryLimit)
 			}
 		}
@@ -194,7 +195,7 @@ func (s *Store) pullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 				return false, err
 			}
 			over := leased + waiting + int64(n) - maxLen
-			for _, r := range reclaimOrder(blocks, nowMs, live) {
+			for _, r := range reclaimOrder(blocks, nowMs, live, nil) {
 				if over <= 0 {
 					break
 				}
@@ -207,7 +208,7 @@ func (s *Store) pullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 		}
 
 		// c. Redeliveries, oldest first, one event per lease.
-		work := reclaimOrder(blocks, nowMs, live)
+		work := reclaimOrder(blocks, nowMs, live, &rd)
 		payloads := map[string]*payloadDoc{}
 		for len(work) > 0 && len(out) < limit {
 			r := work[0]
@@ -235,10 +236,10 @@ func (s *Store) pullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 				mark(r, ReasonExpired)
 				continue
 			}
-			l.Worker, l.Requeued, l.Session = key, false, true
+			l.Worker, l.Requeued, l.Delayed, l.Session = key, false, false, true
 			l.Generation++
 			l.Attempt++
-			l.Expires = expires
+			l.Expires, l.Life = expires, lifeSecs(nowMs, expires)
 			dirty[r.b] = true
 			out = append(out, &Lease{
 				ID: leaseID(r.b.Start, l), Generation: l.Generation, Attempt: l.Attempt, Start: l.Start,
@@ -296,7 +297,7 @@ func (s *Store) pullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 					case expired(published[j]):
 						l.Dying, l.Expires = ReasonExpired, nowMs
 					case given < limit:
-						l.Worker, l.Session, l.Attempt, l.Expires = key, true, 1, expires
+						l.Worker, l.Session, l.Attempt, l.Expires, l.Life = key, true, 1, expires, lifeSecs(nowMs, expires)
 						given++
 					default:
 						l.Requeued = true // taken in under MaxLength, waiting
@@ -363,9 +364,10 @@ type SettleResult struct {
 //     does with "ok" (also after its visibility passed or its session
 //     left, as long as nobody has been handed it since), and the cursor
 //     advances over the contiguous run of acknowledged events.
-//   - A nack of the current generation requeues it for immediate
-//     redelivery, ahead of new work; its delivery count grows by one when
-//     it is delivered again.
+//   - A nack of the current generation requeues it for redelivery ahead of
+//     new work: at once, or after the backoff of the queue's retry policy
+//     (Policies.RetryPolicy) when it has one; its delivery count grows by
+//     one when it is delivered again.
 //   - Anything else is skipped and counted (see SettleResult).
 //
 // Settling is allowed while the consumer is paused and does not check the
@@ -413,14 +415,26 @@ func (s *Store) settle(ctx context.Context, consumer string, acks, nacks []Event
 	}
 	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
 	known := map[int64]*blockDoc{}
-	var lowered []int64
+	lowered := map[int64]int64{}
+	rd := s.redelivery(d)
 	for _, bst := range starts {
 		g := byBlock[bst]
 		var acked, nacked, skipped int
 		var b *blockDoc
 		relower := false
+		var lowerTo int64 = -1 // the earliest due time of a lease nacked here
 		err := s.retry(ctx, func() (bool, error) {
-			acked, nacked, skipped, relower = 0, 0, 0, false
+			acked, nacked, skipped, relower, lowerTo = 0, 0, 0, false, -1
+			nowMs := s.nowMs()
+			due := func(l *leaseRec) {
+				at := int64(0)
+				if l.Delayed {
+					at = l.Expires
+				}
+				if lowerTo < 0 || at < lowerTo {
+					lowerTo = at
+				}
+			}
 			bs, err := s.getBlocks(ctx, d, []int64{bst})
 			if err != nil {
 				return false, err
@@ -448,17 +462,19 @@ func (s *Store) settle(ctx context.Context, consumer string, acks, nacks []Event
 			}
 			for _, r := range g.nacks {
 				i := current(r)
-				if i >= 0 && b.Leases[i].Requeued {
+				if i >= 0 && (b.Leases[i].Requeued || b.Leases[i].Delayed) {
 					// Nacked before: make sure the hint says so (a failed
 					// lowering is repaired by the repeat).
 					relower = true
+					due(&b.Leases[i])
 				}
-				if i < 0 || b.Leases[i].Requeued {
+				if i < 0 || b.Leases[i].Requeued || b.Leases[i].Delayed {
 					skipped++
 					continue
 				}
 				l := &b.Leases[i]
-				l.Requeued, l.Worker = true, ""
+				l.requeue(nowMs, rd.failDelay(l.Attempt, nil))
+				due(l)
 				nacked++
 			}
 			if acked == 0 && nacked == 0 {
@@ -484,10 +500,10 @@ func (s *Store) settle(ctx context.Context, consumer string, acks, nacks []Event
 			}
 		}
 		if nacked > 0 || relower {
-			lowered = append(lowered, bst)
+			lowered[bst] = max(lowerTo, 0)
 		}
 	}
-	if err := s.lowerHints(ctx, d.ID, lowered...); err != nil {
+	if err := s.lowerHintsTo(ctx, d.ID, lowered); err != nil {
 		return SettleResult{}, err
 	}
 	if res.Committed, err = s.cursor(ctx, d, known); err != nil {

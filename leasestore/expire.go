@@ -62,10 +62,10 @@ func (s *Store) ExpireLeases(ctx context.Context, consumer string) (Expired, err
 			}
 			for i := range b.Leases {
 				l := &b.Leases[i]
-				if l.Dying != "" || l.Requeued || l.live(nowMs, live) {
+				if l.Dying != "" || l.Requeued || l.Delayed || l.live(nowMs, live) {
 					continue
 				}
-				l.Requeued, l.Worker = true, ""
+				l.Requeued, l.Worker, l.Life = true, "", 0
 				dirty[b] = true
 				out.Leases++
 				out.Events += l.Count
@@ -87,7 +87,7 @@ func (s *Store) ExpireLeases(ctx context.Context, consumer string) (Expired, err
 			}
 		}
 		nt := s.notes.take(d)
-		d.apply(ref, nt, nowMs)
+		d.apply(ref, nt, nowMs, s.redelivery(d))
 		after, _ := d.Blocks.MarshalBinary()
 		if c, err := s.cursor(ctx, d, blocks); err == nil && c > d.Committed {
 			d.Committed = c

@@ -161,13 +161,15 @@ func (s *Store) pull(ctx context.Context, p PullParams) (*Lease, error) {
 				}
 			}
 		}
-		// 2. Expired and failed leases go before new work, except those
-		// past the delivery limit, which are dead-lettered.
+		// 2. Expired and failed leases go before new work once due (see
+		// redelivery.due), except those past the delivery limit, which are
+		// dead-lettered.
 		dirty := map[*blockDoc]bool{}
-		for _, r := range reclaimOrder(blocks, nowMs, live) {
+		rd := s.redelivery(d)
+		for _, r := range reclaimOrder(blocks, nowMs, live, &rd) {
 			b := r.b
 			l := &b.Leases[r.i]
-			if l.Attempt >= int64(s.opts.DeliveryLimit) {
+			if l.Attempt >= rd.limit {
 				b.markDying(r.i, ReasonDeliveryLimit, nowMs)
 				dirty[b] = true
 				continue
@@ -185,10 +187,10 @@ func (s *Store) pull(ctx context.Context, p PullParams) (*Lease, error) {
 			if err != nil {
 				return false, err
 			}
-			l.Worker, l.Requeued, l.Session = worker, false, false
+			l.Worker, l.Requeued, l.Delayed, l.Session = worker, false, false, false
 			l.Generation++
 			l.Attempt++
-			l.Expires = expires
+			l.Expires, l.Life = expires, lifeSecs(nowMs, expires)
 			dirty[b] = true
 			if ok, err := s.commitBlocks(ctx, d, dirty); !ok || err != nil {
 				return false, err
@@ -237,7 +239,7 @@ func (s *Store) pull(ctx context.Context, p PullParams) (*Lease, error) {
 			}
 			taken = n
 		}
-		lease := leaseRec{Count: int64(n), Tag: newTag(), Worker: worker, Attempt: 1, Expires: expires}
+		lease := leaseRec{Count: int64(n), Tag: newTag(), Worker: worker, Attempt: 1, Expires: expires, Life: lifeSecs(nowMs, expires)}
 		last = &reservation{
 			incarnation: d.Incarnation, count: int64(n), checkRoom: true, nowMs: nowMs,
 			refresh: newRefresh(d, blocks), basis: d, worker: worker, seen: seen,
@@ -354,15 +356,16 @@ type leaseRef struct {
 }
 
 // reclaimOrder returns the reclaimable leases of blocks (not live, not
-// dying), lowest start first.
-func reclaimOrder(blocks map[int64]*blockDoc, nowMs int64, live func(string) bool) []leaseRef {
+// dying, and due by rd; with rd nil, every waiting lease), lowest start
+// first.
+func reclaimOrder(blocks map[int64]*blockDoc, nowMs int64, live func(string) bool, rd *redelivery) []leaseRef {
 	var out []leaseRef
 	for _, b := range blocks {
 		if b == nil {
 			continue
 		}
 		for i := range b.Leases {
-			if l := &b.Leases[i]; l.Dying == "" && !l.live(nowMs, live) {
+			if l := &b.Leases[i]; l.waiting(nowMs, live) && (rd == nil || rd.due(l, nowMs, live) <= nowMs) {
 				out = append(out, leaseRef{b, i})
 			}
 		}
@@ -582,10 +585,15 @@ func (s *Store) load(ctx context.Context, consumer string, b *blockDoc, l *lease
 // AckStatus is what a worker reports for a lease.
 type AckStatus string
 
-// Acknowledge statuses (the durable-consumer API, "Acknowledge a batch").
+// Acknowledge statuses (the durable-consumer API, "Acknowledge a batch";
+// StatusRejected is Herald's).
 const (
 	StatusOK     AckStatus = "ok"
 	StatusFailed AckStatus = "failed"
+	// StatusRejected gives up on the lease's events: they go to the
+	// dead-letter queue at once (ReasonRejected), whatever their delivery
+	// count, and the cursor passes them.
+	StatusRejected AckStatus = "rejected"
 )
 
 // Outcome is the result of an acknowledgement.
@@ -596,6 +604,11 @@ const (
 	OutcomeCommitted Outcome = "committed"
 	OutcomeRequeued  Outcome = "requeued"
 	OutcomeStale     Outcome = "stale"
+	// OutcomeDeadLettered: a rejected lease's events are in the
+	// dead-letter queue.
+	OutcomeDeadLettered Outcome = "dead_lettered"
+	// OutcomeExtended: Extend gave the lease a new expiry.
+	OutcomeExtended Outcome = "extended"
 )
 
 // AckParams are the arguments of Acknowledge.
@@ -604,6 +617,10 @@ type AckParams struct {
 	LeaseID    string
 	Generation int64
 	Status     AckStatus
+	// RetryAfter, with StatusFailed, is how long the lease waits before it
+	// is handed out again (0–MaxRetryAfter; 0 is at once); nil takes the
+	// consumer's retry policy (none: at once). Other statuses ignore it.
+	RetryAfter *time.Duration
 	// Type, when set, is the consumer type the caller expects (the
 	// durable-consumer API's acknowledge takes only TypeDurableConsumer):
 	// a consumer of another type is herr.Malformed, checked on the record
@@ -622,8 +639,14 @@ type AckResult struct {
 //   - ok for the lease's current generation commits it (even after it
 //     expired, as long as nobody has been given it since) and advances the
 //     cursor over the contiguous run of acknowledged leases;
-//   - failed for the current generation requeues it ahead of new work; a
-//     failed that arrives again reads requeued again;
+//   - failed for the current generation requeues it ahead of new work,
+//     once p.RetryAfter (or the consumer's retry policy's backoff) has
+//     passed; other leases and new work are handed out meanwhile; a failed
+//     that arrives again reads requeued again and changes nothing;
+//   - rejected for the current generation moves its events to the
+//     dead-letter queue (ReasonRejected) in DeadLetter's no-loss order and
+//     reads dead_lettered; a move interrupted half-way is finished by
+//     whoever meets the lease next, and reads dead_lettered too;
 //   - anything for an older generation, or for a lease already committed
 //     or being dead-lettered, is stale and changes nothing.
 //
@@ -639,8 +662,11 @@ func (s *Store) Acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 }
 
 func (s *Store) acknowledge(ctx context.Context, p AckParams) (*AckResult, error) {
-	if p.Status != StatusOK && p.Status != StatusFailed {
-		return nil, herr.New(herr.InvalidArgument, "status must be ok or failed")
+	if p.Status != StatusOK && p.Status != StatusFailed && p.Status != StatusRejected {
+		return nil, herr.New(herr.InvalidArgument, "status must be ok, failed or rejected")
+	}
+	if p.Status == StatusFailed && p.RetryAfter != nil && (*p.RetryAfter < 0 || *p.RetryAfter > MaxRetryAfter) {
+		return nil, herr.New(herr.OutOfRange, "retryAfter must be between 0 and %d seconds", int(MaxRetryAfter/time.Second))
 	}
 	d, err := s.get(ctx, p.Consumer)
 	if err != nil {
@@ -653,9 +679,11 @@ func (s *Store) acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 	bst, lst, tag, ok := parseLeaseID(p.LeaseID)
 	var b *blockDoc
 	lowered := false
+	var lowerTo int64 // with lowered: when the lease is due (0: now)
+	rd := s.redelivery(d)
 	if ok {
 		err = s.retry(ctx, func() (bool, error) {
-			res.Outcome, lowered = OutcomeStale, false
+			res.Outcome, lowered, lowerTo = OutcomeStale, false, 0
 			bs, err := s.getBlocks(ctx, d, []int64{bst})
 			if err != nil {
 				return false, err
@@ -674,11 +702,30 @@ func (s *Store) acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 				res.Outcome = OutcomeCommitted
 			case StatusFailed:
 				res.Outcome = OutcomeRequeued
-				lowered = true // again, if it was: a failed lowering is repaired by the repeat
-				if l.Requeued {
+				if l.Requeued || l.Delayed {
+					// Again, if it was: a failed lowering is repaired by
+					// the repeat.
+					lowered, lowerTo = true, max(l.Expires, 0)
+					if l.Requeued {
+						lowerTo = 0
+					}
 					return true, nil
 				}
-				l.Requeued, l.Worker = true, ""
+				nowMs := s.nowMs()
+				held := l.Expires
+				l.requeue(nowMs, rd.failDelay(l.Attempt, p.RetryAfter))
+				// The head's hint for the block is at most the old expiry:
+				// a lease due no earlier needs no lowering (and no head
+				// write).
+				if !l.Delayed || l.Expires < held {
+					lowered = true
+					if l.Delayed {
+						lowerTo = l.Expires
+					}
+				}
+			case StatusRejected:
+				b.markDying(i, ReasonRejected, s.nowMs())
+				res.Outcome = OutcomeDeadLettered
 			}
 			ok, err := s.commit(ctx, d.ID, blockWrite(b))
 			if ok {
@@ -693,8 +740,17 @@ func (s *Store) acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 	if res.Outcome == OutcomeCommitted {
 		s.dropIfEmpty(ctx, d, b)
 	}
+	if res.Outcome == OutcomeDeadLettered {
+		if err := s.finishDying(ctx, d, b); err != nil {
+			// Marked dying: nobody is handed the events, and the next pull
+			// (told by the lowered hint) finishes the move.
+			lowered = true
+		} else if bs, err := s.getBlocks(ctx, d, []int64{bst}); err == nil {
+			b = bs[bst]
+		}
+	}
 	if lowered {
-		if err := s.lowerHints(ctx, d.ID, bst); err != nil {
+		if err := s.lowerHintsTo(ctx, d.ID, map[int64]int64{bst: lowerTo}); err != nil {
 			return nil, err
 		}
 	}
@@ -707,6 +763,124 @@ func (s *Store) acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 	}
 	if res.Committed, err = s.cursor(ctx, d, known); err != nil {
 		return nil, err
+	}
+	return res, nil
+}
+
+// ExtendParams are the arguments of Extend.
+type ExtendParams struct {
+	Consumer   string
+	LeaseID    string
+	Generation int64
+	// Visibility is the new visibility timeout, counted from now (1–600 s
+	// for the durable-consumer API, checked by the caller; at least 1 ms).
+	Visibility time.Duration
+	// Type, when set, is the consumer type the caller expects, as in
+	// AckParams.
+	Type string
+}
+
+// ExtendResult is what Extend did.
+type ExtendResult struct {
+	// Outcome is OutcomeExtended or OutcomeStale.
+	Outcome Outcome
+	// ExpiresAt is the lease's new expiry (millisecond precision); zero
+	// when stale.
+	ExpiresAt time.Time
+}
+
+// Extend moves the expiry of a lease its holder still has to now plus
+// p.Visibility (SQS's ChangeMessageVisibility, Pub/Sub's
+// ModifyAckDeadline), so that a slow worker keeps its lease. The new
+// expiry may be earlier than the old one (a worker that wants the lease
+// to come back sooner). It works on the lease's current generation while
+// nobody has been handed it since, even after its visibility passed (as
+// an "ok" would commit it then); a lease that was acknowledged, failed,
+// rejected, dead-lettered, swept by ExpireLeases or handed to someone
+// else is OutcomeStale and changes nothing.
+//
+// A lease's life from its hand-out to its expiry is capped at
+// MaxLeaseLife: an extension past that is herr.OutOfRange and changes
+// nothing (extending to the cap exactly is allowed). Life is counted in
+// whole seconds, so the new expiry is rounded up to a whole second after
+// the hand-out (at most 999 ms later than asked).
+//
+// Extending is allowed while the consumer is paused. It reads the head
+// and the one block the lease id names and writes only that block: a
+// later expiry keeps the head's hints valid.
+func (s *Store) Extend(ctx context.Context, p ExtendParams) (*ExtendResult, error) {
+	start := time.Now()
+	res, err := s.extend(ctx, p)
+	telemetry.StoreOperation(ctx, "extend", start, err)
+	return res, err
+}
+
+func (s *Store) extend(ctx context.Context, p ExtendParams) (*ExtendResult, error) {
+	if p.Visibility < time.Millisecond {
+		return nil, herr.New(herr.OutOfRange, "visibility must be positive")
+	}
+	d, err := s.get(ctx, p.Consumer)
+	if err != nil {
+		return nil, err
+	}
+	if p.Type != "" && d.Type != p.Type {
+		return nil, herr.New(herr.Malformed, "the event destination is of type %s; extend is only supported for durable consumer destinations (type %s)", d.Type, p.Type)
+	}
+	res := &ExtendResult{Outcome: OutcomeStale}
+	bst, lst, tag, ok := parseLeaseID(p.LeaseID)
+	if !ok {
+		return res, nil
+	}
+	var shorter int64 // when the new expiry is earlier than the old one: the new one
+	err = s.retry(ctx, func() (bool, error) {
+		res.Outcome, res.ExpiresAt, shorter = OutcomeStale, time.Time{}, 0
+		bs, err := s.getBlocks(ctx, d, []int64{bst})
+		if err != nil {
+			return false, err
+		}
+		b := bs[bst]
+		if b == nil {
+			return true, nil
+		}
+		i := b.lease(lst, tag)
+		if i < 0 {
+			return true, nil
+		}
+		l := &b.Leases[i]
+		if l.Generation != p.Generation || l.Dying != "" || l.Requeued || l.Delayed || l.Worker == "" {
+			return true, nil
+		}
+		nowMs := s.nowMs()
+		if l.Session && !d.sessionLive(nowMs)(l.Worker) {
+			return true, nil // its session left: the lease is anybody's
+		}
+		life := l.Life
+		if life <= 0 {
+			life = int64(MaxLeaseVisibility / time.Second) // written before Extend existed
+		}
+		handedOut := l.Expires - life*1000
+		want := nowMs + p.Visibility.Milliseconds()
+		newLife := lifeSecs(handedOut, want)
+		if newLife > int64(MaxLeaseLife/time.Second) {
+			return false, herr.New(herr.OutOfRange, "a lease can be kept at most %d hours after it was handed out (%s): acknowledge it, or let it go and pull again",
+				int(MaxLeaseLife/time.Hour), time.UnixMilli(handedOut).UTC().Format(time.RFC3339))
+		}
+		newExpires := handedOut + newLife*1000
+		if newExpires < l.Expires {
+			shorter = newExpires
+		}
+		l.Expires, l.Life = newExpires, newLife
+		res.Outcome, res.ExpiresAt = OutcomeExtended, time.UnixMilli(newExpires)
+		return s.commit(ctx, d.ID, blockWrite(b))
+	})
+	if err != nil {
+		return nil, err
+	}
+	if shorter > 0 {
+		// The head's hint may be later than the new expiry.
+		if err := s.lowerHintsTo(ctx, d.ID, map[int64]int64{bst: shorter}); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }

@@ -55,6 +55,13 @@ type consumerDoc struct {
 	LastAttached int64       `docstore:"attached_ms"` // Unix ms a session was last known attached; 0 = never
 	MessageTTL   int64       `docstore:"ttl_ms"`      // 0 = none
 	MaxLength    int64       `docstore:"max_len"`     // 0 = none
+	// The delivery policies (see Policies), absent when not set: the
+	// head is written with every reservation, and DynamoDB bills every
+	// attribute name.
+	RetryMin    int64 `docstore:"retry_min,omitempty"`   // ms
+	RetryMax    int64 `docstore:"retry_max,omitempty"`   // ms; 0 = no retry policy
+	MaxAttempts int64 `docstore:"max_tries,omitempty"`   // 0 = Options.DeliveryLimit
+	AckTimeout  int64 `docstore:"ack_timeout,omitempty"` // ms; 0 = the deployment's
 	// Incarnation tells consumers that reuse an id apart, so that their
 	// blocks and dead letters (keyed by position) never collide.
 	Incarnation string `docstore:"inc"`
@@ -65,7 +72,8 @@ type consumerDoc struct {
 // headFields are the fields of consumerDoc, for reads that must not fail
 // on a record of the earlier layout (which has others).
 var headFields = []docstore.FieldPath{"key", "kind", "layout", "id", "type", "filters", "sub", "paused", "created",
-	"next", "floor", "blocks", "sessions", "attached_ms", "ttl_ms", "max_len", "inc"}
+	"next", "floor", "blocks", "sessions", "attached_ms", "ttl_ms", "max_len", "inc",
+	"retry_min", "retry_max", "max_tries", "ack_timeout"}
 
 // blockEntry is one entry of a head's block index. The hints are bounds
 // that let readers skip blocks safely; they are refreshed whenever the
@@ -100,10 +108,13 @@ type blockEntry struct {
 }
 
 // Holder codes: 1–127 for pull workers (one byte stored), 128–16,383 for
-// sessions (two bytes).
+// sessions (two bytes), and holderNobody for a block whose leases all wait
+// for a due time (delayed, or backing off): nobody's pull needs to read it
+// before its Until.
 const (
 	workerCodes  = 127
 	sessionCodes = 16383 - 127
+	holderNobody = 16384
 )
 
 // holderCode returns the code of worker key (a workerKey) in a block
@@ -120,7 +131,7 @@ func holderCode(key string, session bool) uint16 {
 }
 
 // sessionCode reports whether code is a session's.
-func sessionCode(code uint16) bool { return code >= 128 }
+func sessionCode(code uint16) bool { return code >= 128 && code < holderNobody }
 
 // blockIndex is a head's index of blocks, sorted by start.
 type blockIndex []blockEntry
@@ -178,6 +189,16 @@ type leaseRec struct {
 	// replayed dead letter starts a new life at 0, not yet delivered).
 	Attempt  int64
 	Requeued bool // failed, nacked, or expired and swept; waiting for redelivery
+	// Delayed marks a lease failed or nacked with a delay (a retryAfter,
+	// or the consumer's retry policy): nobody holds it, and it waits for
+	// redelivery until Expires, its due time, with no backoff on top.
+	Delayed bool
+	// Life is how long the lease has been with its holder at Expires, in
+	// whole seconds rounded up: Expires minus Life is when it was handed
+	// out, which bounds Extend (MaxLeaseLife). 0 for a lease written by a
+	// Herald before Extend (read as MaxLeaseVisibility) and for leases
+	// nobody holds.
+	Life int64
 	// Session marks a lease handed out by PullEvents to a session (Worker
 	// is the session's key): it comes back as soon as the session is gone.
 	Session bool
@@ -290,7 +311,7 @@ const maxBlockEvents = 4095
 // dying, not expired, and for a session lease its session attached
 // (sessionLive).
 func (l *leaseRec) live(nowMs int64, sessionLive func(string) bool) bool {
-	if l.Requeued || l.Dying != "" || l.Expires <= nowMs {
+	if l.Requeued || l.Delayed || l.Dying != "" || l.Expires <= nowMs {
 		return false
 	}
 	return !l.Session || sessionLive(l.Worker)
@@ -352,7 +373,8 @@ func (b *blockDoc) split(i int, n int64) int {
 	rest.Tag = newTag()
 	rest.Start = l.Start + n
 	rest.Count = l.Count - n
-	rest.Requeued, rest.Worker, rest.Session = true, "", false
+	// A delayed lease is split when it is due: the rest stays due.
+	rest.Requeued, rest.Worker, rest.Session, rest.Life = !l.Delayed, "", false, 0
 	l.Count = n
 	b.Leases = append(b.Leases, rest)
 	return len(b.Leases) - 1
@@ -363,7 +385,7 @@ func (b *blockDoc) split(i int, n int64) int {
 // of the old one is stale), and Expires records when it was dead-lettered.
 func (b *blockDoc) markDying(i int, reason string, nowMs int64) {
 	l := &b.Leases[i]
-	l.Dying, l.Worker, l.Requeued, l.Session = reason, "", false, false
+	l.Dying, l.Worker, l.Requeued, l.Delayed, l.Session, l.Life = reason, "", false, false, false, 0
 	l.Generation++
 	l.Expires = nowMs
 }
@@ -378,8 +400,9 @@ func (b *blockDoc) hasDying() bool {
 	return false
 }
 
-// hints computes b's index hints at nowMs (see blockEntry).
-func (b *blockDoc) hints(nowMs int64, sessionLive func(string) bool) (held, until int64, holder uint16) {
+// hints computes b's index hints at nowMs (see blockEntry), with rd's
+// due times for the leases nobody holds.
+func (b *blockDoc) hints(nowMs int64, sessionLive func(string) bool, rd redelivery) (held, until int64, holder uint16) {
 	held = b.unsettled()
 	until = -1
 	holders := 0
@@ -388,7 +411,13 @@ func (b *blockDoc) hints(nowMs int64, sessionLive func(string) bool) (held, unti
 	for i := range b.Leases {
 		l := &b.Leases[i]
 		if !l.live(nowMs, sessionLive) {
-			until = 0
+			due := rd.due(l, nowMs, sessionLive)
+			if due <= nowMs {
+				due = 0
+			}
+			if until < 0 || due < until {
+				until = due
+			}
 			continue
 		}
 		if until < 0 || l.Expires < until {
@@ -405,8 +434,11 @@ func (b *blockDoc) hints(nowMs int64, sessionLive func(string) bool) (held, unti
 			until = 1<<62 - 1 // nothing left to reclaim
 		}
 	}
-	if holders == 1 {
+	switch {
+	case holders == 1:
 		holder = holderCode(key, session)
+	case holders == 0 && until > 0 && held > 0:
+		holder = holderNobody
 	}
 	return held, until, holder
 }

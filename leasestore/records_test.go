@@ -2,6 +2,7 @@ package leasestore
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -122,20 +123,30 @@ func TestHints(t *testing.T) {
 		{Start: 1, Count: 1, Worker: w, Expires: now + 50},
 		{Start: 2, Count: 2, Worker: w, Expires: now + 20},
 	}}
-	held, until, holder := b.hints(now, live)
+	held, until, holder := b.hints(now, live, redelivery{limit: 20})
 	require.Equal(t, []any{int64(3), int64(now + 20), holderCode(w, false)}, []any{held, until, holder}, "one holder, the earliest expiry")
 	require.False(t, sessionCode(holder))
 	b.Leases[1].Worker = v
-	_, _, holder = b.hints(now, live)
+	_, _, holder = b.hints(now, live, redelivery{limit: 20})
 	require.Zero(t, holder, "several holders: read by every pull")
 	b.Leases[0].Requeued = true
-	_, until, _ = b.hints(now, live)
+	_, until, _ = b.hints(now, live, redelivery{limit: 20})
 	require.Zero(t, until, "a reclaimable lease: read by every pull")
 	b.Leases = blockLeases{{Start: 1, Count: 1, Worker: v, Session: true, Expires: now + 5}}
-	_, _, holder = b.hints(now, live)
+	_, _, holder = b.hints(now, live, redelivery{limit: 20})
 	require.True(t, sessionCode(holder))
+	b.Leases = blockLeases{{Start: 1, Count: 1, Delayed: true, Expires: now + 30}}
+	_, until, holder = b.hints(now, live, redelivery{limit: 20})
+	require.Equal(t, []any{int64(now + 30), uint16(holderNobody)}, []any{until, holder}, "a delayed lease: nobody reads it before it is due")
+	require.False(t, sessionCode(holder))
+	b.Leases[0].Attempt = 20
+	_, until, _ = b.hints(now, live, redelivery{limit: 20})
+	require.Zero(t, until, "past the delivery limit it is due at once, for the dead-letter queue")
+	b.Leases = blockLeases{{Start: 1, Count: 1, Attempt: 2, Expires: now - 500}}
+	_, until, _ = b.hints(now, live, redelivery{limit: 20, retry: &RetryPolicy{MinimumBackoff: 10 * time.Second, MaximumBackoff: 15 * time.Second}})
+	require.Equal(t, int64(now+14_500), until, "an expired lease backs off from its expiry: 10 s doubled, capped at 15 s")
 	b.Leases = nil
-	held, _, _ = b.hints(now, live)
+	held, _, _ = b.hints(now, live, redelivery{limit: 20})
 	require.Zero(t, held)
 }
 
@@ -150,13 +161,13 @@ func TestApplyDropsDoneBlocksAndRaisesTheFloor(t *testing.T) {
 		blocks: map[int64]*blockDoc{1: nil, 11: {Start: 11, Count: 10}},
 		stamps: map[int64]uint64{1: 0, 11: 1}, // 11 was lowered since it was read
 	}
-	d.apply(r, map[int64]int64{21: 4}, 0)
+	d.apply(r, map[int64]int64{21: 4}, 0, redelivery{limit: 20})
 	require.Equal(t, blockIndex{
 		{Start: 11, Count: 10, Held: 10, Until: 5, Stamp: 2},
 		{Start: 21, Count: 10, Held: 4, Until: 5},
 	}, d.Blocks, "a gone block is dropped; a lowered entry keeps its hints; notes tighten Held")
 	require.Equal(t, int64(10), d.Committed)
-	d.apply(nil, map[int64]int64{11: 0, 21: 0}, 0)
+	d.apply(nil, map[int64]int64{11: 0, 21: 0}, 0, redelivery{limit: 20})
 	require.Empty(t, d.Blocks)
 	require.Equal(t, int64(30), d.Committed, "nothing open: everything handed out is settled")
 }

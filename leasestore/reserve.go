@@ -189,7 +189,8 @@ func (s *Store) writeReservations(ctx context.Context, consumer string, batch []
 		// reads come after, and only from the callers whose reservations go
 		// in this write: a caller's blocks may hold changes that only this
 		// write makes real (its extra writes).
-		d.apply(nil, nt, nowMs)
+		rd := s.redelivery(d)
+		d.apply(nil, nt, nowMs, rd)
 		var held int64
 		for _, e := range d.Blocks {
 			held += e.Held
@@ -236,14 +237,14 @@ func (s *Store) writeReservations(ctx context.Context, consumer string, batch []
 			}
 		}
 		if ref != nil {
-			d.apply(ref, nil, nowMs)
+			d.apply(ref, nil, nowMs, rd)
 		}
 		for _, r := range taken {
 			r.start = d.Next
 			b := r.block(d.Next)
 			d.Next += r.count
 			e := blockEntry{Start: b.Start, Count: b.Count}
-			e.Held, e.Until, e.Holder = b.hints(nowMs, d.sessionLive(nowMs))
+			e.Held, e.Until, e.Holder = b.hints(nowMs, d.sessionLive(nowMs), rd)
 			d.Blocks = append(d.Blocks, e)
 			ws = append(ws, write{doc: b, create: true})
 			ws = append(ws, r.extra...)

@@ -302,7 +302,7 @@ func newRefresh(d *consumerDoc, blocks map[int64]*blockDoc) *refresh {
 // the Store's notes nt, and drops entries of blocks that are done. Entries
 // whose stamp moved since r's read keep their hints. It also raises d's
 // cursor floor over the leading done entries.
-func (d *consumerDoc) apply(r *refresh, nt map[int64]int64, nowMs int64) {
+func (d *consumerDoc) apply(r *refresh, nt map[int64]int64, nowMs int64, rd redelivery) {
 	live := d.sessionLive(nowMs)
 	kept := d.Blocks[:0]
 	for _, e := range d.Blocks {
@@ -311,7 +311,7 @@ func (d *consumerDoc) apply(r *refresh, nt map[int64]int64, nowMs int64) {
 				if b == nil {
 					continue // gone: done
 				}
-				e.Held, e.Until, e.Holder = b.hints(nowMs, live)
+				e.Held, e.Until, e.Holder = b.hints(nowMs, live, rd)
 				if b.unsettled() == 0 {
 					continue
 				}
@@ -336,12 +336,25 @@ func (d *consumerDoc) apply(r *refresh, nt map[int64]int64, nowMs int64) {
 // lower records in d that block start may have a lease reclaimable now
 // (its Until drops to 0 and its stamp moves), so pulls read it.
 func (d *consumerDoc) lower(start int64) bool {
+	return d.lowerTo(start, 0)
+}
+
+// lowerTo records in d that block start may have a lease reclaimable from
+// until (Unix ms) on: its Until drops to until if it is later, and its
+// stamp moves, so that a refresh computed from an older read of the block
+// is not applied. Lowering to 0 also forgets the holder (pulls read the
+// block whoever they are); a later until keeps it, as nothing in the block
+// is reclaimable before it.
+func (d *consumerDoc) lowerTo(start, until int64) bool {
 	i := d.Blocks.find(start)
 	if i < 0 {
 		return false
 	}
 	e := &d.Blocks[i]
-	e.Until, e.Holder = 0, 0
+	e.Until = min(e.Until, until)
+	if e.Until <= 0 {
+		e.Until, e.Holder = 0, 0
+	}
 	e.Stamp++
 	return true
 }
@@ -351,6 +364,19 @@ func (d *consumerDoc) lower(start int64) bool {
 // keeps its other changes.
 func (s *Store) lowerHints(ctx context.Context, consumer string, starts ...int64) error {
 	if len(starts) == 0 {
+		return nil
+	}
+	to := make(map[int64]int64, len(starts))
+	for _, st := range starts {
+		to[st] = 0
+	}
+	return s.lowerHintsTo(ctx, consumer, to)
+}
+
+// lowerHintsTo lowers the hints of the blocks in to (start → until, Unix
+// ms) in consumer's head (see lowerTo), as lowerHints.
+func (s *Store) lowerHintsTo(ctx context.Context, consumer string, to map[int64]int64) error {
+	if len(to) == 0 {
 		return nil
 	}
 	if err := faults.Check(faults.HintLower, consumer); err != nil {
@@ -365,8 +391,8 @@ func (s *Store) lowerHints(ctx context.Context, consumer string, starts ...int64
 			return false, err
 		}
 		changed := false
-		for _, st := range starts {
-			if d.lower(st) {
+		for st, until := range to {
+			if d.lowerTo(st, until) {
 				changed = true
 			}
 		}

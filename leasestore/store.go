@@ -144,6 +144,10 @@ type Consumer struct {
 	// for how it is kept (ReasonMaxLen). 0 means no bound; at most
 	// MaxInFlight.
 	MaxLength int
+	// Policies are the consumer's delivery policies (retry backoff,
+	// delivery limit, ack timeout); zero values take the Store's and the
+	// deployment's defaults.
+	Policies
 }
 
 // view returns the consumer as callers see it at nowMs, from its head and
@@ -157,6 +161,7 @@ func (d *consumerDoc) view(nowMs int64, blocks map[int64]*blockDoc, committed in
 		ID: d.ID, Type: d.Type, Subscription: d.Subscription, Paused: d.Paused,
 		CreatedAt: d.CreatedAt, Committed: max(committed, d.Committed), LiveSessions: d.liveSessions(nowMs),
 		MessageTTL: time.Duration(d.MessageTTL) * time.Millisecond, MaxLength: int(d.MaxLength),
+		Policies: d.policies(),
 	}
 	live := d.sessionLive(nowMs)
 	if blocks == nil {
@@ -171,7 +176,7 @@ func (d *consumerDoc) view(nowMs int64, blocks map[int64]*blockDoc, committed in
 		for i := range b.Leases {
 			l := &b.Leases[i]
 			c.InFlight += l.Count
-			if l.Dying == "" && !l.live(nowMs, live) {
+			if l.waiting(nowMs, live) {
 				c.Requeued += l.Count
 			}
 		}
@@ -202,11 +207,12 @@ func (s *Store) fullView(ctx context.Context, d *consumerDoc) (*Consumer, error)
 
 // CreateConsumer stores a new consumer at the head of its stream (nothing
 // committed, first position 1). c.ID, c.Type and c.Subscription are
-// required; c.Filters, c.Paused, c.CreatedAt (default: now), c.MessageTTL
-// and c.MaxLength are stored as given; the other fields are ignored. It
-// fails with herr.AlreadyExists if the id is taken (by a consumer of any
-// type), and with herr.InvalidArgument for a missing field, a negative
-// MessageTTL, or a MaxLength outside 0–MaxInFlight.
+// required; c.Filters, c.Paused, c.CreatedAt (default: now), c.MessageTTL,
+// c.MaxLength and c.Policies are stored as given; the other fields are
+// ignored. It fails with herr.AlreadyExists if the id is taken (by a
+// consumer of any type), and with herr.InvalidArgument for a missing
+// field, a negative MessageTTL, a MaxLength outside 0–MaxInFlight, or
+// policies outside their ranges (Policies.Validate).
 func (s *Store) CreateConsumer(ctx context.Context, c Consumer) (*Consumer, error) {
 	if c.ID == "" || c.Type == "" || c.Subscription == "" {
 		return nil, herr.New(herr.InvalidArgument, "consumer needs an id, a type and a subscription")
@@ -222,6 +228,9 @@ func (s *Store) CreateConsumer(ctx context.Context, c Consumer) (*Consumer, erro
 	if c.MaxLength < 0 || c.MaxLength > MaxInFlight {
 		return nil, herr.New(herr.InvalidArgument, "max length must be between 0 (none) and %d, the in-flight window", MaxInFlight)
 	}
+	if err := c.Policies.Validate(); err != nil {
+		return nil, err
+	}
 	fs, err := json.Marshal(c.Filters)
 	if err != nil {
 		return nil, herr.Wrap(herr.Internal, err, "encode filters")
@@ -236,6 +245,7 @@ func (s *Store) CreateConsumer(ctx context.Context, c Consumer) (*Consumer, erro
 		MessageTTL: c.MessageTTL.Milliseconds(), MaxLength: int64(c.MaxLength),
 		Incarnation: newIncarnation(),
 	}
+	d.setPolicies(c.Policies)
 	if err := s.coll.Create(ctx, d); err != nil {
 		if gcerrors.Code(err) == gcerrors.AlreadyExists {
 			return nil, herr.New(herr.AlreadyExists, "consumer %q already exists", c.ID)

@@ -39,6 +39,7 @@ func TestAuthE2E(t *testing.T) {
 		"/api/v1beta/events/batch":                `{"events":[{"event_type":"a.b"}]}`,
 		"/v1/event-destinations":                  `{"type":"DURABLE_CONSUMER"}`,
 		"/v1/event-destinations/{id}/acknowledge": `{"leaseId":"x","generation":0,"status":"ok"}`,
+		"/v1/event-destinations/{id}/extend":      `{"leaseId":"x","generation":0,"visibility":60}`,
 	}
 
 	protected := 0

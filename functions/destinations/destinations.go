@@ -7,8 +7,15 @@
 //	DELETE /v1/event-destinations/{id}         → 204
 //	POST   /v1/event-destinations/{id}/pause   → 200 Destination
 //	POST   /v1/event-destinations/{id}/resume  → 200 Destination
+//	PATCH  /v1/event-destinations/{id}         {"retry_policy"?, "dead_letter_policy"?} → 200 Destination
 //
-// An unknown type is 400; invalid filter groups 422; an unknown id 404.
+// Create and PATCH take the delivery policies (delivery.PolicyFields):
+// retry_policy {"minimum_backoff", "maximum_backoff"} in seconds and
+// dead_letter_policy {"max_delivery_attempts"}; in a PATCH an absent
+// member leaves the policy as it is and null removes it.
+//
+// An unknown type is 400; invalid filter groups 422; a policy out of range
+// 422; an unknown id 404.
 package destinations
 
 import (
@@ -44,6 +51,13 @@ type Destination struct {
 	// LiveSessions counts the streams attached to a queue now (0 for a
 	// durable consumer of the durable-consumer API, which has none).
 	LiveSessions int `json:"live_sessions"`
+	// RetryPolicy and DeadLetterPolicy are the delivery policies (null:
+	// redeliver at once; the deployment's HERALD_DELIVERY_LIMIT).
+	RetryPolicy      *delivery.RetryPolicyView      `json:"retry_policy"`
+	DeadLetterPolicy *delivery.DeadLetterPolicyView `json:"dead_letter_policy"`
+	// AckTimeout is a durable queue's own ack timeout in seconds; absent
+	// when it has none (the deployment's applies).
+	AckTimeout int64 `json:"ack_timeout,omitempty"`
 }
 
 // FromConsumer converts a stored consumer.
@@ -52,10 +66,12 @@ func FromConsumer(c *leasestore.Consumer) Destination {
 	if gs == nil {
 		gs = filter.Groups{}
 	}
+	rp, dp := delivery.PolicyViews(c)
 	return Destination{
 		ID: c.ID, Type: c.Type, FilterGroups: gs, Paused: c.Paused,
 		CreatedAt: c.CreatedAt.UTC(), Committed: cloudevent.FormatSequence(c.Committed), InFlight: c.InFlight,
 		Requeued: c.Requeued, LiveSessions: c.LiveSessions,
+		RetryPolicy: rp, DeadLetterPolicy: dp, AckTimeout: int64(c.AckTimeout / time.Second),
 	}
 }
 
@@ -74,12 +90,18 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Type         string        `json:"type"`
 		FilterGroups filter.Groups `json:"filter_groups"`
+		delivery.PolicyFields
 	}
 	if err := httpx.DecodeJSON(r, maxBody, &req); err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	c, err := h.Service.CreateDestination(r.Context(), p, req.Type, req.FilterGroups)
+	pol, err := req.PolicyFields.Apply(leasestore.Policies{}, false)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	c, err := h.Service.CreateDestination(r.Context(), p, req.Type, req.FilterGroups, pol)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -134,6 +156,26 @@ func (h *Handler) Delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// Update serves PATCH /v1/event-destinations/{id}: the delivery policies.
+func (h *Handler) Update(w http.ResponseWriter, r *http.Request) {
+	p, err := principalAndID(r)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	var req delivery.PolicyFields
+	if err := httpx.DecodeJSON(r, maxBody, &req); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	c, err := h.Service.UpdateDestination(r.Context(), p, r.PathValue("id"), req)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, FromConsumer(c))
 }
 
 // Pause serves POST /v1/event-destinations/{id}/pause.

@@ -195,10 +195,15 @@ func (s *triage) act(ctx context.Context, entries []*pb.ManageDeadLetteredEvents
 	return nil
 }
 
-// reason maps a leasestore reason to the wire enum.
+// reason maps a leasestore reason to the wire enum. The enum is the
+// notifications API's and has no value for a rejection (an acknowledgement
+// with status "rejected"): it is sent as REASON_DELIVERY_LIMIT, since the
+// consumer gave up on the event, spending its delivery budget at once;
+// delivery_count says how often it was delivered. The REST dead-letter
+// list and the WebSocket triage frames say "REJECTED".
 func reason(r string) pb.ManageDeadLetteredEventsResponse_DeadLetteredEvent_Reason {
 	switch r {
-	case leasestore.ReasonDeliveryLimit:
+	case leasestore.ReasonDeliveryLimit, leasestore.ReasonRejected:
 		return pb.ManageDeadLetteredEventsResponse_DeadLetteredEvent_REASON_DELIVERY_LIMIT
 	case leasestore.ReasonExpired:
 		return pb.ManageDeadLetteredEventsResponse_DeadLetteredEvent_REASON_EXPIRED

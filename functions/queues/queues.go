@@ -19,6 +19,13 @@
 // whatever current_filter_groups says, so retrying an applied update is
 // safe. The queue's filters can be read back with POST (created false).
 // The broker subscription is re-filtered without losing what it holds.
+//
+// Herald's additions: POST and PATCH also take the delivery policies
+// (delivery.PolicyFields): retry_policy, dead_letter_policy and
+// ack_timeout (seconds an unsettled stream event stays with its stream).
+// POST applies them only when it creates the queue; a PATCH that sets a
+// policy may leave out both filter members, which then stay as they are.
+// GET /v1/event-destinations/{queue_id} shows them.
 package queues
 
 import (
@@ -27,6 +34,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/functions/httpx"
+	"github.com/heraldevents/herald/leasestore"
 )
 
 const maxBody = 256 << 10
@@ -74,12 +82,18 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		QueueID      string        `json:"queue_id"`
 		FilterGroups filter.Groups `json:"filter_groups"`
+		delivery.PolicyFields
 	}
 	if err := httpx.DecodeJSON(r, maxBody, &req); err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	c, created, err := h.Service.CreateQueue(r.Context(), p, req.QueueID, req.FilterGroups)
+	pol, err := req.PolicyFields.Apply(leasestore.Policies{}, true)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	c, created, err := h.Service.CreateQueue(r.Context(), p, req.QueueID, req.FilterGroups, pol)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -102,10 +116,21 @@ func (h *Handler) Update(w http.ResponseWriter, r *http.Request) {
 		QueueID             string        `json:"queue_id"`
 		CurrentFilterGroups filter.Groups `json:"current_filter_groups"`
 		NewFilterGroups     filter.Groups `json:"new_filter_groups"`
+		delivery.PolicyFields
 	}
 	if err := httpx.DecodeJSON(r, maxBody, &req); err != nil {
 		httpx.WriteError(w, r, err)
 		return
+	}
+	if req.PolicyFields.Any() {
+		if _, err := h.Service.UpdateQueuePolicies(r.Context(), p, req.QueueID, req.PolicyFields); err != nil {
+			httpx.WriteError(w, r, err)
+			return
+		}
+		if req.CurrentFilterGroups == nil && req.NewFilterGroups == nil {
+			httpx.WriteJSON(w, http.StatusOK, Success{Success: true})
+			return
+		}
 	}
 	if err := h.Service.UpdateQueueFilters(r.Context(), p, req.QueueID, req.CurrentFilterGroups, req.NewFilterGroups); err != nil {
 		httpx.WriteError(w, r, err)

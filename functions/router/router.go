@@ -142,6 +142,9 @@ var table = []route{
 	{Route{"DELETE", "/v1/event-destinations/{id}", Destinations, false, false}, func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Delete)
 	}},
+	{Route{"PATCH", "/v1/event-destinations/{id}", Destinations, false, false}, func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&destinations.Handler{Service: s}).Update)
+	}},
 	{Route{"POST", "/v1/event-destinations/{id}/pause", Destinations, false, false}, func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Pause)
 	}},
@@ -153,6 +156,9 @@ var table = []route{
 	}},
 	{Route{"POST", "/v1/event-destinations/{id}/acknowledge", Acknowledge, false, false}, func(s *delivery.Service) http.Handler {
 		return &acknowledge.Handler{Service: s}
+	}},
+	{Route{"POST", "/v1/event-destinations/{id}/extend", Acknowledge, false, false}, func(s *delivery.Service) http.Handler {
+		return &acknowledge.Extend{Service: s}
 	}},
 	{Route{"POST", "/api/v1beta/queues/durable", Destinations, false, false}, func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&queues.Handler{Service: s}).Create)

@@ -90,6 +90,7 @@ var conformanceCases = concat(
 	claimCases,
 	randomCases,
 	layoutCases,
+	controlCases,
 )
 
 func concat[T any](lists ...[]T) []T {
