@@ -32,16 +32,18 @@
 // A stream is one consumer session on a queue. OpenStream returns a
 // *Stream that attaches to the queue, heartbeats in the background, hands
 // out events one lease each with session-scoped delivery tags (1, 2, 3,
-// …), settles them by tag (acks before nacks) and, on Close, puts what it
-// did not settle back in the queue. SSE, gRPC and the gorilla WebSocket
-// bridge drive it.
+// …), settles them by tag (acks before nacks; SettleDelayed holds nacks
+// back for a delay), keeps them past the ack timeout (Extend) and, on
+// Close, puts what it did not settle back in the queue. SSE, gRPC and the
+// gorilla WebSocket bridge drive it.
 //
 // A transport that keeps nothing in memory between requests (the API
 // Gateway WebSocket bridge, one Lambda invocation per client frame) uses
 // the stateless form with the same rules: OpenSession returns a
 // SessionState the caller stores, PollSession (with PollParams) pulls and
-// heartbeats, SessionState.Tag and Take keep the tags, SettleRefs and
-// AckDeliveries settle, CloseSession ends it. Events a principal may not
+// heartbeats, SessionState.Tag and Take keep the tags, SettleRefs (or
+// SettleRefsDelayed) and AckDeliveries settle, ExtendTags keeps events
+// past the ack timeout, CloseSession ends it. Events a principal may not
 // read are handed back for other sessions; poison events go to the
 // dead-letter queue at once. docs/streams-design.md has the design.
 //

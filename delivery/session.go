@@ -379,22 +379,37 @@ func takeTags(tags map[int64]leasestore.EventRef, acks, nacks []int64) (ackRefs,
 // put them back); herr.InvalidArgument for an incomplete st; the store's
 // errors (put the tags back with Untake; the call may be repeated).
 func (s *Service) SettleRefs(ctx context.Context, st *SessionState, ackRefs, nackRefs []leasestore.EventRef, rep SettleReport) (SettleReport, error) {
+	return s.SettleRefsDelayed(ctx, st, ackRefs, nackRefs, nil, rep)
+}
+
+// SettleRefsDelayed is SettleRefs whose nacks, when delay is set, are not
+// handed out again before *delay has passed (0–MaxNackDelay; the
+// WebSocket nack frame's delay), in place of the queue's retry policy.
+// A delay out of range is herr.OutOfRange and settles nothing (put the
+// tags back).
+func (s *Service) SettleRefsDelayed(ctx context.Context, st *SessionState, ackRefs, nackRefs []leasestore.EventRef, delay *time.Duration, rep SettleReport) (SettleReport, error) {
 	if err := st.check(); err != nil {
 		return SettleReport{}, err
 	}
 	if len(ackRefs)+len(nackRefs) == 0 {
 		return rep, nil
 	}
-	return s.settleRefs(ctx, st.Kind, st.Queue, ackRefs, nackRefs, rep)
+	return s.settleRefs(ctx, st.Kind, st.Queue, ackRefs, nackRefs, delay, rep)
 }
 
-// settleRefs settles refs on queue and corrects rep by what the store
-// settled; store errors are mapped by sessionErr. Stream.Settle's second
-// half too.
-func (s *Service) settleRefs(ctx context.Context, kind StreamKind, queue string, ackRefs, nackRefs []leasestore.EventRef, rep SettleReport) (_ SettleReport, err error) {
+// settleRefs settles refs on queue (nacks after delay when set) and
+// corrects rep by what the store settled; store errors are mapped by
+// sessionErr. Stream.Settle's second half too.
+func (s *Service) settleRefs(ctx context.Context, kind StreamKind, queue string, ackRefs, nackRefs []leasestore.EventRef, delay *time.Duration, rep SettleReport) (_ SettleReport, err error) {
 	ctx, end := startSettle(ctx)
 	defer func() { end(&rep, err) }()
-	res, err := s.cfg.Store.Settle(ctx, queue, ackRefs, nackRefs)
+	if delay != nil && len(nackRefs) == 0 {
+		delay = nil // nothing to delay
+	}
+	res, err := s.cfg.Store.SettleWith(ctx, queue, leasestore.SettleParams{Acks: ackRefs, Nacks: nackRefs, NackDelay: delay})
+	if herr.CodeOf(err) == herr.OutOfRange {
+		return SettleReport{}, err // the caller's delay, not the session's fault
+	}
 	if err != nil {
 		return SettleReport{}, sessionErr(kind, queue, err)
 	}
@@ -454,4 +469,81 @@ func (s *Service) CloseSession(ctx context.Context, st *SessionState) error {
 		return nil
 	}
 	return err
+}
+
+// MaxNackDelay is the longest delay of a delayed nack
+// (Stream.SettleDelayed, Service.SettleRefsDelayed): 12 hours, as a
+// failed acknowledgement's retryAfter (leasestore.MaxRetryAfter).
+const MaxNackDelay = leasestore.MaxRetryAfter
+
+// ExtendReport says what an extension of delivery tags did.
+type ExtendReport struct {
+	// Extended counts the tags whose events stay with the session until
+	// the new time.
+	Extended int
+	// Skipped counts the other tags: unknown to the session (never
+	// issued, already settled, or from an earlier connection), or naming
+	// an event that was delivered to someone else since (its ack timeout
+	// passed first) or is being dead-lettered.
+	Skipped int
+	// Capped counts the tags left as they were because the new time would
+	// pass MaxExtendedLife after the event was delivered.
+	Capped int
+}
+
+// MaxExtendedLife caps how long one delivery of a stream event can be
+// kept unsettled by extending it: 12 hours from its delivery, as a pull
+// lease's life (leasestore.MaxLeaseLife).
+const MaxExtendedLife = leasestore.MaxLeaseLife
+
+// ExtendTags keeps the durable session's unsettled events of tags with it
+// until d from now (Stream.Extend for the API Gateway bridge, whose state
+// is persisted): it reads st, does not change it, and does not refresh
+// the session. d must be at least a millisecond (the WebSocket frame
+// checks 1–600 s). Errors: herr.NotFound when the queue is gone;
+// herr.InvalidArgument for an incomplete st; herr.OutOfRange for d under
+// a millisecond; the store's errors (the call may be repeated).
+func (s *Service) ExtendTags(ctx context.Context, st *SessionState, tags []int64, d time.Duration) (ExtendReport, error) {
+	if err := st.check(); err != nil {
+		return ExtendReport{}, err
+	}
+	refs, rep := tagRefs(st.Tags, tags)
+	return s.extendRefs(ctx, st.Kind, st.Queue, refs, d, rep)
+}
+
+// tagRefs returns the refs of the tags that tags holds, each once, and a
+// report counting the others as skipped.
+func tagRefs(held map[int64]leasestore.EventRef, tags []int64) ([]leasestore.EventRef, ExtendReport) {
+	var rep ExtendReport
+	var refs []leasestore.EventRef
+	seen := make(map[int64]bool, len(tags))
+	for _, tag := range tags {
+		ref, ok := held[tag]
+		if !ok || seen[tag] {
+			rep.Skipped++
+			continue
+		}
+		seen[tag] = true
+		refs = append(refs, ref)
+	}
+	return refs, rep
+}
+
+// extendRefs extends refs on queue by d and adds the store's counts to
+// rep. Stream.Extend's second half too.
+func (s *Service) extendRefs(ctx context.Context, kind StreamKind, queue string, refs []leasestore.EventRef, d time.Duration, rep ExtendReport) (ExtendReport, error) {
+	if d < time.Millisecond {
+		return ExtendReport{}, herr.New(herr.OutOfRange, "an extension must be positive")
+	}
+	if len(refs) == 0 {
+		return rep, nil
+	}
+	res, err := s.cfg.Store.ExtendEvents(ctx, queue, refs, d)
+	if err != nil {
+		return ExtendReport{}, sessionErr(kind, queue, err)
+	}
+	rep.Extended += res.Extended
+	rep.Skipped += res.Skipped
+	rep.Capped += res.Capped
+	return rep, nil
 }

@@ -495,6 +495,19 @@ func (st *Stream) Nack(ctx context.Context, tags ...int64) (SettleReport, error)
 // count grows when it is delivered again. When the store cannot be reached
 // the tags stay unsettled and the call may be repeated.
 func (st *Stream) Settle(ctx context.Context, acks, nacks []int64) (SettleReport, error) {
+	return st.SettleDelayed(ctx, acks, nacks, nil)
+}
+
+// SettleDelayed is Settle whose nacked events, when delay is set, are not
+// delivered again before *delay has passed (0–MaxNackDelay, counted from
+// the settlement; the WebSocket nack frame's delay), in place of the
+// queue's retry policy; other events flow meanwhile, and once due the
+// events go ahead of new work. A delay out of range is herr.OutOfRange
+// and settles nothing (the tags stay unsettled).
+func (st *Stream) SettleDelayed(ctx context.Context, acks, nacks []int64, delay *time.Duration) (SettleReport, error) {
+	if delay != nil && (*delay < 0 || *delay > MaxNackDelay) {
+		return SettleReport{}, herr.New(herr.OutOfRange, "delay must be between 0 and %d seconds", int(MaxNackDelay/time.Second))
+	}
 	st.mu.Lock()
 	ackRefs, nackRefs, taken, rep := takeTags(st.tags, acks, nacks)
 	st.mu.Unlock()
@@ -508,7 +521,7 @@ func (st *Stream) Settle(ctx context.Context, acks, nacks []int64) (SettleReport
 			st.src.async.nacked()
 		}
 	}()
-	rep, err := st.svc.settleRefs(ctx, st.kind, st.queue, ackRefs, nackRefs, rep)
+	rep, err := st.svc.settleRefs(ctx, st.kind, st.queue, ackRefs, nackRefs, delay, rep)
 	if err != nil {
 		if herr.CodeOf(err) != herr.NotFound {
 			// Put them back so that a retry settles them.
@@ -525,6 +538,23 @@ func (st *Stream) Settle(ctx context.Context, acks, nacks []int64) (SettleReport
 	st.settled = make(chan struct{})
 	st.mu.Unlock()
 	return rep, nil
+}
+
+// Extend keeps the session's unsettled events of tags with it until d
+// from now, past the queue's ack timeout (the WebSocket extend frame;
+// leasestore.Store.ExtendEvents): they are not delivered to anyone else
+// before then unless the session ends. Each event's time from delivery is
+// capped at MaxExtendedLife; a tag past it is left as it was and counted
+// in Capped. The tags stay unsettled. A tag the session does not hold is
+// skipped, and so is one whose event was delivered to someone else since
+// (its ack timeout passed first). d must be at least a millisecond
+// (herr.OutOfRange); the WebSocket frame checks 1–600 s. Store errors are
+// as Settle's; the call may be repeated.
+func (st *Stream) Extend(ctx context.Context, tags []int64, d time.Duration) (ExtendReport, error) {
+	st.mu.Lock()
+	refs, rep := tagRefs(st.tags, tags)
+	st.mu.Unlock()
+	return st.svc.extendRefs(ctx, st.kind, st.queue, refs, d, rep)
 }
 
 // SettleAsync is Settle for transports that send no answer per settlement

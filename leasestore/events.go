@@ -374,13 +374,37 @@ type SettleResult struct {
 // settling session. A call whose refs change nothing writes nothing. It
 // fails with herr.NotFound for an unknown consumer.
 func (s *Store) Settle(ctx context.Context, consumer string, acks, nacks []EventRef) (SettleResult, error) {
+	return s.SettleWith(ctx, consumer, SettleParams{Acks: acks, Nacks: nacks})
+}
+
+// SettleParams are the arguments of SettleWith.
+type SettleParams struct {
+	// Acks and Nacks are the refs to acknowledge and to hand back, as
+	// Settle's.
+	Acks, Nacks []EventRef
+	// NackDelay, when set, is how long the nacked events wait before they
+	// are handed out again (0–MaxRetryAfter; 0 is at once), in place of
+	// the queue's retry policy: the WebSocket nack frame's delay, as a
+	// failed acknowledgement's retryAfter. Other events flow meanwhile.
+	NackDelay *time.Duration
+}
+
+// SettleWith is Settle with a delay for the nacks (p.NackDelay): a nacked
+// event is not handed out again before the delay has passed, counted from
+// the settlement; then it goes ahead of new work as any nacked event. A
+// delay outside 0–MaxRetryAfter is herr.OutOfRange and settles nothing.
+func (s *Store) SettleWith(ctx context.Context, consumer string, p SettleParams) (SettleResult, error) {
 	start := time.Now()
-	res, err := s.settle(ctx, consumer, acks, nacks)
+	res, err := s.settle(ctx, consumer, p)
 	telemetry.StoreOperation(ctx, "settle", start, err)
 	return res, err
 }
 
-func (s *Store) settle(ctx context.Context, consumer string, acks, nacks []EventRef) (SettleResult, error) {
+func (s *Store) settle(ctx context.Context, consumer string, p SettleParams) (SettleResult, error) {
+	if p.NackDelay != nil && (*p.NackDelay < 0 || *p.NackDelay > MaxRetryAfter) {
+		return SettleResult{}, herr.New(herr.OutOfRange, "delay must be between 0 and %d seconds", int(MaxRetryAfter/time.Second))
+	}
+	acks, nacks := p.Acks, p.Nacks
 	d, err := s.get(ctx, consumer)
 	if err != nil {
 		return SettleResult{}, err
@@ -473,7 +497,7 @@ func (s *Store) settle(ctx context.Context, consumer string, acks, nacks []Event
 					continue
 				}
 				l := &b.Leases[i]
-				l.requeue(nowMs, rd.failDelay(l.Attempt, nil))
+				l.requeue(nowMs, rd.failDelay(l.Attempt, p.NackDelay))
 				due(l)
 				nacked++
 			}
@@ -588,4 +612,133 @@ func (s *Store) reject(ctx context.Context, consumer string, refs []EventRef, re
 	// A move left half-way must be found by the next pull.
 	_ = s.lowerHints(ctx, d.ID, stuck...)
 	return total, nil
+}
+
+// ExtendEventsResult is what ExtendEvents did.
+type ExtendEventsResult struct {
+	// Extended counts the refs whose lease got the new expiry.
+	Extended int
+	// Skipped counts the refs that changed nothing: unknown, settled,
+	// nacked, being dead-lettered, of an older generation, handed to
+	// someone else, left by their session, or repeated.
+	Skipped int
+	// Capped counts the refs left as they were because the new expiry
+	// would pass MaxLeaseLife after their hand-out.
+	Capped int
+}
+
+// ExtendEvents is Extend for the single-event leases PullEvents handed
+// out (the WebSocket extend frame): each current lease of refs gets the
+// expiry now plus visibility, with one conditional write per block they
+// belong to. The rules are Extend's: a lease its session still holds is
+// extended, even past its expiry as long as nobody has been handed it
+// since; anything else is skipped; the life from hand-out to expiry is
+// capped at MaxLeaseLife, and a ref past the cap is counted in Capped and
+// left as it was (the others of the call are extended all the same). Life
+// is counted in whole seconds, as Extend's.
+//
+// Extending is allowed while the consumer is paused and does not check
+// the calling session. Errors: herr.OutOfRange for a visibility under a
+// millisecond; herr.NotFound for an unknown consumer; the store's errors
+// (the call may be repeated).
+func (s *Store) ExtendEvents(ctx context.Context, consumer string, refs []EventRef, visibility time.Duration) (ExtendEventsResult, error) {
+	start := time.Now()
+	res, err := s.extendEvents(ctx, consumer, refs, visibility)
+	telemetry.StoreOperation(ctx, "extend", start, err)
+	return res, err
+}
+
+func (s *Store) extendEvents(ctx context.Context, consumer string, refs []EventRef, visibility time.Duration) (ExtendEventsResult, error) {
+	var res ExtendEventsResult
+	if visibility < time.Millisecond {
+		return res, herr.New(herr.OutOfRange, "visibility must be positive")
+	}
+	d, err := s.get(ctx, consumer)
+	if err != nil {
+		return res, err
+	}
+	byBlock := map[int64][]EventRef{}
+	seen := map[EventRef]bool{}
+	for _, r := range refs {
+		bst, _, _, ok := parseLeaseID(r.LeaseID)
+		if !ok || seen[r] {
+			res.Skipped++
+			continue
+		}
+		seen[r] = true
+		byBlock[bst] = append(byBlock[bst], r)
+	}
+	starts := make([]int64, 0, len(byBlock))
+	for st := range byBlock {
+		starts = append(starts, st)
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
+	lowered := map[int64]int64{}
+	for _, bst := range starts {
+		rs := byBlock[bst]
+		var extended, skipped, capped int
+		var shorter int64 // the earliest expiry made earlier than it was, 0 if none
+		err := s.retry(ctx, func() (bool, error) {
+			extended, skipped, capped, shorter = 0, 0, 0, 0
+			bs, err := s.getBlocks(ctx, d, []int64{bst})
+			if err != nil {
+				return false, err
+			}
+			b := bs[bst]
+			if b == nil {
+				skipped = len(rs)
+				return true, nil
+			}
+			nowMs := s.nowMs()
+			live := d.sessionLive(nowMs)
+			want := nowMs + visibility.Milliseconds()
+			for _, r := range rs {
+				_, lst, tag, _ := parseLeaseID(r.LeaseID)
+				i := b.lease(lst, tag)
+				if i < 0 {
+					skipped++
+					continue
+				}
+				l := &b.Leases[i]
+				if l.Generation != r.Generation || l.Dying != "" || l.Requeued || l.Delayed || l.Worker == "" ||
+					(l.Session && !live(l.Worker)) {
+					skipped++
+					continue
+				}
+				life := l.Life
+				if life <= 0 {
+					life = int64(MaxLeaseVisibility / time.Second) // written before Extend existed
+				}
+				handedOut := l.Expires - life*1000
+				newLife := lifeSecs(handedOut, want)
+				if newLife > int64(MaxLeaseLife/time.Second) {
+					capped++
+					continue
+				}
+				newExpires := handedOut + newLife*1000
+				if newExpires < l.Expires && (shorter == 0 || newExpires < shorter) {
+					shorter = newExpires
+				}
+				l.Expires, l.Life = newExpires, newLife
+				extended++
+			}
+			if extended == 0 {
+				return true, nil
+			}
+			return s.commit(ctx, d.ID, blockWrite(b))
+		})
+		if err != nil {
+			return ExtendEventsResult{}, err
+		}
+		res.Extended += extended
+		res.Skipped += skipped
+		res.Capped += capped
+		if shorter > 0 {
+			lowered[bst] = shorter // the head's hint may be later than the new expiry
+		}
+	}
+	if err := s.lowerHintsTo(ctx, d.ID, lowered); err != nil {
+		return ExtendEventsResult{}, err
+	}
+	return res, nil
 }

@@ -559,10 +559,11 @@ func (s *session) browse() error {
 	}
 }
 
-// Settle acks or nacks a durable stream's tags and answers settled.
+// Settle acks or nacks a durable stream's tags (a nack after its delay,
+// when it has one) and answers settled.
 func (s *session) Settle(_ context.Context, f *wsframe.ClientFrame) {
 	acks, nacks := f.Settlement()
-	rep, err := s.st.Settle(s.ctx, acks, nacks)
+	rep, err := s.st.SettleDelayed(s.ctx, acks, nacks, f.NackDelay())
 	if err != nil {
 		if serr := s.st.Err(); serr != nil || herr.CodeOf(err) == herr.NotFound {
 			s.Fail(s.ctx, f.ID, err)
@@ -575,6 +576,22 @@ func (s *session) Settle(_ context.Context, f *wsframe.ClientFrame) {
 	}
 	s.proc.Settled(s.ctx, acks, nacks)
 	_ = s.send(wsframe.Settled(f.ID, rep))
+}
+
+// Extend keeps a durable stream's unsettled events of the frame's tags
+// with it for the frame's seconds and answers extended. The tags stay
+// unsettled (and count against the unsettled limit).
+func (s *session) Extend(_ context.Context, f *wsframe.ClientFrame) {
+	rep, err := s.st.Extend(s.ctx, f.DeliveryTags, f.ExtendBy())
+	if err != nil {
+		if serr := s.st.Err(); serr != nil || herr.CodeOf(err) == herr.NotFound {
+			s.Fail(s.ctx, f.ID, err)
+			return
+		}
+		s.Refuse(s.ctx, f.ID, err) // the store could not be reached: send it again
+		return
+	}
+	_ = s.send(wsframe.Extended(f.ID, rep))
 }
 
 // Act runs a dead_letters stream's actions: one outcome frame per action,

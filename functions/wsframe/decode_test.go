@@ -60,6 +60,13 @@ func TestDecodeAccepts(t *testing.T) {
 			func(t *testing.T, f *wsframe.ClientFrame) { assert.Equal(t, []int64{1, 2, 3}, f.DeliveryTags) },
 		},
 		"nack": {`{"type":"nack","delivery_tags":[7]}`, nil},
+		"nack with the longest delay": {
+			`{"type":"nack","delivery_tags":[7],"delay":43200}`,
+			func(t *testing.T, f *wsframe.ClientFrame) { assert.Equal(t, wsframe.MaxNackDelaySeconds, *f.Delay) },
+		},
+		"nack with delay 0":                         {`{"type":"nack","delivery_tags":[7],"delay":0}`, nil},
+		"extend, the shortest":                      {`{"type":"extend","delivery_tags":[1,2],"seconds":1}`, nil},
+		"extend, the longest":                       {`{"type":"extend","delivery_tags":[1],"seconds":600}`, nil},
 		"actions in the notifications API spelling": {`{"type":"actions","actions":[{"delivery_tag":1,"action":"ACTION_REPLAY"},{"delivery_tag":2,"action":"discard"}]}`, nil},
 		"ping": {`{"type":"ping","id":"p-1"}`, nil},
 	} {
@@ -102,6 +109,17 @@ func TestDecodeRefuses(t *testing.T) {
 		"demand over the limit":         {`{"type":"demand","n":1001}`, herr.InvalidArgument, "n must be"},
 		"ack without tags":              {`{"type":"ack","delivery_tags":[]}`, herr.InvalidArgument, "delivery_tags"},
 		"ack with too many tags":        {string(manyTags), herr.InvalidArgument, "delivery_tags"},
+		"extend without seconds":        {`{"type":"extend","delivery_tags":[1]}`, herr.InvalidArgument, "seconds must be an integer from 1 to 600"},
+		"extend zero seconds":           {`{"type":"extend","delivery_tags":[1],"seconds":0}`, herr.InvalidArgument, "seconds must be"},
+		"extend past 600 s":             {`{"type":"extend","delivery_tags":[1],"seconds":601}`, herr.InvalidArgument, "seconds must be"},
+		"extend fractional seconds":     {`{"type":"extend","delivery_tags":[1],"seconds":1.5}`, herr.Malformed, "seconds"},
+		"extend without tags":           {`{"type":"extend","delivery_tags":[],"seconds":10}`, herr.InvalidArgument, "delivery_tags"},
+		"nack negative delay":           {`{"type":"nack","delivery_tags":[1],"delay":-1}`, herr.InvalidArgument, "delay must be an integer from 0 to 43200 seconds"},
+		"nack delay past 12 h":          {`{"type":"nack","delivery_tags":[1],"delay":43201}`, herr.InvalidArgument, "delay must be"},
+		"delay on an ack":               {`{"type":"ack","delivery_tags":[1],"delay":5}`, herr.InvalidArgument, "delay applies to nack frames only"},
+		"delay on an extend":            {`{"type":"extend","delivery_tags":[1],"seconds":5,"delay":5}`, herr.InvalidArgument, "delay applies to nack frames only"},
+		"seconds on a nack":             {`{"type":"nack","delivery_tags":[1],"seconds":5}`, herr.InvalidArgument, "seconds applies to extend frames only"},
+		"retryAfter on a nack":          {`{"type":"nack","delivery_tags":[1],"retryAfter":5}`, herr.Malformed, "unknown field \"retryAfter\""},
 		"no actions":                    {`{"type":"actions","actions":[]}`, herr.InvalidArgument, "actions"},
 		"unknown action":                {`{"type":"actions","actions":[{"delivery_tag":1,"action":"ARCHIVE"}]}`, herr.InvalidArgument, "actions[0].action"},
 		"filters on a durable stream":   {`{"type":"open","stream":"durable","queue_id":"q","filter_groups":[]}`, herr.InvalidArgument, "filter_groups does not apply to a durable stream"},
@@ -140,6 +158,8 @@ func TestServerFrames(t *testing.T) {
 		string(wsframe.Connected("o", wsframe.StreamDurable, "q").Encode()))
 	assert.JSONEq(t, `{"type":"settled","id":"a","acked":2,"nacked":0,"skipped":1}`,
 		string(wsframe.Settled("a", delivery.SettleReport{Acked: 2, Skipped: 1}).Encode()))
+	assert.JSONEq(t, `{"type":"extended","id":"e","extended":2,"skipped":0,"capped":1}`,
+		string(wsframe.Extended("e", delivery.ExtendReport{Extended: 2, Capped: 1}).Encode()))
 	assert.JSONEq(t, `{"type":"idle","unmet":0}`, string(wsframe.Idle(0).Encode()))
 
 	// An internal error shows the caller-safe message, never its cause.

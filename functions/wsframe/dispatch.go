@@ -11,7 +11,7 @@ var (
 	// ErrAlreadyOpen refuses a second open frame: the stream already open
 	// stays (non-fatal, 409).
 	ErrAlreadyOpen = herr.New(herr.FailedPrecondition, "this connection already has a stream: one open frame per connection")
-	// ErrNotOpen refuses demand, ack, nack and actions frames before open
+	// ErrNotOpen refuses demand, ack, nack, extend and actions frames before open
 	// (non-fatal, 409).
 	ErrNotOpen = herr.New(herr.FailedPrecondition, "send an open frame first")
 	// ErrActionsNotTriage refuses an actions frame on an event stream
@@ -21,7 +21,7 @@ var (
 	ErrBinary = herr.New(herr.Malformed, "frames are JSON text messages, not binary")
 )
 
-// ErrNotSettleable refuses an ack or nack frame (typ) on a stream of kind
+// ErrNotSettleable refuses an ack, nack or extend frame (typ) on a stream of kind
 // stream that is not durable (non-fatal, 409).
 func ErrNotSettleable(typ, stream string) error {
 	return herr.New(herr.FailedPrecondition, "only a durable stream's events are settled: %s frames do not apply to a %s stream", typ, stream)
@@ -41,6 +41,8 @@ type Conn interface {
 	Demand(ctx context.Context, f *ClientFrame)
 	// Settle answers an ack or nack frame on a durable stream.
 	Settle(ctx context.Context, f *ClientFrame)
+	// Extend answers an extend frame on a durable stream.
+	Extend(ctx context.Context, f *ClientFrame)
 	// Act answers an actions frame on a dead_letters stream.
 	Act(ctx context.Context, f *ClientFrame)
 	// Ping answers a ping frame (with Pong), whatever the state.
@@ -62,9 +64,9 @@ type Conn interface {
 //   - any other frame Decode refuses is refused (Refuse) with Decode's
 //     error, echoing the frame's id when it is valid;
 //   - ping is answered whatever the state;
-//   - demand, ack, nack and actions before open are refused with
-//     ErrNotOpen; ack and nack on a stream that is not durable with
-//     ErrNotSettleable; actions on an event stream with
+//   - demand, ack, nack, extend and actions before open are refused with
+//     ErrNotOpen; ack, nack and extend on a stream that is not durable
+//     with ErrNotSettleable; actions on an event stream with
 //     ErrActionsNotTriage.
 func Dispatch(ctx context.Context, c Conn, f *ClientFrame, err error) {
 	stream := c.Stream()
@@ -87,9 +89,13 @@ func Dispatch(ctx context.Context, c Conn, f *ClientFrame, err error) {
 		c.Refuse(ctx, id, ErrNotOpen)
 	case f.Type == TypeDemand:
 		c.Demand(ctx, f)
-	case f.Type == TypeAck || f.Type == TypeNack:
+	case f.Type == TypeAck || f.Type == TypeNack || f.Type == TypeExtend:
 		if stream != StreamDurable {
 			c.Refuse(ctx, id, ErrNotSettleable(f.Type, stream))
+			return
+		}
+		if f.Type == TypeExtend {
+			c.Extend(ctx, f)
 			return
 		}
 		c.Settle(ctx, f)

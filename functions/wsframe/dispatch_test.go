@@ -3,6 +3,7 @@ package wsframe_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -27,6 +28,7 @@ func (r *recorder) note(call string, f *wsframe.ClientFrame) {
 func (r *recorder) Open(_ context.Context, f *wsframe.ClientFrame)   { r.note("open", f) }
 func (r *recorder) Demand(_ context.Context, f *wsframe.ClientFrame) { r.note("demand", f) }
 func (r *recorder) Settle(_ context.Context, f *wsframe.ClientFrame) { r.note("settle", f) }
+func (r *recorder) Extend(_ context.Context, f *wsframe.ClientFrame) { r.note("extend", f) }
 func (r *recorder) Act(_ context.Context, f *wsframe.ClientFrame)    { r.note("act", f) }
 func (r *recorder) Ping(_ context.Context, f *wsframe.ClientFrame)   { r.note("ping", f) }
 func (r *recorder) Refuse(_ context.Context, id string, err error) {
@@ -61,6 +63,12 @@ func TestDispatch(t *testing.T) {
 		"ack":                   {"durable", `{"type":"ack","id":"a","delivery_tags":[1]}`, "settle", 0, ""},
 		"nack":                  {"durable", `{"type":"nack","id":"a","delivery_tags":[1]}`, "settle", 0, ""},
 		"ack non-durable":       {"non_durable", `{"type":"ack","id":"a","delivery_tags":[1]}`, "refuse", herr.FailedPrecondition, "only a durable stream's events are settled: ack frames do not apply to a non_durable stream"},
+		"extend":                {"durable", `{"type":"extend","id":"e","delivery_tags":[1],"seconds":60}`, "extend", 0, ""},
+		"delayed nack":          {"durable", `{"type":"nack","id":"n","delivery_tags":[1],"delay":30}`, "settle", 0, ""},
+		"extend before open":    {"", `{"type":"extend","id":"e","delivery_tags":[1],"seconds":60}`, "refuse", herr.FailedPrecondition, "send an open frame first"},
+		"extend non-durable":    {"non_durable", `{"type":"extend","id":"e","delivery_tags":[1],"seconds":60}`, "refuse", herr.FailedPrecondition, "only a durable stream's events are settled: extend frames do not apply to a non_durable stream"},
+		"extend dead letters":   {"dead_letters", `{"type":"extend","id":"e","delivery_tags":[1],"seconds":60}`, "refuse", herr.FailedPrecondition, ""},
+		"bad extend":            {"durable", `{"type":"extend","id":"e","delivery_tags":[1],"seconds":601}`, "refuse", herr.InvalidArgument, "seconds must be an integer from 1 to 600"},
 		"actions":               {"dead_letters", `{"type":"actions","id":"x","actions":[{"delivery_tag":1,"action":"LEAVE"}]}`, "act", 0, ""},
 		"actions on events":     {"durable", `{"type":"actions","id":"x","actions":[{"delivery_tag":1,"action":"LEAVE"}]}`, "refuse", herr.FailedPrecondition, "actions frames apply to a dead_letters stream only"},
 	} {
@@ -94,6 +102,25 @@ func TestSettlement(t *testing.T) {
 	acks, nacks = (&wsframe.ClientFrame{Type: wsframe.TypeNack, DeliveryTags: []int64{3}}).Settlement()
 	require.Nil(t, acks)
 	require.Equal(t, []int64{3}, nacks)
+}
+
+// TestNackDelayAndExtendBy: a nack frame's delay and an extend frame's
+// seconds, as durations; absent is nil (the queue's retry policy).
+func TestNackDelayAndExtendBy(t *testing.T) {
+	t.Parallel()
+	f, err := wsframe.Decode([]byte(`{"type":"nack","delivery_tags":[1],"delay":30}`))
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Second, *f.NackDelay())
+	f, err = wsframe.Decode([]byte(`{"type":"nack","delivery_tags":[1],"delay":0}`))
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(0), *f.NackDelay(), "a delay of 0 is given, not absent")
+	f, err = wsframe.Decode([]byte(`{"type":"nack","delivery_tags":[1]}`))
+	require.NoError(t, err)
+	require.Nil(t, f.NackDelay())
+	f, err = wsframe.Decode([]byte(`{"type":"extend","delivery_tags":[1],"seconds":600}`))
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Minute, f.ExtendBy())
+	require.Nil(t, f.NackDelay())
 }
 
 // TestTriageActions: an actions frame's actions, in order, in delivery's

@@ -14,9 +14,9 @@
 // the frame was refused, unless its id was the problem), so a client can
 // correlate without counting.
 //
-// Client frames: open, demand, ack, nack, actions, ping.
-// Server frames: connected, event, dead_lettered_event, settled, outcome,
-// idle, pong, error.
+// Client frames: open, demand, ack, nack, extend, actions, ping.
+// Server frames: connected, event, dead_lettered_event, settled, extended,
+// outcome, idle, pong, error.
 //
 // Flow control is by demand: the server sends an event (or a dead-lettered
 // event) only against credit a demand frame gave; credit adds up to
@@ -55,8 +55,16 @@ const (
 	// MaxCredit is the most credit a connection may hold: a demand frame
 	// that would pass it is refused (422) and changes nothing.
 	MaxCredit = 10000
-	// MaxTags is the most delivery tags of one ack or nack frame.
+	// MaxTags is the most delivery tags of one ack, nack or extend frame.
 	MaxTags = 1000
+	// MaxExtendSeconds is the largest seconds of an extend frame; seconds
+	// must be 1–MaxExtendSeconds, as the durable-consumer API's extend
+	// visibility (leasestore.MaxLeaseVisibility).
+	MaxExtendSeconds = int64(leasestore.MaxLeaseVisibility / time.Second)
+	// MaxNackDelaySeconds is the largest delay of a nack frame (0–43,200
+	// s, 12 hours), as a failed acknowledgement's retryAfter
+	// (delivery.MaxNackDelay).
+	MaxNackDelaySeconds = int64(delivery.MaxNackDelay / time.Second)
 	// MaxActions is the most actions of one actions frame
 	// (delivery.MaxDeadLetterActions).
 	MaxActions = delivery.MaxDeadLetterActions
@@ -70,6 +78,7 @@ const (
 	TypeDemand  = "demand"
 	TypeAck     = "ack"
 	TypeNack    = "nack"
+	TypeExtend  = "extend"
 	TypeActions = "actions"
 	TypePing    = "ping"
 )
@@ -80,6 +89,7 @@ const (
 	TypeEvent             = "event"
 	TypeDeadLetteredEvent = "dead_lettered_event"
 	TypeSettled           = "settled"
+	TypeExtended          = "extended"
 	TypeOutcome           = "outcome"
 	TypeIdle              = "idle"
 	TypePong              = "pong"
@@ -133,8 +143,15 @@ type ClientFrame struct {
 	// demand
 	N int `json:"n,omitempty"`
 
-	// ack, nack
+	// ack, nack, extend
 	DeliveryTags []int64 `json:"delivery_tags,omitempty"`
+	// nack: how long the nacked events wait before they are delivered
+	// again, in seconds (0–MaxNackDelaySeconds); absent = the queue's
+	// retry policy (at once without one).
+	Delay *int64 `json:"delay,omitempty"`
+	// extend: how long from now the events stay with the stream, in
+	// seconds (1–MaxExtendSeconds); required.
+	Seconds *int64 `json:"seconds,omitempty"`
 
 	// actions
 	Actions []Action `json:"actions,omitempty"`
@@ -201,6 +218,15 @@ func decode(data []byte) (*ClientFrame, error) {
 	if err := checkID(f.ID); err != nil {
 		return &f, err
 	}
+	// Members of another frame type are refused, not ignored: a delay on
+	// an ack (or seconds on a nack) would otherwise do something else than
+	// the client meant.
+	if f.Delay != nil && f.Type != TypeNack {
+		return &f, herr.New(herr.InvalidArgument, "delay applies to nack frames only")
+	}
+	if f.Seconds != nil && f.Type != TypeExtend {
+		return &f, herr.New(herr.InvalidArgument, "seconds applies to extend frames only")
+	}
 	switch f.Type {
 	case TypeOpen:
 		return &f, f.checkOpen()
@@ -208,9 +234,15 @@ func decode(data []byte) (*ClientFrame, error) {
 		if f.N < 1 || f.N > MaxDemand {
 			return &f, herr.New(herr.InvalidArgument, "n must be an integer from 1 to %d", MaxDemand)
 		}
-	case TypeAck, TypeNack:
+	case TypeAck, TypeNack, TypeExtend:
 		if len(f.DeliveryTags) == 0 || len(f.DeliveryTags) > MaxTags {
 			return &f, herr.New(herr.InvalidArgument, "delivery_tags must hold 1 to %d tags", MaxTags)
+		}
+		if f.Delay != nil && (*f.Delay < 0 || *f.Delay > MaxNackDelaySeconds) {
+			return &f, herr.New(herr.InvalidArgument, "delay must be an integer from 0 to %d seconds", MaxNackDelaySeconds)
+		}
+		if f.Type == TypeExtend && (f.Seconds == nil || *f.Seconds < 1 || *f.Seconds > MaxExtendSeconds) {
+			return &f, herr.New(herr.InvalidArgument, "seconds must be an integer from 1 to %d", MaxExtendSeconds)
 		}
 	case TypeActions:
 		if len(f.Actions) == 0 || len(f.Actions) > MaxActions {
@@ -223,9 +255,9 @@ func decode(data []byte) (*ClientFrame, error) {
 		}
 	case TypePing:
 	case "":
-		return &f, herr.New(herr.InvalidArgument, "type is required: open, demand, ack, nack, actions or ping")
+		return &f, herr.New(herr.InvalidArgument, "type is required: open, demand, ack, nack, extend, actions or ping")
 	default:
-		return &f, herr.New(herr.InvalidArgument, "type must be open, demand, ack, nack, actions or ping")
+		return &f, herr.New(herr.InvalidArgument, "type must be open, demand, ack, nack, extend, actions or ping")
 	}
 	return &f, nil
 }
@@ -297,6 +329,24 @@ func (f *ClientFrame) Settlement() (acks, nacks []int64) {
 	return nil, f.DeliveryTags
 }
 
+// NackDelay returns a nack frame's delay, nil when it has none (the
+// queue's retry policy applies).
+func (f *ClientFrame) NackDelay() *time.Duration {
+	if f.Type != TypeNack || f.Delay == nil {
+		return nil
+	}
+	d := time.Duration(*f.Delay) * time.Second
+	return &d
+}
+
+// ExtendBy returns an extend frame's seconds as a duration.
+func (f *ClientFrame) ExtendBy() time.Duration {
+	if f.Seconds == nil {
+		return 0
+	}
+	return time.Duration(*f.Seconds) * time.Second
+}
+
 // TriageActions returns an actions frame's actions for delivery.Triage.Act
 // or delivery.TriageState.Plan, in order. Decode checked every action.
 func (f *ClientFrame) TriageActions() []delivery.TriageAction {
@@ -348,10 +398,16 @@ type ServerFrame struct {
 	ResourceID     string     `json:"resource_id,omitempty"`
 	DeadLetteredAt *time.Time `json:"dead_lettered_at,omitempty"`
 
-	// settled
+	// settled, extended (Skipped is both's)
 	Acked   *int `json:"acked,omitempty"`
 	Nacked  *int `json:"nacked,omitempty"`
 	Skipped *int `json:"skipped,omitempty"`
+	// extended: Extended counts the tags whose events stay with the
+	// stream the seconds asked; Capped the tags left as they were because
+	// that would keep an event past delivery.MaxExtendedLife (12 h) after
+	// its delivery.
+	Extended *int `json:"extended,omitempty"`
+	Capped   *int `json:"capped,omitempty"`
 
 	// outcome: REPLAYED, DISCARDED, LEFT, ORIGIN_QUEUE_DELETED or
 	// REPLAY_FAILED, with Detail saying why when useful.
@@ -418,6 +474,11 @@ func Outcome(id string, o delivery.TriageOutcome) *ServerFrame {
 // Settled answers an ack or nack frame.
 func Settled(id string, r delivery.SettleReport) *ServerFrame {
 	return &ServerFrame{Type: TypeSettled, ID: id, Acked: &r.Acked, Nacked: &r.Nacked, Skipped: &r.Skipped}
+}
+
+// Extended answers an extend frame (docs/websocket.md, "extended").
+func Extended(id string, r delivery.ExtendReport) *ServerFrame {
+	return &ServerFrame{Type: TypeExtended, ID: id, Extended: &r.Extended, Skipped: &r.Skipped, Capped: &r.Capped}
 }
 
 // Idle says that unmet of the connection's demand could not be met now.

@@ -11,7 +11,8 @@ import (
 
 // Settle answers an ack or nack frame on a durable stream: the tags are
 // taken out of the stored state (delivery.SessionState.Take), then
-// settled in the store (delivery.Service.SettleRefs); a settle that fails
+// settled in the store (delivery.Service.SettleRefsDelayed, with a nack
+// frame's delay); a settle that fails
 // puts them back, so that the frame may be sent again. A queue that is
 // gone is fatal.
 func (c *conn) Settle(ctx context.Context, f *wsframe.ClientFrame) {
@@ -30,7 +31,7 @@ func (c *conn) Settle(ctx context.Context, f *wsframe.ClientFrame) {
 		c.Refuse(ctx, f.ID, err)
 		return
 	}
-	final, err := c.h.cfg.Service.SettleRefs(ctx, c.st.Session, ackRefs, nackRefs, rep)
+	final, err := c.h.cfg.Service.SettleRefsDelayed(ctx, c.st.Session, ackRefs, nackRefs, f.NackDelay(), rep)
 	if err != nil {
 		if herr.CodeOf(err) == herr.NotFound {
 			c.Fail(ctx, f.ID, err)
@@ -44,4 +45,25 @@ func (c *conn) Settle(ctx context.Context, f *wsframe.ClientFrame) {
 		return
 	}
 	c.send(ctx, wsframe.Settled(f.ID, final))
+}
+
+// Extend answers an extend frame on a durable stream: the events of the
+// tags the stored state holds stay with the session for the frame's
+// seconds (delivery.Service.ExtendTags). The state is read, not written:
+// the tags stay unsettled. A queue that is gone is fatal; a store that
+// cannot be reached refuses the frame, which may be sent again.
+func (c *conn) Extend(ctx context.Context, f *wsframe.ClientFrame) {
+	if !c.touch(ctx, f.ID) {
+		return
+	}
+	rep, err := c.h.cfg.Service.ExtendTags(ctx, c.st.Session, f.DeliveryTags, f.ExtendBy())
+	if err != nil {
+		if herr.CodeOf(err) == herr.NotFound {
+			c.Fail(ctx, f.ID, err)
+			return
+		}
+		c.Refuse(ctx, f.ID, err)
+		return
+	}
+	c.send(ctx, wsframe.Extended(f.ID, rep))
 }

@@ -90,7 +90,7 @@
 // dispatching the frame, open, keeping the session attached), state.go
 // (the record's State and its conditional writes), demand.go (pulling
 // and posting events, handing back what could not be posted), settle.go
-// (ack and nack), triage.go (a dead_letters stream over
+// (ack, nack and extend), triage.go (a dead_letters stream over
 // delivery.TriageState), post.go (posting frames through the management
 // API, and what log lines keep out).
 package wslambda

@@ -91,6 +91,7 @@ var conformanceCases = concat(
 	randomCases,
 	layoutCases,
 	controlCases,
+	streamControlCases,
 )
 
 func concat[T any](lists ...[]T) []T {

@@ -145,6 +145,53 @@ func testDurableAckNack(t *testing.T, h *Harness) {
 	c.Close()
 }
 
+// testDurableExtendAndDelayedNack: an extend frame is answered by
+// extended (held tags extended, others skipped; the tags stay unsettled);
+// a nack with a delay is not redelivered while new events flow.
+func testDurableExtendAndDelayedNack(t *testing.T, h *Harness) {
+	typ, q := unique("ws.extend"), unique("ws-q-extend")
+	CreateQueue(t, h, q, typ)
+	c := Dial(t, h, h.Token)
+	c.Open(map[string]any{"stream": "durable", "queue_id": q})
+	Publish(t, h, typ, 0, 2)
+	c.Demand(10)
+	evs := c.Events(2)
+	held := evs[0]
+	if N(t, evs[1]) == 0 {
+		held = evs[1]
+	}
+	c.Send(map[string]any{"type": "extend", "id": "e-1", "delivery_tags": []int64{held.DeliveryTag, 99999}, "seconds": 600})
+	x := c.Answer(wsframe.TypeExtended, "e-1")
+	if x.Extended == nil || x.Skipped == nil || x.Capped == nil || *x.Extended != 1 || *x.Skipped != 1 || *x.Capped != 0 {
+		t.Fatalf("extend: want extended 1, skipped 1, capped 0; got %+v", x)
+	}
+
+	// The extended event is still unsettled: nack it with an hour's delay.
+	c.Send(map[string]any{"type": "nack", "id": "n-1", "delivery_tags": []int64{held.DeliveryTag}, "delay": 3600})
+	if s := c.Answer(wsframe.TypeSettled, "n-1"); *s.Nacked != 1 || *s.Skipped != 0 {
+		t.Fatalf("delayed nack: %+v", s)
+	}
+	Publish(t, h, typ, 2, 1)
+	fresh := c.Events(1)[0]
+	if N(t, fresh) != 2 {
+		t.Fatalf("while the nacked event waits, new events flow: want n 2, got %+v", fresh)
+	}
+	other := evs[0]
+	if other.DeliveryTag == held.DeliveryTag {
+		other = evs[1]
+	}
+	c.Send(map[string]any{"type": "ack", "id": "a-1", "delivery_tags": []int64{other.DeliveryTag, fresh.DeliveryTag}})
+	if s := c.Answer(wsframe.TypeSettled, "a-1"); *s.Acked != 2 {
+		t.Fatalf("ack: %+v", s)
+	}
+	c.Send(map[string]any{"type": "extend", "id": "e-2", "delivery_tags": []int64{held.DeliveryTag}, "seconds": 60})
+	if x := c.Answer(wsframe.TypeExtended, "e-2"); *x.Extended != 0 || *x.Skipped != 1 {
+		t.Fatalf("a nacked tag is not extended: %+v", x)
+	}
+	c.Quiet() // the nacked event is not back
+	c.Close()
+}
+
 // testReconnect: a non-durable queue outlives its connection for the
 // reconnect grace: events published while away arrive on reconnect with
 // the token; previous_filter_groups moves its filters.
@@ -356,6 +403,24 @@ func testFrameErrors(t *testing.T, h *Harness) {
 	c.ExpectError(http.StatusConflict, false)
 	c.Send(`{"type": "actions", "actions": [{"delivery_tag": 1, "action": "LEAVE"}]}`)
 	c.ExpectError(http.StatusConflict, false)
+	c.Send(`{"type": "extend", "id": "x-nd", "delivery_tags": [1], "seconds": 60}`)
+	if f := c.ExpectError(http.StatusConflict, false); f.ID != "x-nd" {
+		t.Fatalf("extend on a non-durable stream: %+v", f)
+	}
+	// Ranges and members of another frame type: 422, echoing the id.
+	for id, frame := range map[string]string{
+		"x0":   `{"type": "extend", "id": "x0", "delivery_tags": [1], "seconds": 0}`,
+		"x601": `{"type": "extend", "id": "x601", "delivery_tags": [1], "seconds": 601}`,
+		"xnos": `{"type": "extend", "id": "xnos", "delivery_tags": [1]}`,
+		"nbig": `{"type": "nack", "id": "nbig", "delivery_tags": [1], "delay": 43201}`,
+		"nneg": `{"type": "nack", "id": "nneg", "delivery_tags": [1], "delay": -1}`,
+		"adly": `{"type": "ack", "id": "adly", "delivery_tags": [1], "delay": 5}`,
+	} {
+		c.Send(frame)
+		if f := c.ExpectError(http.StatusUnprocessableEntity, false); f.ID != id {
+			t.Fatalf("%s: want a 422 echoing its id, got %+v", frame, f)
+		}
+	}
 
 	// Still streaming.
 	Publish(t, h, typ, 0, 1)

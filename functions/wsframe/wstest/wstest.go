@@ -90,6 +90,7 @@ func Run(t *testing.T, h Harness) {
 		{"PublishDemandEvents", testPublishDemandEvents},
 		{"FlowControl", testFlowControl},
 		{"DurableAckNack", testDurableAckNack},
+		{"DurableExtendAndDelayedNack", testDurableExtendAndDelayedNack},
 		{"ReconnectWithToken", testReconnect},
 		{"DurableRedeliveredAfterReconnect", testDurableRedelivered},
 		{"DeadLetters", testDeadLetters},
