@@ -1,6 +1,8 @@
 // Package telemetry is Herald's OpenTelemetry: it sets up the SDK's trace
 // and meter providers from the standard OTEL_* environment variables,
-// through go.opentelemetry.io/contrib/exporters/autoexport, and holds the
+// through go.opentelemetry.io/contrib/exporters/autoexport (in the AWS
+// build, the SDK's OTLP and console exporters chosen by the same
+// variables: exporters_aws.go), and holds the
 // spans and metrics that package delivery and the transports record, the
 // broker wrapper that makes broker calls child spans (Broker) and the
 // per-consumer gauges (RegisterConsumerGauges) (docs/telemetry.md).
@@ -23,7 +25,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
@@ -88,7 +89,7 @@ func setup(ctx context.Context, lookup func(string) (string, bool)) (*Telemetry,
 		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
 	if traces {
-		exp, err := autoexport.NewSpanExporter(ctx)
+		exp, err := newSpanExporter(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", EnvTracesExporter, err)
 		}
@@ -97,7 +98,7 @@ func setup(ctx context.Context, lookup func(string) (string, bool)) (*Telemetry,
 		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	}
 	if metrics {
-		r, err := autoexport.NewMetricReader(ctx)
+		r, err := newMetricReader(ctx)
 		if err != nil {
 			_ = t.Shutdown(ctx)
 			return nil, fmt.Errorf("%s: %w", EnvMetricsExporter, err)
