@@ -181,15 +181,11 @@ func (s *Service) setPolicies(ctx context.Context, id string, f PolicyFields, qu
 	if _, err := f.Apply(leasestore.Policies{}, queue); err != nil {
 		return nil, err // before any backend call
 	}
-	c, err := s.cfg.Store.LookupConsumer(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	next, err := f.Apply(c.Policies, queue)
-	if err != nil {
-		return nil, err
-	}
-	return s.cfg.Store.SetPolicies(ctx, id, next)
+	// Applied to the policies the store's conditional write reads, so
+	// that concurrent PATCHes of different members both land.
+	return s.cfg.Store.UpdatePolicies(ctx, id, func(cur leasestore.Policies) (leasestore.Policies, error) {
+		return f.Apply(cur, queue)
+	})
 }
 
 // creationPolicies returns the policies a create applies: pol's first, or

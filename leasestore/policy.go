@@ -130,9 +130,16 @@ func (d *consumerDoc) policies() Policies {
 // already waiting too. It fails with herr.InvalidArgument for a policy
 // outside its ranges and herr.NotFound for an unknown consumer.
 func (s *Store) SetPolicies(ctx context.Context, id string, p Policies) (*Consumer, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
+	return s.UpdatePolicies(ctx, id, func(Policies) (Policies, error) { return p, nil })
+}
+
+// UpdatePolicies changes consumer id's delivery policies to what change
+// makes of the current ones, read in the same conditional write: two
+// updates of different members at once (PATCH requests) both land, as
+// change runs again on the other's result when the write clashes. An
+// error from change is returned as it is, and nothing is written. Errors
+// otherwise as SetPolicies.
+func (s *Store) UpdatePolicies(ctx context.Context, id string, change func(Policies) (Policies, error)) (*Consumer, error) {
 	var d *consumerDoc
 	err := s.retry(ctx, func() (bool, error) {
 		var err error
@@ -140,6 +147,13 @@ func (s *Store) SetPolicies(ctx context.Context, id string, p Policies) (*Consum
 			return false, err
 		}
 		before := d.policies()
+		p, err := change(before)
+		if err != nil {
+			return false, err
+		}
+		if err := p.Validate(); err != nil {
+			return false, err
+		}
 		d.setPolicies(p)
 		if samePolicies(before, d.policies()) {
 			return true, nil

@@ -33,6 +33,7 @@ var controlCases = []conformanceCase{
 	{"Policy/RetryAfterOverrides", testPolicyRetryAfterOverrides},
 	{"Policy/MaxDeliveryAttempts", testPolicyMaxAttempts},
 	{"Policy/SetAndValidate", testPolicySet},
+	{"Policy/UpdatesCompose", testPolicyUpdatesCompose},
 	{"Policy/QueueNackBacksOff", testPolicyQueueNack},
 }
 
@@ -392,6 +393,40 @@ func testPolicySet(t *testing.T, h Harness) {
 	require.Equal(t, p.RetryPolicy, got.RetryPolicy)
 	_, err = b.store.SetPolicies(b.ctx, b.consumer+"-none", p)
 	requireCode(t, herr.NotFound, err)
+}
+
+// testPolicyUpdatesCompose: an update whose write clashes with another
+// runs its change again on the other's result, so two updates of
+// different members both land (two PATCH requests at once).
+func testPolicyUpdatesCompose(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	retry := &leasestore.RetryPolicy{MinimumBackoff: 2 * time.Second, MaximumBackoff: time.Minute}
+	calls := 0
+	c, err := b.store.UpdatePolicies(b.ctx, b.consumer, func(cur leasestore.Policies) (leasestore.Policies, error) {
+		calls++
+		if calls == 1 {
+			// Another update lands between this one's read and its write.
+			_, err := b.store.UpdatePolicies(b.ctx, b.consumer, func(cur leasestore.Policies) (leasestore.Policies, error) {
+				cur.RetryPolicy = retry
+				return cur, nil
+			})
+			require.NoError(t, err)
+		}
+		cur.MaxDeliveryAttempts = 4
+		return cur, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 2, calls, "the clashing update ran its change again on the fresh policies")
+	want := leasestore.Policies{RetryPolicy: retry, MaxDeliveryAttempts: 4}
+	require.Equal(t, want, c.Policies)
+	require.Equal(t, want, b.get(t).Policies)
+
+	refused := herr.New(herr.InvalidArgument, "refused by the change")
+	_, err = b.store.UpdatePolicies(b.ctx, b.consumer, func(leasestore.Policies) (leasestore.Policies, error) {
+		return leasestore.Policies{}, refused
+	})
+	require.ErrorIs(t, err, refused)
+	require.Equal(t, want, b.get(t).Policies, "a refused change writes nothing")
 }
 
 func testPolicyQueueNack(t *testing.T, h Harness) {
