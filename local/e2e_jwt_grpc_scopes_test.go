@@ -46,10 +46,13 @@ func TestJWTScopesOnEveryRPC(t *testing.T) {
 	cons := consumerv1betaconnect.NewEventConsumerServiceClient(h2cClient(t), h.base, connect.WithGRPC())
 	groups := []*consumerpb.FilterGroup{{EventType: "orders.created"}}
 	// open reports what the first receive of a stream says: nil for a
-	// message or for a stream still open after a moment.
-	open := func(receive func() error) error {
+	// message or for a stream still open when ctx ended. (A stream cut by
+	// the client's own deadline may read as DeadlineExceeded, Canceled or,
+	// when the reset races the server's end of the stream, an unknown EOF:
+	// all mean the server had accepted the call; a refusal comes at once.)
+	open := func(ctx context.Context, receive func() error) error {
 		err := receive()
-		if err == nil || errors.Is(err, context.DeadlineExceeded) || connect.CodeOf(err) == connect.CodeDeadlineExceeded || connect.CodeOf(err) == connect.CodeCanceled {
+		if err == nil || ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || connect.CodeOf(err) == connect.CodeDeadlineExceeded || connect.CodeOf(err) == connect.CodeCanceled {
 			return nil
 		}
 		return err
@@ -77,10 +80,10 @@ func TestJWTScopesOnEveryRPC(t *testing.T) {
 			//lint:ignore SA1019 deprecated, but served: its scope is checked too
 			s, err := cons.ConsumeDurableEvents(ctx, rpc(&consumerpb.ConsumeDurableEventsRequest{QueueId: queue}, token))
 			if err != nil {
-				return open(func() error { return err })
+				return open(ctx, func() error { return err })
 			}
 			defer s.Close()
-			return open(func() error { s.Receive(); return s.Err() })
+			return open(ctx, func() error { s.Receive(); return s.Err() })
 		}},
 		{consumerv1betaconnect.EventConsumerServiceConsumeDurableEventsWithAcksProcedure, "consume-durable-queues", func(token string) error {
 			ctx, cancel := streamCtx()
@@ -91,7 +94,7 @@ func TestJWTScopesOnEveryRPC(t *testing.T) {
 			}
 			defer func() { _ = s.CloseRequest(); _ = s.CloseResponse() }()
 			_ = s.Send(&consumerpb.ConsumeDurableEventsWithAcksRequest{QueueId: queue})
-			return open(func() error { _, err := s.Receive(); return err })
+			return open(ctx, func() error { _, err := s.Receive(); return err })
 		}},
 		{consumerv1betaconnect.EventConsumerServiceConsumeNonDurableEventsProcedure, "receive:orders.*", func(token string) error {
 			ctx, cancel := streamCtx()
@@ -102,7 +105,7 @@ func TestJWTScopesOnEveryRPC(t *testing.T) {
 			}
 			defer func() { _ = s.CloseRequest(); _ = s.CloseResponse() }()
 			_ = s.Send(&consumerpb.ConsumeNonDurableEventsRequest{FilterGroups: groups})
-			return open(func() error { _, err := s.Receive(); return err })
+			return open(ctx, func() error { _, err := s.Receive(); return err })
 		}},
 		{consumerv1betaconnect.EventConsumerServiceManageDeadLetteredEventsProcedure, "inspect-and-replay-all-dlq", func(token string) error {
 			ctx, cancel := streamCtx()
@@ -113,7 +116,7 @@ func TestJWTScopesOnEveryRPC(t *testing.T) {
 			}
 			defer func() { _ = s.CloseRequest(); _ = s.CloseResponse() }()
 			_ = s.Send(&consumerpb.ManageDeadLetteredEventsRequest{})
-			return open(func() error { _, err := s.Receive(); return err })
+			return open(ctx, func() error { _, err := s.Receive(); return err })
 		}},
 		{consumerv1betaconnect.EventConsumerServiceDeleteDurableQueueProcedure, "delete-durable-queues", func(token string) error {
 			_, err := cons.DeleteDurableQueue(t.Context(), rpc(&consumerpb.DeleteDurableQueueRequest{QueueId: queue}, token))
