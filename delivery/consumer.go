@@ -219,6 +219,9 @@ func (s *Service) Acknowledge(ctx context.Context, p *auth.Principal, a leasesto
 		outcome := "error"
 		if res != nil {
 			outcome = string(res.Outcome)
+			if res.Outcome != leasestore.OutcomeStale && !res.HandedOut.IsZero() {
+				telemetry.Processed(ctx, "rest", name, s.cfg.Now().Sub(res.HandedOut))
+			}
 		}
 		op.Acknowledged(ctx, outcome, 1)
 		op.End(ctx, err)

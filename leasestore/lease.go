@@ -643,6 +643,11 @@ type AckParams struct {
 type AckResult struct {
 	Outcome   Outcome
 	Committed int64 // cursor position; 0 = nothing committed yet
+	// HandedOut is when the settled lease was handed to its holder (its
+	// expiry less its recorded life, to the second): the start of its
+	// processing. Zero for a stale acknowledgement and for a lease
+	// written before lease lives were recorded.
+	HandedOut time.Time
 }
 
 // Acknowledge settles a lease:
@@ -694,7 +699,7 @@ func (s *Store) acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 	rd := s.redelivery(d)
 	if ok {
 		err = s.retry(ctx, func() (bool, error) {
-			res.Outcome, lowered, lowerTo = OutcomeStale, false, 0
+			res.Outcome, res.HandedOut, lowered, lowerTo = OutcomeStale, time.Time{}, false, 0
 			bs, err := s.getBlocks(ctx, d, []int64{bst})
 			if err != nil {
 				return false, err
@@ -707,6 +712,9 @@ func (s *Store) acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 				return true, nil
 			}
 			l := &b.Leases[i]
+			if l.Life > 0 {
+				res.HandedOut = time.UnixMilli(l.Expires - l.Life*1000)
+			}
 			switch p.Status {
 			case StatusOK:
 				b.remove(i)

@@ -368,6 +368,14 @@ func TestPublishPullAckTelemetry(t *testing.T) {
 	require.Equal(t, 3.0, n, "one store acknowledgement per acknowledge request")
 	_, found = sample("herald_store_operation_duration", dto.MetricType_HISTOGRAM, map[string]string{"herald_store_operation": "pull", "herald_outcome": "ok"})
 	require.True(t, found)
+	// Processing time of pull leases: from hand-out (recorded in the
+	// lease) to each acknowledgement that settled one.
+	n, found = sample("messaging_process_duration", dto.MetricType_HISTOGRAM, map[string]string{"herald_transport": "rest", "herald_outcome": "ack"})
+	require.True(t, found, "processing time of an acknowledged pull lease")
+	require.Equal(t, 1.0, n)
+	n, found = sample("messaging_process_duration", dto.MetricType_HISTOGRAM, map[string]string{"herald_transport": "rest", "herald_outcome": "nack"})
+	require.True(t, found, "processing time of a failed pull lease")
+	require.Equal(t, 2.0, n)
 
 	// The consumer gauges: the first destination holds its nacked event
 	// (lag 1, waiting for redelivery, so none in flight); the second's

@@ -349,12 +349,15 @@ func SessionOpened(ctx context.Context, queueKind string) (closed func()) {
 	return func() { ins.sessions.Add(context.WithoutCancel(ctx), -1, opts) }
 }
 
-// Processed records d as one event's processing duration on transport,
-// for a caller that keeps its own delivery times (NewProcessing keeps
-// them for the stream transports).
-func Processed(ctx context.Context, transport string, d time.Duration) {
+// Processed records d as the processing duration of events settled
+// with outcome (ack, nack, reject) on transport, for a caller that knows
+// when they were handed out: a pull lease of the durable-consumer API
+// knows it in the store (leasestore.AckResult.HandedOut). NewProcessing
+// keeps delivery times for the stream transports instead.
+func Processed(ctx context.Context, transport, outcome string, d time.Duration) {
 	if Enabled() {
-		ins.processDuration.Record(ctx, d.Seconds(), metric.WithAttributes(system, attribute.String(attrTransport, transport)))
+		ins.processDuration.Record(ctx, d.Seconds(), metric.WithAttributes(system,
+			attribute.String(attrTransport, transport), attribute.String(attrOutcome, outcome)))
 	}
 }
 
