@@ -217,6 +217,9 @@ func TestConsumeExtendsLease(t *testing.T) {
 			case <-hctx.Done():
 				t.Errorf("the handler's context ended: %v", context.Cause(hctx))
 				return hctx.Err()
+			case <-ctx.Done():
+				t.Errorf("Consume did not extend the lease")
+				return ctx.Err()
 			}
 		}
 		assert.Greater(t, clk.Now().Sub(start), 2*time.Second, "the server's clock is past the visibility")
