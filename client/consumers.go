@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"time"
@@ -29,6 +30,71 @@ type Destination struct {
 	Requeued int64 `json:"requeued"`
 	// LiveSessions counts the streams attached to a queue now.
 	LiveSessions int `json:"live_sessions"`
+	// RetryPolicy is the consumer's backoff for failed and expired leases
+	// (nil: none, redelivered at once).
+	RetryPolicy *ConsumerRetryPolicy `json:"retry_policy"`
+	// DeadLetterPolicy is the consumer's delivery limit (nil: the
+	// deployment's HERALD_DELIVERY_LIMIT, 20).
+	DeadLetterPolicy *DeadLetterPolicy `json:"dead_letter_policy"`
+}
+
+// ConsumerRetryPolicy is a destination's retry_policy: a failed lease
+// without a retry delay waits MinimumBackoff·2^(attempt−1), at most
+// MaximumBackoff, before it is handed out again; an expired lease waits as
+// long after its expiry. Both are whole seconds from 0 to 600 s,
+// MinimumBackoff at most MaximumBackoff; both are always sent (Herald's
+// defaults for an absent member, 10 s and 600 s, are not used). It is not
+// the client's own RetryPolicy, which retries REST calls.
+type ConsumerRetryPolicy struct {
+	MinimumBackoff time.Duration
+	MaximumBackoff time.Duration
+}
+
+// retryPolicyJSON is ConsumerRetryPolicy on the wire, in seconds.
+type retryPolicyJSON struct {
+	MinimumBackoff int64 `json:"minimum_backoff"`
+	MaximumBackoff int64 `json:"maximum_backoff"`
+}
+
+// MarshalJSON encodes the backoffs as whole seconds (rounded down).
+func (p ConsumerRetryPolicy) MarshalJSON() ([]byte, error) {
+	return json.Marshal(retryPolicyJSON{int64(p.MinimumBackoff / time.Second), int64(p.MaximumBackoff / time.Second)})
+}
+
+// UnmarshalJSON decodes the backoffs from seconds.
+func (p *ConsumerRetryPolicy) UnmarshalJSON(b []byte) error {
+	var v retryPolicyJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	p.MinimumBackoff, p.MaximumBackoff = time.Duration(v.MinimumBackoff)*time.Second, time.Duration(v.MaximumBackoff)*time.Second
+	return nil
+}
+
+// DeadLetterPolicy is a destination's dead_letter_policy: its events are
+// dead-lettered instead of a delivery past MaxDeliveryAttempts (1–1,000).
+type DeadLetterPolicy struct {
+	MaxDeliveryAttempts int `json:"max_delivery_attempts"`
+}
+
+// ConsumerOptions are CreateConsumerWith's parameters.
+type ConsumerOptions struct {
+	// FilterGroups select the events (nil: every event).
+	FilterGroups []FilterGroup
+	// RetryPolicy and DeadLetterPolicy are the delivery policies (nil:
+	// none; see Destination).
+	RetryPolicy      *ConsumerRetryPolicy
+	DeadLetterPolicy *DeadLetterPolicy
+}
+
+// PolicyUpdate is UpdateConsumer's change. A nil policy without its Remove
+// flag stays as it is; a Remove flag removes the policy (sent as null) and
+// wins over a value.
+type PolicyUpdate struct {
+	RetryPolicy            *ConsumerRetryPolicy
+	RemoveRetryPolicy      bool
+	DeadLetterPolicy       *DeadLetterPolicy
+	RemoveDeadLetterPolicy bool
 }
 
 func consumerPath(id string, action ...string) string {
@@ -43,10 +109,49 @@ func consumerPath(id string, action ...string) string {
 // event), starting at the head of the stream (POST /v1/event-destinations;
 // needs manage:destinations). Invalid filters are an *Error (422).
 func (c *Client) CreateConsumer(ctx context.Context, filters []FilterGroup) (*Destination, error) {
+	return c.CreateConsumerWith(ctx, ConsumerOptions{FilterGroups: filters})
+}
+
+// CreateConsumerWith creates a durable consumer with delivery policies
+// (POST /v1/event-destinations; needs manage:destinations). Invalid
+// filters are an *Error (422); a policy out of its range an *Error (400
+// or 422).
+func (c *Client) CreateConsumerWith(ctx context.Context, opts ConsumerOptions) (*Destination, error) {
+	body := map[string]any{"type": DurableConsumer, "filter_groups": nonNil(opts.FilterGroups)}
+	if opts.RetryPolicy != nil {
+		body["retry_policy"] = opts.RetryPolicy
+	}
+	if opts.DeadLetterPolicy != nil {
+		body["dead_letter_policy"] = opts.DeadLetterPolicy
+	}
 	var d Destination
-	_, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/event-destinations",
-		body: map[string]any{"type": DurableConsumer, "filter_groups": nonNil(filters)}}, &d)
-	if err != nil {
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/event-destinations", body: body}, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// UpdateConsumer changes a durable consumer's delivery policies
+// (PATCH /v1/event-destinations/{id}; needs manage:destinations) and
+// returns the destination. An empty update changes nothing. A policy out
+// of its range is an *Error (400 or 422); an unknown id one for which
+// IsNotFound is true.
+func (c *Client) UpdateConsumer(ctx context.Context, id string, u PolicyUpdate) (*Destination, error) {
+	body := map[string]any{}
+	switch {
+	case u.RemoveRetryPolicy:
+		body["retry_policy"] = nil
+	case u.RetryPolicy != nil:
+		body["retry_policy"] = u.RetryPolicy
+	}
+	switch {
+	case u.RemoveDeadLetterPolicy:
+		body["dead_letter_policy"] = nil
+	case u.DeadLetterPolicy != nil:
+		body["dead_letter_policy"] = u.DeadLetterPolicy
+	}
+	var d Destination
+	if _, err := c.do(ctx, request{method: http.MethodPatch, path: consumerPath(id), body: body}, &d); err != nil {
 		return nil, err
 	}
 	return &d, nil

@@ -17,7 +17,8 @@ const MaxDeadLetterPage = 100
 type DeadLetter struct {
 	// ID names the dead letter for Act.
 	ID string `json:"id"`
-	// Reason is DELIVERY_LIMIT, EXPIRED or MAXLEN.
+	// Reason is DELIVERY_LIMIT, EXPIRED, MAXLEN, or REJECTED (a durable
+	// consumer's worker acknowledged the lease rejected).
 	Reason string `json:"reason"`
 	// OriginQueue is the queue or durable consumer it came from; a replay
 	// returns it there.

@@ -35,7 +35,16 @@
 // Consume runs pull workers on a durable consumer: each worker leases a
 // batch, runs the handler, and acknowledges the batch "ok" when the handler
 // returns nil and "failed" (redelivered, with a higher attempt) when it
-// returns an error. Stream does the same on a durable queue over the gRPC
+// returns an error. While the handler runs, Consume extends the lease
+// (Extend) at half the visibility, up to ConsumeOptions.MaxExtension
+// (default 1 h); the handler's context ends with the lease's extended life
+// (ErrLeaseExpired) or when an extension answers stale (ErrLeaseLost). A
+// *Rejection error says how the batch failed: RetryAfter delays its
+// redelivery (acknowledged failed with retryAfter) and DeadLetter sends it
+// to the dead-letter queue at once (acknowledged rejected). The same
+// delivery controls are there call by call (Extend, AcknowledgeWith), and
+// a consumer's retry and dead-letter policies are set by
+// CreateConsumerWith and UpdateConsumer. Stream does the same on a durable queue over the gRPC
 // stream ConsumeDurableEventsWithAcks, acknowledging or nacking event by
 // event, and StreamNonDurable follows a non-durable queue, reconnecting with
 // its reconnect token. All three back off when there is nothing to do,
