@@ -28,7 +28,7 @@ func TestRecoversWhenServerReturns(t *testing.T) {
 	h, err := newHarness(t.Context(), t)
 	require.NoError(t, err)
 	server := h.(*harness).server
-	stream := "HERALD_DT_" + randomHex(6)
+	stream := "HERALD_DT_" + drivertest.RandomHex(6)
 	t.Cleanup(func() { deleteStream(t, server, stream) })
 	drivertest.RecoversWhenServerReturns(t, server, func(addr string) (*pubsubx.Broker, error) {
 		return pnats.Open(pnats.Options{ServerURL: "nats://" + addr, Stream: stream})

@@ -28,7 +28,7 @@ func TestRecoversWhenServerReturns(t *testing.T) {
 	h, err := newHarness(t.Context(), t)
 	require.NoError(t, err)
 	server := h.(*harness).server
-	exchange := "herald-dt-" + randomHex(6)
+	exchange := "herald-dt-" + drivertest.RandomHex(6)
 	t.Cleanup(func() { deleteExchange(t, server, exchange) })
 	drivertest.RecoversWhenServerReturns(t, server, func(addr string) (*pubsubx.Broker, error) {
 		return rabbit.Open(rabbit.Options{ServerURL: "amqp://guest:guest@" + addr + "/", Exchange: exchange})
