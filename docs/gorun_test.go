@@ -2,19 +2,18 @@ package docs_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/heraldevents/herald/client"
+	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/local"
 )
 
@@ -96,7 +95,7 @@ func runGoProgram(t *testing.T, b block) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin)
 	cmd.Env = append(os.Environ(), "HERALD_URL="+h.URL, "HERALD_TOKEN=dev-token", "CONSUMER_ID="+d.ID)
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -142,23 +141,4 @@ func runGoProgram(t *testing.T, b block) {
 	for sc.Scan() {
 		t.Log(sc.Text())
 	}
-}
-
-// syncBuffer is a bytes.Buffer that a process's output and the test may
-// use at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

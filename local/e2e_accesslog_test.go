@@ -1,36 +1,23 @@
 package local_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/local"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // accessLines returns the access-log lines logged so far.
-func accessLines(t *testing.T, logs *syncBuffer) []map[string]any {
+func accessLines(t *testing.T, logs *testkit.SyncBuffer) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, s := range strings.Split(logs.String(), "\n") {
@@ -49,7 +36,7 @@ func accessLines(t *testing.T, logs *syncBuffer) []map[string]any {
 // reconnect token or an access_token query value.
 func TestAccessLogE2E(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	h := local.Start(t, func(c *local.Config) {
 		c.DevToken = "dev-token-s3cr3t-value"
 		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))

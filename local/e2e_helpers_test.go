@@ -8,12 +8,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/local"
 )
 
@@ -322,27 +322,11 @@ func (c *client) drain(t testing.TB, id string) []ceHead {
 	}
 }
 
-// clock is a controllable time source for local.WithClock. It starts at the
-// real time so that stamps look ordinary, and moves only when told.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Now().UTC().Truncate(time.Millisecond)} }
-
-// Now returns the clock's time.
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+// newClock returns a controllable time source for local.WithClock. It
+// starts at the real time so that stamps look ordinary, and moves only
+// when told.
+func newClock() *testkit.Clock {
+	return testkit.NewClock(time.Now().UTC().Truncate(time.Millisecond))
 }
 
 // eventsOf returns n events of eventType, resource ids /items/0…, each

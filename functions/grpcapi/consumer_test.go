@@ -463,7 +463,7 @@ func TestGRPCNonDurableErrors(t *testing.T) {
 	requireStatus(t, h.ndErr(t, idleToken, &cpb.ConsumeNonDurableEventsRequest{FilterGroups: groups}), codes.PermissionDenied, "")
 	requireStatus(t, h.ndErr(t, "", &cpb.ConsumeNonDurableEventsRequest{FilterGroups: groups}), codes.Unauthenticated, "")
 	// Later messages (filter updates on the open stream) are tested in
-	// gaps_test.go.
+	// consumer_streams_test.go.
 }
 
 // deadLetter nacks n events of queue (a queue of a server whose

@@ -2,11 +2,9 @@ package grpcapi_test
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"testing"
@@ -19,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	cpb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta"
+	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/local"
 )
 
@@ -35,14 +34,9 @@ func TestShutdownEndsStreams(t *testing.T) {
 	srv, err := local.New(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	serveCtx, stop := context.WithCancel(context.Background())
-	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(serveCtx, ln) }()
-	h := &grpcHerald{Instance: &local.Instance{URL: "http://" + ln.Addr().String(), Token: "shutdown-token-0123456789", Server: srv}}
-	h.conn, err = grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	addr, stop, served := testkit.Serve(t, srv.Serve)
+	h := &grpcHerald{Instance: &local.Instance{URL: "http://" + addr, Token: "shutdown-token-0123456789", Server: srv}}
+	h.conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.conn.Close() })
 

@@ -1,12 +1,10 @@
 package wsbridge_test
 
 import (
-	"context"
 	"encoding/json"
 
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -21,6 +19,7 @@ import (
 	"github.com/heraldevents/herald/functions/wsbridge"
 	"github.com/heraldevents/herald/functions/wsframe"
 	"github.com/heraldevents/herald/functions/wsframe/wstest"
+	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/local"
 )
 
@@ -200,14 +199,9 @@ func TestWebSocketShutdownGoesAway(t *testing.T) {
 	srv, err := local.New(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
+	addr, cancel, served := testkit.Serve(t, srv.Serve)
 
-	h := harness("http://"+ln.Addr().String(), "shutdown-token")
+	h := harness("http://"+addr, "shutdown-token")
 	wstest.CreateQueue(t, h, "shutdown-q", "ws.shutdown")
 	c := wstest.Dial(t, h, h.Token)
 	c.Open(map[string]any{"stream": "durable", "queue_id": "shutdown-q"})

@@ -15,7 +15,6 @@
 package emulators
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -24,12 +23,13 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldevents/herald/internal/testkit"
 )
 
 // Paths of the preinstalled emulators.
@@ -162,30 +162,12 @@ func service(t testing.TB, name, addr string) {
 	_ = c.Close()
 }
 
-// syncBuffer is a bytes.Buffer safe for the process's writers and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // start runs a server in its own process group, waits until port accepts
 // connections, and kills the group when the test ends.
 func start(t testing.TB, name string, port int, timeout time.Duration, bin string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	var out syncBuffer
+	var out testkit.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// Own process group, so the Java emulators' child JVMs die with it; and
 	// a parent-death signal, so nothing outlives a crashed test binary.

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +22,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/heraldevents/herald/internal/emulators"
 	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/local"
 )
@@ -91,15 +92,6 @@ func attr(s *tracepb.Span, key string) string {
 	return ""
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	require.NoError(t, ln.Close())
-	return port
-}
-
 // TestPublishPullAckTelemetry runs publish → pull → ack and publish →
 // pull → nack through a local Herald with traces sent over OTLP/HTTP to a
 // receiver and metrics served to a Prometheus scrape. Setup installs the
@@ -109,7 +101,7 @@ func TestPublishPullAckTelemetry(t *testing.T) {
 	rc := &receiver{}
 	otlp := httptest.NewServer(rc)
 	defer otlp.Close()
-	promPort := freePort(t)
+	promPort := strconv.Itoa(emulators.FreePort(t))
 	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.URL)

@@ -1,12 +1,16 @@
 // Package testkit holds the small helpers Herald's tests share, so that
-// each is written once: a clock the test moves by hand and a buffer safe
-// for concurrent writers (a logger's output read by the test). Free ports
+// each is written once: a clock the test moves by hand, a buffer safe
+// for concurrent writers (a logger's output read by the test) and a server
+// served on a loopback listener until the test stops it. Free ports
 // come from internal/emulators.FreePort. Only tests import it.
 package testkit
 
 import (
 	"bytes"
+	"context"
+	"net"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -53,4 +57,22 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Serve runs serve (a server's Serve method) in a goroutine on a new
+// listener on a free 127.0.0.1 port, as a command's main would, and
+// returns the listener's address ("127.0.0.1:PORT"), stop, which cancels
+// serve's context (a shutdown; it also runs when t ends), and a channel
+// that receives serve's result.
+func Serve(t testing.TB, serve func(context.Context, net.Listener) error) (addr string, stop context.CancelFunc, served <-chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("testkit: listen: %v", err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, ln) }()
+	return ln.Addr().String(), stop, done
 }

@@ -2,12 +2,9 @@ package nats_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,32 +34,19 @@ func serverURL(t testing.TB) string {
 // test ends.
 type harness struct {
 	server string
-
-	mu   sync.Mutex
-	urls map[*pubsubx.Broker]string
+	drivertest.URLBrokers
 }
 
 func newHarness(_ context.Context, t testing.TB) (drivertest.Harness, error) {
-	return &harness{server: serverURL(t), urls: map[*pubsubx.Broker]string{}}, nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	return &harness{server: serverURL(t)}, nil
 }
 
 func (h *harness) open(ctx context.Context, t testing.TB, query string) (*pubsubx.Broker, string, error) {
-	stream := "HERALD_DT_" + randomHex(6)
-	u := strings.TrimSuffix(h.server, "/") + "/" + stream + "?" + query
-	b, err := pubsubx.Open(ctx, u)
+	stream := "HERALD_DT_" + drivertest.RandomHex(6)
+	b, err := h.Open(ctx, t, strings.TrimSuffix(h.server, "/")+"/"+stream+"?"+query, func() { deleteStream(t, h.server, stream) })
 	if err != nil {
 		return nil, "", err
 	}
-	h.mu.Lock()
-	h.urls[b] = u
-	h.mu.Unlock()
-	t.Cleanup(func() { deleteStream(t, h.server, stream) })
 	return b, stream, nil
 }
 
@@ -92,16 +76,6 @@ func (h *harness) MakeBroker(ctx context.Context, t testing.TB) (*pubsubx.Broker
 func (h *harness) MakeBrokerWithAckDeadline(ctx context.Context, t testing.TB, d time.Duration) (*pubsubx.Broker, error) {
 	b, _, err := h.open(ctx, t, "ackdeadline="+d.String())
 	return b, err
-}
-
-func (h *harness) MakeSecondClient(ctx context.Context, _ testing.TB, b *pubsubx.Broker) (*pubsubx.Broker, error) {
-	h.mu.Lock()
-	u, ok := h.urls[b]
-	h.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("broker was not made by this harness")
-	}
-	return pubsubx.Open(ctx, u)
 }
 
 // MakeUnreachableBroker points at a port nothing listens on.
@@ -139,7 +113,7 @@ func setup(t *testing.T, query string) *fixture {
 }
 
 func (f *fixture) subscribe(groups filter.Groups) string {
-	sub := "own-" + randomHex(6)
+	sub := "own-" + drivertest.RandomHex(6)
 	require.NoError(f.t, f.b.CreateSubscription(f.ctx, sub, groups))
 	f.t.Cleanup(func() { _ = f.b.DeleteSubscription(context.Background(), sub) })
 	return sub
@@ -256,7 +230,7 @@ func TestExistingStream(t *testing.T) {
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	stream := "HERALD_DT_" + randomHex(6)
+	stream := "HERALD_DT_" + drivertest.RandomHex(6)
 	_, err = js.CreateStream(t.Context(), jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".other.>"}})
 	require.NoError(t, err)
 	defer deleteStream(t, server, stream)

@@ -1,17 +1,16 @@
 package rabbit_test
 
 import (
-	"context"
 	"testing"
 
-	"github.com/heraldevents/herald/pubsubx"
+	"github.com/heraldevents/herald/pubsubx/drivertest"
 )
 
 // FuzzOpenURL: any rabbit:// URL opens a broker or is refused with an
 // error, never a panic; opening does not dial, and an opened broker
 // closes.
 func FuzzOpenURL(f *testing.F) {
-	for _, s := range []string{
+	drivertest.FuzzOpenURL(f,
 		"rabbit://herald?url=amqp%3A%2F%2Fguest%3Aguest%40127.0.0.1%3A5672%2F",
 		"rabbit://herald?url=amqps%3A%2F%2Fu%3Ap%40h%2Fvh&ackdeadline=30s",
 		"rabbit://herald?url=amqp%3A%2F%2Fh&ackdeadline=-1s",
@@ -20,16 +19,5 @@ func FuzzOpenURL(f *testing.F) {
 		"rabbit://herald?bogus=1",
 		"rabbit://%zz",
 		"rabbit:///a/b?url=amqp%3A%2F%2Fh",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		b, err := pubsubx.Open(context.Background(), raw)
-		if err != nil {
-			return
-		}
-		if err := b.Close(); err != nil {
-			t.Fatal(err)
-		}
-	})
+	)
 }

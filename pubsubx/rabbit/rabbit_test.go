@@ -2,11 +2,8 @@ package rabbit_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,19 +22,11 @@ import (
 // the test ends, on the machine's RabbitMQ.
 type harness struct {
 	server string
-
-	mu   sync.Mutex
-	urls map[*pubsubx.Broker]string // broker → the URL that opened it
+	drivertest.URLBrokers
 }
 
 func newHarness(_ context.Context, t testing.TB) (drivertest.Harness, error) {
-	return &harness{server: emulators.RabbitMQ(t), urls: map[*pubsubx.Broker]string{}}, nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	return &harness{server: emulators.RabbitMQ(t)}, nil
 }
 
 // open opens a broker on a fresh exchange and deletes the exchange at the
@@ -48,16 +37,11 @@ func (h *harness) open(ctx context.Context, t testing.TB, query string) (*pubsub
 }
 
 func (h *harness) openExchange(ctx context.Context, t testing.TB, query string) (*pubsubx.Broker, string, error) {
-	exchange := "herald-dt-" + randomHex(6)
-	u := "rabbit://" + exchange + "?url=" + url.QueryEscape(h.server) + query
-	b, err := pubsubx.Open(ctx, u)
+	exchange := "herald-dt-" + drivertest.RandomHex(6)
+	b, err := h.Open(ctx, t, "rabbit://"+exchange+"?url="+url.QueryEscape(h.server)+query, func() { deleteExchange(t, h.server, exchange) })
 	if err != nil {
 		return nil, "", err
 	}
-	h.mu.Lock()
-	h.urls[b] = u
-	h.mu.Unlock()
-	t.Cleanup(func() { deleteExchange(t, h.server, exchange) })
 	return b, exchange, nil
 }
 
@@ -83,16 +67,6 @@ func (h *harness) MakeBroker(ctx context.Context, t testing.TB) (*pubsubx.Broker
 
 func (h *harness) MakeBrokerWithAckDeadline(ctx context.Context, t testing.TB, d time.Duration) (*pubsubx.Broker, error) {
 	return h.open(ctx, t, "&ackdeadline="+d.String())
-}
-
-func (h *harness) MakeSecondClient(ctx context.Context, _ testing.TB, b *pubsubx.Broker) (*pubsubx.Broker, error) {
-	h.mu.Lock()
-	u, ok := h.urls[b]
-	h.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("broker was not made by this harness")
-	}
-	return pubsubx.Open(ctx, u)
 }
 
 // MakeUnreachableBroker points at a port nothing listens on.
@@ -126,7 +100,7 @@ func setup(t *testing.T, query string) *fixture {
 	b, exchange, err := h.(*harness).openExchange(t.Context(), t, query)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
-	sub := "own-" + randomHex(6)
+	sub := "own-" + drivertest.RandomHex(6)
 	require.NoError(t, b.CreateSubscription(t.Context(), sub, nil))
 	t.Cleanup(func() { _ = b.DeleteSubscription(context.Background(), sub) })
 	return &fixture{t: t, ctx: t.Context(), server: h.(*harness).server, exchange: exchange, b: b, sub: sub}

@@ -12,13 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/auth/jwtauth/jwttest"
+	"github.com/heraldevents/herald/internal/emulators"
 )
 
 // TestServesJWTs: the Cloud Run server reads HERALD_JWT_*, starts without
 // static tokens and accepts the issuer's JWTs.
 func TestServesJWTs(t *testing.T) {
 	iss := jwttest.New(t)
-	port := freePort(t)
+	port := emulators.FreePort(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	ready := make(chan string, 1)

@@ -15,17 +15,10 @@ import (
 	"github.com/heraldevents/herald/functions/wsbridge"
 	"github.com/heraldevents/herald/functions/wsframe"
 	"github.com/heraldevents/herald/functions/wsframe/wstest"
+	"github.com/heraldevents/herald/internal/emulators"
 )
 
 const token = "cloudrun-test-token-0123456789"
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 func env(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
@@ -34,7 +27,7 @@ func env(m map[string]string) func(string) (string, bool) {
 // TestServesOnPortAndStopsGracefully runs the server as Cloud Run would:
 // on 0.0.0.0:$PORT, until SIGTERM (here: ctx canceled).
 func TestServesOnPortAndStopsGracefully(t *testing.T) {
-	port := freePort(t)
+	port := emulators.FreePort(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
@@ -107,7 +100,7 @@ func TestCloudLoggingKeys(t *testing.T) {
 // TestWebSocketOnCloudRun: the Cloud Run server serves the WebSocket
 // bridge (HERALD_FUNCTION=pull) and closes it with 1001 on SIGTERM.
 func TestWebSocketOnCloudRun(t *testing.T) {
-	port := freePort(t)
+	port := emulators.FreePort(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	ready := make(chan string, 1)

@@ -14,13 +14,15 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/internal/emulators"
+	"github.com/heraldevents/herald/internal/testkit"
 )
 
 // The runtime interface emulator the tests run the bootstrap under, and
@@ -107,37 +109,11 @@ func buildBootstrap(t *testing.T) string {
 	return out
 }
 
-// syncBuffer collects a process's output for reading while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // rie is a running emulator with the bootstrap as its function.
 type rie struct {
 	t      *testing.T
 	url    string
-	output *syncBuffer
+	output *testkit.SyncBuffer
 }
 
 // startRIE runs the bootstrap under aws-lambda-rie with env (plus the
@@ -145,7 +121,7 @@ type rie struct {
 func startRIE(t *testing.T, bootstrap string, env map[string]string) *rie {
 	t.Helper()
 	bin := rieBinary(t)
-	port, apiPort := freePort(t), freePort(t)
+	port, apiPort := emulators.FreePort(t), emulators.FreePort(t)
 	cmd := exec.Command(bin,
 		"--runtime-interface-emulator-address", "127.0.0.1:"+strconv.Itoa(port),
 		"--runtime-api-address", "127.0.0.1:"+strconv.Itoa(apiPort),
@@ -158,7 +134,7 @@ func startRIE(t *testing.T, bootstrap string, env map[string]string) *rie {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, cmd.Start())
