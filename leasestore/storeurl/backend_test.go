@@ -326,9 +326,9 @@ func testRoundTrip(t *testing.T, b backend) {
 	require.Equal(t, 1, f.count(t, "payload"))
 
 	res := f.ack(t, l, 0, leasestore.StatusOK)
-	require.Equal(t, leasestore.AckResult{Outcome: leasestore.OutcomeCommitted, Committed: 3}, *res)
+	require.Equal(t, leasestore.AckResult{Outcome: leasestore.OutcomeCommitted, Committed: 3}, leasestore.AckResult{Outcome: res.Outcome, Committed: res.Committed})
 	res = f.ack(t, l, 0, leasestore.StatusOK)
-	require.Equal(t, leasestore.AckResult{Outcome: leasestore.OutcomeStale, Committed: 3}, *res)
+	require.Equal(t, leasestore.AckResult{Outcome: leasestore.OutcomeStale, Committed: 3}, leasestore.AckResult{Outcome: res.Outcome, Committed: res.Committed})
 	require.Equal(t, 0, f.count(t, "payload"), "a committed lease's payload is deleted")
 
 	list, err := st.ListConsumers(f.ctx)
@@ -364,7 +364,7 @@ func testRequeue(t *testing.T, b backend) {
 
 	require.Equal(t, leasestore.OutcomeStale, f.ack(t, l, 0, leasestore.StatusOK).Outcome)
 	res = f.ack(t, re, 1, leasestore.StatusOK)
-	require.Equal(t, leasestore.AckResult{Outcome: leasestore.OutcomeCommitted, Committed: 2}, *res)
+	require.Equal(t, leasestore.AckResult{Outcome: leasestore.OutcomeCommitted, Committed: 2}, leasestore.AckResult{Outcome: res.Outcome, Committed: res.Committed})
 }
 
 // testRacingClients has several Stores, each on its own SDK client, pull
@@ -560,7 +560,7 @@ func testThousandLeases(t *testing.T, b backend) {
 	// range at 2 and moves the cursor to 2; the freed slot takes a new
 	// lease at the next position.
 	res := f.ack(t, held[1], 0, leasestore.StatusOK)
-	require.Equal(t, leasestore.AckResult{Outcome: leasestore.OutcomeCommitted, Committed: 2}, *res)
+	require.Equal(t, leasestore.AckResult{Outcome: leasestore.OutcomeCommitted, Committed: 2}, leasestore.AckResult{Outcome: res.Outcome, Committed: res.Committed})
 	l := f.mustPull(t, "late", 1, src)
 	require.Equal(t, int64(pulls+1), l.Start)
 
