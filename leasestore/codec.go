@@ -200,8 +200,9 @@ func (x *blockIndex) UnmarshalBinary(b []byte) error {
 				r.fail(errors.New("until out of range"))
 			}
 			// A corrupt base could make it negative: a hint at or below 0
-			// only means "read the block", so clamp it there.
-			e.Until = max(sec*1000, 0)
+			// only means "read the block", so clamp it there, before the
+			// multiplication can overflow.
+			e.Until = max(sec, 0) * 1000
 		}
 		h := r.uvarint()
 		if h > 1<<16-1 {
