@@ -18,6 +18,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/testkit/inmem"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
 	"github.com/heraldevents/herald/pubsubx/driver"
@@ -70,20 +71,20 @@ const claimLimit = 1024
 
 func claimSetup(t *testing.T, ackDeadline time.Duration) *claimBundle {
 	t.Helper()
-	coll, err := memdocstore.OpenCollection("key", nil)
-	require.NoError(t, err)
-	b := &claimBundle{broker: &limitedBroker{Broker: mem.New(ackDeadline).Driver(), max: claimLimit}}
-	t.Cleanup(func() {
-		require.NoError(t, b.broker.Close())
-		require.NoError(t, coll.Close())
-	})
+	b := &claimBundle{}
 	b.now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
-	now := func() time.Time { return time.UnixMilli(b.now.Load()) }
-	b.store = leasestore.New(coll, leasestore.Options{Now: now})
-	b.svc = delivery.New(delivery.Config{
-		Broker: pubsubx.NewBroker(b.broker), Store: b.store, Now: now, ClaimRetention: 48 * time.Hour,
-		Streams: delivery.StreamConfig{PollWait: 5 * time.Millisecond, Batch: 10},
+	svc := inmem.New(t, inmem.Options{
+		AckDeadline: ackDeadline,
+		Wrap: func(d driver.Broker) driver.Broker {
+			b.broker = &limitedBroker{Broker: d, max: claimLimit}
+			return b.broker
+		},
+		Config: delivery.Config{
+			Now: func() time.Time { return time.UnixMilli(b.now.Load()) }, ClaimRetention: 48 * time.Hour,
+			Streams: delivery.StreamConfig{PollWait: 5 * time.Millisecond, Batch: 10},
+		},
 	})
+	b.svc, b.store = svc.Service, svc.Store
 	return b
 }
 

@@ -6,13 +6,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"gocloud.dev/docstore/memdocstore"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/testkit/inmem"
 	"github.com/heraldevents/herald/leasestore"
-	"github.com/heraldevents/herald/pubsubx/mem"
 )
 
 // TestPullWithholdsUnreadableEvents checks the durable-consumer API pulls against the
@@ -22,15 +21,8 @@ import (
 // one that may not.
 func TestPullWithholdsUnreadableEvents(t *testing.T) {
 	t.Parallel()
-	coll, err := memdocstore.OpenCollection("key", nil)
-	require.NoError(t, err)
-	broker := mem.New(time.Hour)
-	t.Cleanup(func() {
-		require.NoError(t, broker.Close())
-		require.NoError(t, coll.Close())
-	})
-	store := leasestore.New(coll, leasestore.Options{})
-	svc := delivery.New(delivery.Config{Broker: broker, Store: store})
+	svc := inmem.New(t, inmem.Options{AckDeadline: time.Hour})
+	store := svc.Store
 	ctx := t.Context()
 	admin := &auth.Principal{ID: "admin", Permissions: []string{auth.PermAll}}
 	orders := &auth.Principal{ID: "orders", Permissions: []string{auth.PermReadEvents, "receive:orders.*"}}

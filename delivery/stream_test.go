@@ -11,16 +11,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"gocloud.dev/docstore/memdocstore"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/testkit/inmem"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
 	"github.com/heraldevents/herald/pubsubx/driver"
-	"github.com/heraldevents/herald/pubsubx/mem"
 )
 
 var root = &auth.Principal{ID: "root", Permissions: []string{auth.PermAll}}
@@ -40,19 +39,20 @@ type setupOpts struct {
 
 func setup(t *testing.T, o setupOpts) *bundle {
 	t.Helper()
-	coll, err := memdocstore.OpenCollection("key", nil)
-	require.NoError(t, err)
-	broker := &recordingBroker{Broker: mem.New(time.Hour).Driver(), live: map[string]bool{}, receiving: make(chan struct{}, 100)}
-	t.Cleanup(func() {
-		require.NoError(t, broker.Close())
-		require.NoError(t, coll.Close())
-	})
+	var broker *recordingBroker
 	if o.streams.PollWait == 0 {
 		o.streams.PollWait = 5 * time.Millisecond
 	}
-	store := leasestore.New(coll, leasestore.Options{DeliveryLimit: o.deliveryLimit, Now: o.now})
-	svc := delivery.New(delivery.Config{Broker: pubsubx.NewBroker(broker), Store: store, Streams: o.streams})
-	return &bundle{svc: svc, store: store, broker: broker}
+	svc := inmem.New(t, inmem.Options{
+		AckDeadline: time.Hour,
+		Wrap: func(d driver.Broker) driver.Broker {
+			broker = &recordingBroker{Broker: d, live: map[string]bool{}, receiving: make(chan struct{}, 100)}
+			return broker
+		},
+		Store:  leasestore.Options{DeliveryLimit: o.deliveryLimit, Now: o.now},
+		Config: delivery.Config{Streams: o.streams},
+	})
+	return &bundle{svc: svc.Service, store: svc.Store, broker: broker}
 }
 
 // recordingBroker tracks which subscriptions exist, and signals on

@@ -6,13 +6,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"gocloud.dev/docstore/memdocstore"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/herr"
-	"github.com/heraldevents/herald/leasestore"
-	"github.com/heraldevents/herald/pubsubx/mem"
+	"github.com/heraldevents/herald/internal/testkit/inmem"
 )
 
 // TestPublishChecksAnEventChangedAfterValidate: publishing skips the check
@@ -20,14 +18,7 @@ import (
 // checked; a message, type or resource id set afterwards is checked again.
 func TestPublishChecksAnEventChangedAfterValidate(t *testing.T) {
 	t.Parallel()
-	coll, err := memdocstore.OpenCollection("key", nil)
-	require.NoError(t, err)
-	broker := mem.New(time.Hour)
-	t.Cleanup(func() {
-		require.NoError(t, broker.Close())
-		require.NoError(t, coll.Close())
-	})
-	svc := delivery.New(delivery.Config{Broker: broker, Store: leasestore.New(coll, leasestore.Options{})})
+	svc := inmem.New(t, inmem.Options{AckDeadline: time.Hour})
 	admin := &auth.Principal{ID: "admin", Permissions: []string{auth.PermAll}}
 
 	valid := func() delivery.Event {
@@ -50,7 +41,7 @@ func TestPublishChecksAnEventChangedAfterValidate(t *testing.T) {
 	// A failed Validate is not remembered as a pass.
 	bad := delivery.Event{EventType: "orders.placed", Message: json.RawMessage(`"x"`)}
 	require.Error(t, bad.Validate())
-	_, err = svc.Publish(t.Context(), admin, bad)
+	_, err := svc.Publish(t.Context(), admin, bad)
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err))
 	_, err = svc.Publish(t.Context(), admin, valid())
 	require.NoError(t, err)

@@ -7,14 +7,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"gocloud.dev/docstore/memdocstore"
 
 	"github.com/heraldevents/herald/auth"
-	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/internal/testkit/inmem"
 	"github.com/heraldevents/herald/internal/version"
-	"github.com/heraldevents/herald/leasestore"
-	"github.com/heraldevents/herald/pubsubx/mem"
 )
 
 // TestAuthE2E checks that every route but GET /health demands a valid
@@ -103,12 +100,7 @@ func TestAuthE2E(t *testing.T) {
 // one gets 403, and one with it gets through.
 func TestPermissionsE2E(t *testing.T) {
 	t.Parallel()
-	coll, err := memdocstore.OpenCollection("key", nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = coll.Close() })
-	broker := mem.New(0)
-	t.Cleanup(func() { _ = broker.Close() })
-	svc := delivery.New(delivery.Config{Broker: broker, Store: leasestore.New(coll, leasestore.Options{})})
+	svc := inmem.New(t, inmem.Options{}).Service
 	tokens := auth.StaticTokens{
 		"admin":     {ID: "admin", Permissions: []string{auth.PermManageDestinations}},
 		"reader":    {ID: "reader", Permissions: []string{auth.PermReadEvents, "receive:orders.*"}},

@@ -8,14 +8,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"gocloud.dev/docstore/memdocstore"
 
 	"github.com/heraldevents/herald/auth"
-	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/destinations"
 	"github.com/heraldevents/herald/functions/httpx"
-	"github.com/heraldevents/herald/leasestore"
-	"github.com/heraldevents/herald/pubsubx/mem"
+	"github.com/heraldevents/herald/internal/testkit/inmem"
 )
 
 // answer is one response: status, Location header and decoded body.
@@ -30,14 +27,7 @@ type answer struct {
 // events.
 func handler(t *testing.T) func(method, target, token, body string) answer {
 	t.Helper()
-	coll, err := memdocstore.OpenCollection("key", nil)
-	require.NoError(t, err)
-	broker := mem.New(0)
-	t.Cleanup(func() {
-		require.NoError(t, broker.Close())
-		require.NoError(t, coll.Close())
-	})
-	h := &destinations.Handler{Service: delivery.New(delivery.Config{Broker: broker, Store: leasestore.New(coll, leasestore.Options{})})}
+	h := &destinations.Handler{Service: inmem.New(t, inmem.Options{}).Service}
 	mux := http.NewServeMux()
 	for pattern, fn := range map[string]http.HandlerFunc{
 		"POST /v1/event-destinations":             h.Create,

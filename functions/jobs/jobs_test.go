@@ -10,16 +10,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"gocloud.dev/docstore/memdocstore"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/testkit/inmem"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/leasestore/storetest"
-	"github.com/heraldevents/herald/pubsubx/mem"
 )
 
 type fixture struct {
@@ -38,17 +37,9 @@ var tokens = auth.StaticTokens{
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	coll, err := memdocstore.OpenCollection("key", nil)
-	require.NoError(t, err)
-	broker := mem.New(0)
-	t.Cleanup(func() {
-		require.NoError(t, broker.Close())
-		require.NoError(t, coll.Close())
-	})
 	clock := storetest.NewClock()
-	store := leasestore.New(coll, leasestore.Options{Now: clock.Now})
-	svc := delivery.New(delivery.Config{Broker: broker, Store: store, Now: clock.Now})
-	return &fixture{t: t, h: router.New(svc, tokens), svc: svc, store: store, clock: clock}
+	svc := inmem.New(t, inmem.Options{Config: delivery.Config{Now: clock.Now}})
+	return &fixture{t: t, h: router.New(svc.Service, tokens), svc: svc.Service, store: svc.Store, clock: clock}
 }
 
 func (f *fixture) do(method, path, token, body string) (int, map[string]any) {

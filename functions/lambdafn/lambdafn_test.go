@@ -10,15 +10,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
-	"gocloud.dev/docstore/memdocstore"
 
 	"github.com/heraldevents/herald/auth"
-	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/lambdafn"
 	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/internal/testkit/inmem"
 	"github.com/heraldevents/herald/internal/version"
-	"github.com/heraldevents/herald/leasestore"
-	"github.com/heraldevents/herald/pubsubx/mem"
 )
 
 // event builds an API Gateway HTTP API payload 2.0 event as API Gateway
@@ -45,14 +42,7 @@ func event(method, path, query, token, body string, base64Body bool) []byte {
 
 func newHandler(t *testing.T, jobs lambdafn.JobRunner) *lambdafn.Handler {
 	t.Helper()
-	coll, err := memdocstore.OpenCollection("key", nil)
-	require.NoError(t, err)
-	broker := mem.New(0)
-	t.Cleanup(func() {
-		require.NoError(t, broker.Close())
-		require.NoError(t, coll.Close())
-	})
-	svc := delivery.New(delivery.Config{Broker: broker, Store: leasestore.New(coll, leasestore.Options{})})
+	svc := inmem.New(t, inmem.Options{}).Service
 	return lambdafn.New(router.New(svc, auth.DevToken("tok")), jobs)
 }
 

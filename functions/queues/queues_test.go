@@ -8,14 +8,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"gocloud.dev/docstore/memdocstore"
 
 	"github.com/heraldevents/herald/auth"
-	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/queues"
-	"github.com/heraldevents/herald/leasestore"
-	"github.com/heraldevents/herald/pubsubx/mem"
+	"github.com/heraldevents/herald/internal/testkit/inmem"
 )
 
 const path = "/api/v1beta/queues/durable"
@@ -25,14 +22,7 @@ const path = "/api/v1beta/queues/durable"
 // "reader" nothing of this package's.
 func serve(t *testing.T) func(method, target, token, body string) (int, map[string]any) {
 	t.Helper()
-	coll, err := memdocstore.OpenCollection("key", nil)
-	require.NoError(t, err)
-	broker := mem.New(0)
-	t.Cleanup(func() {
-		require.NoError(t, broker.Close())
-		require.NoError(t, coll.Close())
-	})
-	h := &queues.Handler{Service: delivery.New(delivery.Config{Broker: broker, Store: leasestore.New(coll, leasestore.Options{})})}
+	h := &queues.Handler{Service: inmem.New(t, inmem.Options{}).Service}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+path, h.Create)
 	mux.HandleFunc("PATCH "+path, h.Update)

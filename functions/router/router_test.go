@@ -9,26 +9,17 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"gocloud.dev/docstore/memdocstore"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/router"
-	"github.com/heraldevents/herald/leasestore"
-	"github.com/heraldevents/herald/pubsubx/mem"
+	"github.com/heraldevents/herald/internal/testkit/inmem"
 )
 
 func newService(t testing.TB) *delivery.Service {
 	t.Helper()
-	coll, err := memdocstore.OpenCollection("key", nil)
-	require.NoError(t, err)
-	broker := mem.New(0)
-	t.Cleanup(func() {
-		require.NoError(t, broker.Close())
-		require.NoError(t, coll.Close())
-	})
-	return delivery.New(delivery.Config{Broker: broker, Store: leasestore.New(coll, leasestore.Options{})})
+	return inmem.New(t, inmem.Options{}).Service
 }
 
 // noRoute reports whether the answer is the catch-all 404 for a path no
