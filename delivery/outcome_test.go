@@ -11,24 +11,10 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/testkit/faultbroker"
 	"github.com/heraldevents/herald/pubsubx"
-	"github.com/heraldevents/herald/pubsubx/driver"
 	"github.com/heraldevents/herald/pubsubx/mem"
 )
-
-// refusingBroker refuses every message whose event type is "refused.type"
-// as an unreachable broker would, and sends the others.
-type refusingBroker struct{ driver.Broker }
-
-func (b refusingBroker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
-	errs := b.Broker.SendBatch(ctx, msgs)
-	for i, m := range msgs {
-		if m.EventType() == "refused.type" {
-			errs[i] = herr.New(herr.Unavailable, "broker-7 is down")
-		}
-	}
-	return errs
-}
 
 // TestPublishItemsOutcomes: every item gets its own outcome, index for
 // index: a decoding failure and an invalid event fail with their reason, a
@@ -37,7 +23,15 @@ func TestPublishItemsOutcomes(t *testing.T) {
 	t.Parallel()
 	broker := mem.New(time.Minute)
 	t.Cleanup(func() { require.NoError(t, broker.Close()) })
-	svc := delivery.New(delivery.Config{Broker: pubsubx.NewBroker(refusingBroker{broker.Driver()})})
+	svc := delivery.New(delivery.Config{Broker: pubsubx.NewBroker(&faultbroker.Broker{Broker: broker.Driver(),
+		// Refuse every message of "refused.type" as an unreachable broker
+		// would, and send the others.
+		Fault: func(_ context.Context, m *pubsubx.Message) error {
+			if m.EventType() == "refused.type" {
+				return herr.New(herr.Unavailable, "broker-7 is down")
+			}
+			return nil
+		}})})
 	admin := &auth.Principal{ID: "admin", Permissions: []string{auth.PermAll}}
 
 	out := svc.PublishItems(t.Context(), admin, []delivery.BatchItem{

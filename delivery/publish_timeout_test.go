@@ -14,23 +14,10 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/internal/testkit"
+	"github.com/heraldevents/herald/internal/testkit/faultbroker"
 	"github.com/heraldevents/herald/pubsubx"
-	"github.com/heraldevents/herald/pubsubx/driver"
 	"github.com/heraldevents/herald/pubsubx/mem"
 )
-
-// silentBroker never answers a Send: it returns when the context ends, as
-// a driver does against a black-holed server.
-type silentBroker struct{ driver.Broker }
-
-func (silentBroker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
-	<-ctx.Done()
-	errs := make([]error, len(msgs))
-	for i := range errs {
-		errs[i] = herr.Wrap(herr.DeadlineExceeded, ctx.Err(), "no answer")
-	}
-	return errs
-}
 
 // TestPublishTimeout: a broker that never answers costs a publish
 // Config.PublishTimeout, then herr.Unavailable (success:false), even when
@@ -43,7 +30,7 @@ func TestPublishTimeout(t *testing.T) {
 	t.Cleanup(func() { _ = broker.Close() })
 	var logs testkit.SyncBuffer
 	svc := delivery.New(delivery.Config{
-		Broker: pubsubx.NewBroker(silentBroker{broker.Driver()}), PublishTimeout: 50 * time.Millisecond,
+		Broker: pubsubx.NewBroker(faultbroker.Wrap(faultbroker.Hang("no answer"))(broker.Driver())), PublishTimeout: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	p := &auth.Principal{ID: "app", Permissions: []string{auth.PermAll}}

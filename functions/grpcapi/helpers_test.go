@@ -3,7 +3,6 @@ package grpcapi_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -41,17 +40,6 @@ type bundle struct {
 	url    string
 	h2c    *http.Client // HTTP/2 without TLS, as gRPC clients speak to a local Herald
 	h1     *http.Client // HTTP/1.1 only
-}
-
-// failingSend is a broker whose Send always fails.
-type failingSend struct{ driver.Broker }
-
-func (failingSend) SendBatch(_ context.Context, msgs []*pubsubx.Message) []error {
-	errs := make([]error, len(msgs))
-	for i := range errs {
-		errs[i] = errors.New("connection refused by broker-7.internal")
-	}
-	return errs
 }
 
 // setup starts the server. wrap, if set, wraps the broker the service

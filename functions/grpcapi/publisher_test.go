@@ -2,6 +2,7 @@ package grpcapi_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -14,9 +15,8 @@ import (
 
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
-	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/testkit/faultbroker"
 	"github.com/heraldevents/herald/pubsubx"
-	"github.com/heraldevents/herald/pubsubx/driver"
 )
 
 func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
@@ -187,7 +187,7 @@ func TestPublishEventPermissionDenied(t *testing.T) {
 // success false and a failure_reason that does not leak the cause.
 func TestPublishEventBrokerFailure(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(real driver.Broker) driver.Broker { return failingSend{real} })
+	b := setup(t, faultbroker.Wrap(faultbroker.Fail(errors.New("connection refused by broker-7.internal"))))
 	res, err := b.client().PublishEvent(context.Background(), request(&pb.PublishEventRequest{
 		Event: &pb.Event{EventType: "a", Resource: &pb.EventResource{ResourceId: "/r"}},
 	}, allToken))
@@ -267,26 +267,13 @@ func TestBatchPublishEventsSize(t *testing.T) {
 	require.Len(t, b.received(t, 1000), 1000)
 }
 
-// hangingSend is a broker that never answers a Send: it returns only when
-// the context ends, as a driver does against a black-holed server.
-type hangingSend struct{ driver.Broker }
-
-func (hangingSend) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
-	<-ctx.Done()
-	errs := make([]error, len(msgs))
-	for i := range errs {
-		errs[i] = herr.Wrap(herr.DeadlineExceeded, ctx.Err(), "no answer from broker-7.internal")
-	}
-	return errs
-}
-
 // TestPublishEventBrokerHangs: a broker that never answers costs a gRPC
 // publish the publish timeout, then an OK answer with success false (the
 // client's call has no deadline of its own, and a hung broker used to hold
 // it for as long as the driver's dials took).
 func TestPublishEventBrokerHangs(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(real driver.Broker) driver.Broker { return hangingSend{real} })
+	b := setup(t, faultbroker.Wrap(faultbroker.Hang("no answer from broker-7.internal")))
 	res, err := b.client().PublishEvent(context.Background(), request(&pb.PublishEventRequest{
 		Event: &pb.Event{EventType: "a"},
 	}, allToken))
