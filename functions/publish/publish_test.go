@@ -18,9 +18,10 @@ import (
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/publish"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/testkit/faultbroker"
 	"github.com/heraldevents/herald/internal/testkit/inmem"
 	"github.com/heraldevents/herald/leasestore"
-	"github.com/heraldevents/herald/pubsubx/driver"
+	"github.com/heraldevents/herald/pubsubx"
 )
 
 const (
@@ -31,28 +32,13 @@ const (
 // admin reads what was published, directly on the service.
 var admin = &auth.Principal{ID: "admin", Permissions: []string{auth.PermAll}}
 
-// brokenBroker refuses every message whose event type starts with
+// refuseBroken refuses every message whose event type starts with
 // "broken.", as an unreachable broker would, and passes the others on.
-type brokenBroker struct{ driver.Broker }
-
-func (b brokenBroker) SendBatch(ctx context.Context, msgs []*driver.Message) []error {
-	errs := make([]error, len(msgs))
-	var pass []*driver.Message
-	var index []int
-	for i, m := range msgs {
-		if strings.HasPrefix(m.EventType(), "broken.") {
-			errs[i] = herr.New(herr.Unavailable, "connection refused")
-			continue
-		}
-		pass = append(pass, m)
-		index = append(index, i)
+func refuseBroken(_ context.Context, m *pubsubx.Message) error {
+	if strings.HasPrefix(m.EventType(), "broken.") {
+		return herr.New(herr.Unavailable, "connection refused")
 	}
-	if len(pass) > 0 {
-		for k, err := range b.Broker.SendBatch(ctx, pass) {
-			errs[index[k]] = err
-		}
-	}
-	return errs
+	return nil
 }
 
 // answer is one response: status, WWW-Authenticate and decoded body.
@@ -76,7 +62,7 @@ type fixture struct {
 func serve(t *testing.T) *fixture {
 	t.Helper()
 	svc := inmem.New(t, inmem.Options{
-		Wrap:   func(d driver.Broker) driver.Broker { return brokenBroker{d} },
+		Wrap:   faultbroker.Wrap(refuseBroken),
 		Config: delivery.Config{Logger: slog.New(slog.DiscardHandler)}, // the broken broker's warnings
 	})
 	c, err := svc.CreateDestination(t.Context(), admin, leasestore.TypeDurableConsumer, nil)
