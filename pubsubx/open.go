@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx/driver"
@@ -108,4 +109,21 @@ func CheckQuery(u *url.URL, known ...string) error {
 		}
 	}
 	return nil
+}
+
+// QueryDuration parses u's query parameter name as a Go duration
+// ("90s", "2m"). It returns 0 when the parameter is absent, and a
+// herr.InvalidArgument error naming u's scheme, the parameter and its
+// value when it is not a positive duration. Drivers use it for
+// ackdeadline.
+func QueryDuration(u *url.URL, name string) (time.Duration, error) {
+	s := u.Query().Get(name)
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, herr.New(herr.InvalidArgument, "%s URL: %s %q is not a positive duration", u.Scheme, name, s)
+	}
+	return d, nil
 }

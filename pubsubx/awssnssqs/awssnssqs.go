@@ -248,13 +248,11 @@ func openURL(ctx context.Context, u *url.URL) (driver.Broker, error) {
 		Region:   q.Get("region"),
 		Endpoint: q.Get("endpoint"),
 	}
-	if s := q.Get("ackdeadline"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return nil, herr.New(herr.InvalidArgument, "%s URL: ackdeadline %q is not a positive duration", Scheme, s)
-		}
-		o.AckDeadline = d
+	d, err := pubsubx.QueryDuration(u, "ackdeadline")
+	if err != nil {
+		return nil, err
 	}
+	o.AckDeadline = d
 	return open(ctx, o)
 }
 

@@ -135,13 +135,12 @@ func openURL(_ context.Context, u *url.URL) (driver.Broker, error) {
 			*p.dst = n
 		}
 	}
-	deadline := DefaultAckDeadline
-	if s := u.Query().Get("ackdeadline"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return nil, herr.New(herr.InvalidArgument, "mem URL: ackdeadline %q is not a positive duration", s)
-		}
-		deadline = d
+	deadline, err := pubsubx.QueryDuration(u, "ackdeadline")
+	if err != nil {
+		return nil, err
+	}
+	if deadline == 0 {
+		deadline = DefaultAckDeadline
 	}
 	name := u.Host + u.Path
 	namedMu.Lock()

@@ -190,13 +190,11 @@ func openURL(_ context.Context, u *url.URL) (driver.Broker, error) {
 		Stream:        strings.Trim(u.Path, "/"),
 		SubjectPrefix: q.Get("subject_prefix"),
 	}
-	if s := q.Get("ackdeadline"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return nil, herr.New(herr.InvalidArgument, "nats URL: ackdeadline %q is not a positive duration", s)
-		}
-		opts.AckDeadline = d
+	d, err := pubsubx.QueryDuration(u, "ackdeadline")
+	if err != nil {
+		return nil, err
 	}
+	opts.AckDeadline = d
 	return open(opts)
 }
 

@@ -173,13 +173,11 @@ func openURL(_ context.Context, u *url.URL) (driver.Broker, error) {
 		return nil, herr.New(herr.InvalidArgument, "rabbit URL: no server: give url=amqp://… or set %s", ServerURLEnv)
 	}
 	opts := Options{ServerURL: server, Exchange: exchange}
-	if s := q.Get("ackdeadline"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return nil, herr.New(herr.InvalidArgument, "rabbit URL: ackdeadline %q is not a positive duration", s)
-		}
-		opts.AckDeadline = d
+	d, err := pubsubx.QueryDuration(u, "ackdeadline")
+	if err != nil {
+		return nil, err
 	}
+	opts.AckDeadline = d
 	return open(opts)
 }
 
