@@ -249,7 +249,7 @@ func readErr(err error) error {
 // repeated member is herr.Malformed (HTTP 400) naming it (`unknown field
 // "delay"`), bad JSON or JSON of the wrong shape is herr.Malformed, and
 // invalid UTF-8 is herr.InvalidArgument (422). opts relax a rule (see
-// strictjson.LenientUTF8).
+// strictjson.LenientParts).
 func DecodeJSON(r *http.Request, limit int64, v any, opts ...strictjson.Option) error {
 	b, err := ReadBody(r, limit)
 	if err != nil {

@@ -174,8 +174,9 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 	if strictjson.Unmarshal(body, &all) == nil {
 		n = len(all.Events)
 	} else {
-		// Invalid UTF-8 in one event fails that event alone (below).
-		if err := strictjson.Unmarshal(body, &raw, strictjson.LenientUTF8); err != nil {
+		// Invalid UTF-8 or a repeated member name in one event fails
+		// that event alone (below).
+		if err := strictjson.Unmarshal(body, &raw, strictjson.LenientParts); err != nil {
 			httpx.WriteError(w, r, err)
 			return
 		}

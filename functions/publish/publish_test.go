@@ -257,10 +257,10 @@ func TestSingleBrokerFailure(t *testing.T) {
 }
 
 // TestBatch: every event gets its own result, index for index; an event
-// that is invalid, not of the documented shape, not valid UTF-8, not the
-// caller's to publish or refused by the broker fails alone, with success
-// false and a failure_reason, and the others are published in batch
-// order. The answer is 200 whatever failed.
+// that is invalid, not of the documented shape, not valid UTF-8, repeats a
+// member name, is not the caller's to publish or refused by the broker
+// fails alone, with success false and a failure_reason, and the others are
+// published in batch order. The answer is 200 whatever failed.
 func TestBatch(t *testing.T) {
 	t.Parallel()
 	f := serve(t)
@@ -297,6 +297,8 @@ func TestBatch(t *testing.T) {
 		`{"event_type":"users.created"}`,
 		`{"event_type":"broken.a"}`,
 		`{"event_type":"orders.x","occurred_at":"soon"}`,
+		`{"event_type":"orders.x","event_type":"orders.y"}`,
+		`{"event_type":"orders.x","message":{"k":1,"k":2}}`,
 		`{"event_type":"orders.ok2","message":{"n":2}}`,
 	}
 	a = f.do(batchPath, "orders", `{"events":[`+strings.Join(events, ",")+`]}`)
@@ -317,6 +319,8 @@ func TestBatch(t *testing.T) {
 		{false, "users.created", `not authorized to publish events of type "users.created"`},
 		{false, "broken.a", "Unable to publish to the message broker"},
 		{false, "orders.x", "occurred_at must be an RFC 3339 timestamp"},
+		{false, "", `event is not a JSON object of the documented shape: duplicate field "event_type"`},
+		{false, "", `event is not a JSON object of the documented shape: duplicate field "k"`},
 		{true, "orders.ok2", ""},
 	} {
 		r := results[i].(map[string]any)

@@ -38,24 +38,55 @@ import (
 const maxNameInMessage = 100
 
 // Option changes a rule of Unmarshal.
-type Option struct{ lenientUTF8 bool }
+type Option struct{ lenientParts bool }
 
-// LenientUTF8 lets invalid UTF-8 through, for an envelope whose parts are
-// decoded again, each by the strict rules (a publish batch: one event's
-// invalid UTF-8 fails that event alone).
-var LenientUTF8 = Option{lenientUTF8: true}
+// LenientParts lets invalid UTF-8 and repeated member names through below
+// the top level, for an envelope whose parts are decoded again, each by
+// the strict rules: in a publish batch, one event's invalid UTF-8 or
+// repeated member fails that event alone. The top-level object's own
+// member names must still be unique.
+var LenientParts = Option{lenientParts: true}
 
 // Unmarshal decodes data, which must be exactly one JSON value, into v (a
 // pointer) by the package's rules.
 func Unmarshal(data []byte, v any, opts ...Option) error {
 	o := []jsonv2.Options{jsonv2.RejectUnknownMembers(true)}
 	for _, opt := range opts {
-		if opt.lenientUTF8 {
-			o = append(o, jsontext.AllowInvalidUTF8(true))
+		if opt.lenientParts {
+			if err := topLevelNamesUnique(data); err != nil {
+				return err
+			}
+			o = append(o, jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
 		}
 	}
 	if err := jsonv2.Unmarshal(data, v, o...); err != nil {
 		return Error(err)
+	}
+	return nil
+}
+
+// topLevelNamesUnique returns a duplicate-field error when data is an
+// object that repeats one of its own member names; anything else (not an
+// object, bad JSON) is left to the decoder that follows.
+func topLevelNamesUnique(data []byte) error {
+	d := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
+	if t, err := d.ReadToken(); err != nil || t.Kind() != '{' {
+		return nil
+	}
+	seen := map[string]bool{}
+	for d.PeekKind() == '"' {
+		t, err := d.ReadToken()
+		if err != nil {
+			return nil
+		}
+		name := t.String()
+		if seen[name] {
+			return herr.New(herr.Malformed, "duplicate field %s", quoteName(name))
+		}
+		seen[name] = true
+		if d.SkipValue() != nil {
+			return nil
+		}
 	}
 	return nil
 }

@@ -59,15 +59,29 @@ func TestUnmarshal(t *testing.T) {
 	}
 }
 
-func TestUnmarshalLenientUTF8(t *testing.T) {
+// TestUnmarshalLenientParts: an envelope's parts may hold invalid UTF-8 or
+// repeat a member name, and each part fails alone when decoded again; the
+// envelope's own names must still be unique and known.
+func TestUnmarshalLenientParts(t *testing.T) {
 	t.Parallel()
 	var v struct {
 		Events []json.RawMessage `json:"events"`
 	}
-	require.NoError(t, strictjson.Unmarshal([]byte("{\"events\":[{\"a\":\"\xff\"},{}]}"), &v, strictjson.LenientUTF8))
-	require.Len(t, v.Events, 2)
-	var inner map[string]string
+	require.NoError(t, strictjson.Unmarshal([]byte("{\"events\":[{\"a\":\"\xff\"},{\"b\":1,\"b\":2},{}]}"), &v, strictjson.LenientParts))
+	require.Len(t, v.Events, 3)
+	var inner map[string]any
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(strictjson.Unmarshal(v.Events[0], &inner)))
+	err := strictjson.Unmarshal(v.Events[1], &inner)
+	require.Equal(t, herr.Malformed, herr.CodeOf(err))
+	require.Contains(t, herr.MessageOf(err), `duplicate field "b"`)
+	require.NoError(t, strictjson.Unmarshal(v.Events[2], &inner))
+
+	err = strictjson.Unmarshal([]byte(`{"events":[{}],"events":[{},{}]}`), &v, strictjson.LenientParts)
+	require.Equal(t, herr.Malformed, herr.CodeOf(err))
+	require.Equal(t, `duplicate field "events"`, herr.MessageOf(err))
+	err = strictjson.Unmarshal([]byte(`{"events":[],"other":1}`), &v, strictjson.LenientParts)
+	require.Equal(t, herr.Malformed, herr.CodeOf(err))
+	require.Contains(t, herr.MessageOf(err), `unknown field "other"`)
 }
 
 func TestUnmarshalNameNotEchoedInFull(t *testing.T) {
