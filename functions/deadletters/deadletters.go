@@ -45,7 +45,8 @@ const maxBody = 64 << 10
 // a stable id instead of a delivery tag.
 type DeadLetter struct {
 	ID string `json:"id"`
-	// Reason is DELIVERY_LIMIT, EXPIRED or MAXLEN.
+	// Reason is DELIVERY_LIMIT, EXPIRED, MAXLEN or REJECTED (a consumer
+	// answered rejected).
 	Reason string `json:"reason"`
 	// OriginQueue is the id of the queue (or durable consumer) the event
 	// was dead-lettered from; a replay returns it there.
