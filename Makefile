@@ -36,6 +36,10 @@ bench-peer: ## Run Herald and NATS JetStream side by side (separate processes, s
 	$(GO) build -o $(PEER_BIN)/herald ./cmd/herald
 	$(GO) run ./bench/peer -herald $(PEER_BIN)/herald -nats-server $(PEER_BIN)/nats-server $(PEER_ARGS)
 
+.PHONY: bench-telemetry
+bench-telemetry: ## Run the end-to-end benchmark with telemetry off and on (OTLP to a local sink), alternating; docs/benchmarks.md
+	bash bench/telemetry.sh
+
 .PHONY: bench-cost
 bench-cost: ## Print the lease store's DynamoDB/Firestore cost per delivered event (write/read units, hottest key, failed writes); docs/cost-model.md
 	$(GO) test -run '^$$' -bench MemCost -benchtime 1x ./leasestore/

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -35,12 +34,6 @@ func TestAppendResponseMatchesMarshal(t *testing.T) {
 
 // admin makes destinations and pulls, directly on the service.
 var admin = &auth.Principal{ID: "admin", Permissions: []string{auth.PermAll}}
-
-// answer is one response: status and decoded body.
-type answer struct {
-	code int
-	body map[string]any
-}
 
 // fixture is both endpoints over a fresh in-memory service on a clock the
 // test moves, behind bearer tokens: "worker" may read events, "publisher"
@@ -76,16 +69,9 @@ func serve(t *testing.T) *fixture {
 
 // do posts body to the endpoint ("acknowledge" or "extend") of
 // destination id.
-func (f *fixture) do(id, endpoint, token, body string) answer {
+func (f *fixture) do(id, endpoint, token, body string) testkit.Answer {
 	f.t.Helper()
-	req := httptest.NewRequest("POST", "/v1/event-destinations/"+id+"/"+endpoint, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	rec := httptest.NewRecorder()
-	f.srv.ServeHTTP(rec, req)
-	require.Equal(f.t, "application/json", rec.Header().Get("Content-Type"))
-	a := answer{code: rec.Code}
-	require.NoError(f.t, json.Unmarshal(rec.Body.Bytes(), &a.body), rec.Body.String())
-	return a
+	return testkit.Do(f.t, f.srv, "POST", "/v1/event-destinations/"+id+"/"+endpoint, token, body)
 }
 
 // ack acknowledges lease l of the fixture's consumer with status (and
@@ -93,8 +79,8 @@ func (f *fixture) do(id, endpoint, token, body string) answer {
 func (f *fixture) ack(l *leasestore.Lease, status string, extra ...string) map[string]any {
 	f.t.Helper()
 	a := f.do(f.consumer, "acknowledge", "worker", ackBody(l.ID, l.Generation, status, extra...))
-	require.Equal(f.t, http.StatusOK, a.code, a.body)
-	return a.body
+	require.Equal(f.t, http.StatusOK, a.Code, a.Body)
+	return a.Body
 }
 
 func ackBody(leaseID string, generation int64, status string, extra ...string) string {
@@ -111,10 +97,10 @@ func (f *fixture) pull(worker string, limit int) *leasestore.Lease {
 
 // requireError checks an error answer of the durable-consumer API: status,
 // code, and the message, which detail repeats.
-func requireError(t *testing.T, a answer, status int, code, message string) {
+func requireError(t *testing.T, a testkit.Answer, status int, code, message string) {
 	t.Helper()
-	require.Equal(t, status, a.code, a.body)
-	require.Equal(t, map[string]any{"code": code, "message": message, "detail": message}, a.body)
+	require.Equal(t, status, a.Code, a.Body)
+	require.Equal(t, map[string]any{"code": code, "message": message, "detail": message}, a.Body)
 }
 
 // TestAcknowledgeOutcomes: ok commits and moves the cursor over the
@@ -230,13 +216,13 @@ func TestAcknowledgeRefused(t *testing.T) {
 	a = f.do("dq", "acknowledge", "worker", ackBody(l.ID, l.Generation, "ok"))
 	requireError(t, a, http.StatusBadRequest, "malformed", "the event destination is of type DURABLE_QUEUE; pull and acknowledge are only supported for durable consumer destinations (type DURABLE_CONSUMER)")
 	a = f.do("no-such-destination", "acknowledge", "worker", ackBody(l.ID, l.Generation, "ok"))
-	require.Equal(t, http.StatusNotFound, a.code, a.body)
-	require.Equal(t, "not_found", a.body["code"])
+	require.Equal(t, http.StatusNotFound, a.Code, a.Body)
+	require.Equal(t, "not_found", a.Body["code"])
 
 	a = f.do(f.consumer, "acknowledge", "publisher", ackBody(l.ID, l.Generation, "ok"))
 	requireError(t, a, http.StatusForbidden, "permission_denied", `permission "read:events" is required`)
 	a = f.do(f.consumer, "acknowledge", "nobody", ackBody(l.ID, l.Generation, "ok"))
-	require.Equal(t, http.StatusUnauthorized, a.code, a.body)
+	require.Equal(t, http.StatusUnauthorized, a.Code, a.Body)
 
 	// Nothing was settled: the lease still commits.
 	require.Equal(t, map[string]any{"status": "committed", "committed": cloudevent.FormatSequence(3)}, f.ack(l, "ok"))
@@ -250,21 +236,21 @@ func TestExtend(t *testing.T) {
 	t.Parallel()
 	f := serve(t)
 	l := f.pull("w", 3)
-	extend := func(leaseID string, generation, visibility int64) answer {
+	extend := func(leaseID string, generation, visibility int64) testkit.Answer {
 		t.Helper()
 		return f.do(f.consumer, "extend", "worker", fmt.Sprintf(`{"leaseId":%q,"generation":%d,"visibility":%d}`, leaseID, generation, visibility))
 	}
 	a := extend(l.ID, l.Generation, 600)
-	require.Equal(t, http.StatusOK, a.code, a.body)
-	require.Equal(t, map[string]any{"status": "extended", "expiresAt": f.clock.Now().Add(600 * time.Second).Format(time.RFC3339)}, a.body)
+	require.Equal(t, http.StatusOK, a.Code, a.Body)
+	require.Equal(t, map[string]any{"status": "extended", "expiresAt": f.clock.Now().Add(600 * time.Second).Format(time.RFC3339)}, a.Body)
 
 	f.clock.Advance(leasestore.MaxLeaseLife - 600*time.Second)
 	a = extend(l.ID, l.Generation, 600)
-	require.Equal(t, http.StatusOK, a.code, "to the cap exactly: %v", a.body)
+	require.Equal(t, http.StatusOK, a.Code, "to the cap exactly: %v", a.Body)
 	f.clock.Advance(time.Second)
 	a = extend(l.ID, l.Generation, 600)
-	require.Equal(t, http.StatusBadRequest, a.code, a.body)
-	require.Equal(t, "out_of_range", a.body["code"])
+	require.Equal(t, http.StatusBadRequest, a.Code, a.Body)
+	require.Equal(t, "out_of_range", a.Body["code"])
 
 	for _, v := range []string{`"visibility":0`, `"visibility":601`, `"visibility":-1`, `"visibility":null`, ``} {
 		body := fmt.Sprintf(`{"leaseId":%q,"generation":%d`, l.ID, l.Generation)
@@ -283,6 +269,6 @@ func TestExtend(t *testing.T) {
 
 	require.Equal(t, "committed", f.ack(l, "ok")["status"])
 	a = extend(l.ID, l.Generation, 60)
-	require.Equal(t, http.StatusOK, a.code, a.body)
-	require.Equal(t, map[string]any{"status": "stale"}, a.body, "no expiresAt")
+	require.Equal(t, http.StatusOK, a.Code, a.Body)
+	require.Equal(t, map[string]any{"status": "stale"}, a.Body, "no expiresAt")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/deadletters"
 	"github.com/heraldevents/herald/functions/httpx"
+	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/internal/testkit/inmem"
 	"github.com/heraldevents/herald/leasestore"
 )
@@ -27,13 +28,6 @@ const (
 
 // admin acts on the service directly, to make dead letters.
 var admin = &auth.Principal{ID: "admin", Permissions: []string{auth.PermAll}}
-
-// answer is one response: status, WWW-Authenticate and decoded body.
-type answer struct {
-	code      int
-	challenge string
-	body      map[string]any
-}
 
 // fixture is the two endpoints over a fresh in-memory service whose
 // events are dead-lettered after their first delivery, behind bearer
@@ -59,16 +53,9 @@ func serve(t *testing.T) *fixture {
 	return &fixture{t: t, svc: svc, srv: srv}
 }
 
-func (f *fixture) do(method, target, token, body string) answer {
+func (f *fixture) do(method, target, token, body string) testkit.Answer {
 	f.t.Helper()
-	req := httptest.NewRequest(method, target, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	rec := httptest.NewRecorder()
-	f.srv.ServeHTTP(rec, req)
-	a := answer{code: rec.Code, challenge: rec.Header().Get("WWW-Authenticate")}
-	require.Equal(f.t, "application/json", rec.Header().Get("Content-Type"))
-	require.NoError(f.t, json.Unmarshal(rec.Body.Bytes(), &a.body), rec.Body.String())
-	return a
+	return testkit.Do(f.t, f.srv, method, target, token, body)
 }
 
 // page is a decoded listing.
@@ -179,14 +166,14 @@ func TestPermission(t *testing.T) {
 		{"POST", actPath, `{"actions":[]}`},
 	} {
 		a := f.do(r.method, r.target, "reader", r.body)
-		require.Equal(t, http.StatusForbidden, a.code, "%s %s: %v", r.method, r.target, a.body)
-		require.Equal(t, "permission_denied", a.body["code"])
-		require.Equal(t, `permission "inspect-and-replay-all-dlq" is required`, a.body["message"])
-		require.Contains(t, a.challenge, `error="insufficient_scope"`)
+		require.Equal(t, http.StatusForbidden, a.Code, "%s %s: %v", r.method, r.target, a.Body)
+		require.Equal(t, "permission_denied", a.Body["code"])
+		require.Equal(t, `permission "inspect-and-replay-all-dlq" is required`, a.Body["message"])
+		require.Contains(t, a.Challenge, `error="insufficient_scope"`)
 
 		a = f.do(r.method, r.target, "nobody", r.body)
-		require.Equal(t, http.StatusUnauthorized, a.code, "%s %s: %v", r.method, r.target, a.body)
-		require.Equal(t, "unauthenticated", a.body["code"])
+		require.Equal(t, http.StatusUnauthorized, a.Code, "%s %s: %v", r.method, r.target, a.Body)
+		require.Equal(t, "unauthenticated", a.Body["code"])
 	}
 	require.Equal(t, []string{id}, f.ids(), "the refused DISCARD did nothing")
 }
@@ -200,9 +187,9 @@ func TestListItem(t *testing.T) {
 	before := time.Now().Add(-time.Second)
 	consumer := f.deadLetter(1)
 	a := f.do("GET", listPath, "ops", "")
-	require.Equal(t, http.StatusOK, a.code, a.body)
-	require.Equal(t, "", a.body["next_page_token"], "one page")
-	items := a.body["dead_letters"].([]any)
+	require.Equal(t, http.StatusOK, a.Code, a.Body)
+	require.Equal(t, "", a.Body["next_page_token"], "one page")
+	items := a.Body["dead_letters"].([]any)
 	require.Len(t, items, 1)
 	item := items[0].(map[string]any)
 	require.ElementsMatch(t, []string{"id", "reason", "origin_queue", "delivery_count", "dead_lettered_at", "event", "resource_id"}, keys(item))
@@ -236,8 +223,8 @@ func TestListEmpty(t *testing.T) {
 	t.Parallel()
 	f := serve(t)
 	a := f.do("GET", listPath, "ops", "")
-	require.Equal(t, http.StatusOK, a.code, a.body)
-	require.Equal(t, map[string]any{"dead_letters": []any{}, "next_page_token": ""}, a.body)
+	require.Equal(t, http.StatusOK, a.Code, a.Body)
+	require.Equal(t, map[string]any{"dead_letters": []any{}, "next_page_token": ""}, a.Body)
 }
 
 // TestListLimit: limit that is not an integer is 400 (malformed); 0, a
@@ -251,21 +238,21 @@ func TestListLimit(t *testing.T) {
 			continue // absent: the default
 		}
 		a := f.do("GET", listPath+"?limit="+url.QueryEscape(l), "ops", "")
-		require.Equal(t, http.StatusBadRequest, a.code, "limit=%q: %v", l, a.body)
-		require.Equal(t, "malformed", a.body["code"])
-		require.Equal(t, "limit must be an integer between 1 and 100", a.body["message"])
-		require.Equal(t, a.body["message"], a.body["detail"], "a 400's detail repeats the message")
+		require.Equal(t, http.StatusBadRequest, a.Code, "limit=%q: %v", l, a.Body)
+		require.Equal(t, "malformed", a.Body["code"])
+		require.Equal(t, "limit must be an integer between 1 and 100", a.Body["message"])
+		require.Equal(t, a.Body["message"], a.Body["detail"], "a 400's detail repeats the message")
 	}
 	for _, l := range []string{"0", "-1", "101", "1000"} {
 		a := f.do("GET", listPath+"?limit="+l, "ops", "")
-		require.Equal(t, http.StatusUnprocessableEntity, a.code, "limit=%s: %v", l, a.body)
-		require.Equal(t, "invalid_argument", a.body["code"])
-		require.Equal(t, "limit must be between 1 and 100", a.body["message"])
-		require.Equal(t, []any{map[string]any{"loc": []any{"query"}, "msg": "limit must be between 1 and 100", "type": "value_error"}}, a.body["detail"])
+		require.Equal(t, http.StatusUnprocessableEntity, a.Code, "limit=%s: %v", l, a.Body)
+		require.Equal(t, "invalid_argument", a.Body["code"])
+		require.Equal(t, "limit must be between 1 and 100", a.Body["message"])
+		require.Equal(t, []any{map[string]any{"loc": []any{"query"}, "msg": "limit must be between 1 and 100", "type": "value_error"}}, a.Body["detail"])
 	}
 	for _, l := range []string{"1", "100"} {
 		a := f.do("GET", listPath+"?limit="+l, "ops", "")
-		require.Equal(t, http.StatusOK, a.code, "limit=%s: %v", l, a.body)
+		require.Equal(t, http.StatusOK, a.Code, "limit=%s: %v", l, a.Body)
 	}
 }
 
@@ -317,8 +304,8 @@ func TestListPages(t *testing.T) {
 	}
 
 	a := f.do("GET", listPath+"?page_token=bogus", "ops", "")
-	require.Equal(t, http.StatusUnprocessableEntity, a.code, a.body)
-	require.Equal(t, "invalid_argument", a.body["code"])
+	require.Equal(t, http.StatusUnprocessableEntity, a.Code, a.Body)
+	require.Equal(t, "invalid_argument", a.Body["code"])
 }
 
 // TestActions: every action gets one outcome, in request order, with the
@@ -417,10 +404,10 @@ func TestActionsRefused(t *testing.T) {
 		{`{"actions":[` + discard + `,{"id":"y"}]}`, "actions[1].action must be REPLAY, DISCARD or LEAVE", []any{"body", "actions", 1.0, "action"}, "value_error"},
 	} {
 		a := f.do("POST", actPath, "ops", p.body)
-		require.Equal(t, http.StatusUnprocessableEntity, a.code, "%.80s: %v", p.body, a.body)
-		require.Equal(t, "invalid_argument", a.body["code"], p.body)
-		require.Equal(t, p.message, a.body["message"], p.body)
-		require.Equal(t, []any{map[string]any{"loc": p.loc, "msg": p.message, "type": p.kind}}, a.body["detail"], "%.80s", p.body)
+		require.Equal(t, http.StatusUnprocessableEntity, a.Code, "%.80s: %v", p.body, a.Body)
+		require.Equal(t, "invalid_argument", a.Body["code"], p.body)
+		require.Equal(t, p.message, a.Body["message"], p.body)
+		require.Equal(t, []any{map[string]any{"loc": p.loc, "msg": p.message, "type": p.kind}}, a.Body["detail"], "%.80s", p.body)
 		require.Equal(t, []string{id}, f.ids(), "%.80s: nothing was done", p.body)
 	}
 
@@ -434,10 +421,10 @@ func TestActionsRefused(t *testing.T) {
 		{`{"actions":{"id":"x"}}`, ""},
 	} {
 		a := f.do("POST", actPath, "ops", p.body)
-		require.Equal(t, http.StatusBadRequest, a.code, "%s: %v", p.body, a.body)
-		require.Equal(t, "malformed", a.body["code"], p.body)
-		require.Contains(t, a.body["message"], p.message, p.body)
-		require.Equal(t, a.body["message"], a.body["detail"], "a 400's detail repeats the message")
+		require.Equal(t, http.StatusBadRequest, a.Code, "%s: %v", p.body, a.Body)
+		require.Equal(t, "malformed", a.Body["code"], p.body)
+		require.Contains(t, a.Body["message"], p.message, p.body)
+		require.Equal(t, a.Body["message"], a.Body["detail"], "a 400's detail repeats the message")
 		require.Equal(t, []string{id}, f.ids(), "%s: nothing was done", p.body)
 	}
 

@@ -2,11 +2,9 @@ package publish_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/publish"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/internal/testkit/faultbroker"
 	"github.com/heraldevents/herald/internal/testkit/inmem"
 	"github.com/heraldevents/herald/leasestore"
@@ -39,13 +38,6 @@ func refuseBroken(_ context.Context, m *pubsubx.Message) error {
 		return herr.New(herr.Unavailable, "connection refused")
 	}
 	return nil
-}
-
-// answer is one response: status, WWW-Authenticate and decoded body.
-type answer struct {
-	code      int
-	challenge string
-	body      map[string]any
 }
 
 // fixture is both endpoints over a fresh in-memory service whose broker
@@ -78,16 +70,9 @@ func serve(t *testing.T) *fixture {
 	return &fixture{t: t, svc: svc, srv: srv, consumer: c.ID}
 }
 
-func (f *fixture) do(target, token, body string) answer {
+func (f *fixture) do(target, token, body string) testkit.Answer {
 	f.t.Helper()
-	req := httptest.NewRequest("POST", target, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	rec := httptest.NewRecorder()
-	f.srv.ServeHTTP(rec, req)
-	a := answer{code: rec.Code, challenge: rec.Header().Get("WWW-Authenticate")}
-	require.Equal(f.t, "application/json", rec.Header().Get("Content-Type"))
-	require.NoError(f.t, json.Unmarshal(rec.Body.Bytes(), &a.body), "%.200s", rec.Body.String())
-	return a
+	return testkit.Do(f.t, f.srv, "POST", target, token, body)
 }
 
 // received pulls and acknowledges everything the consumer has been sent
@@ -115,20 +100,20 @@ func (f *fixture) received() []*delivery.ConsumerEvent {
 // requireError checks an error answer: its status, code and message, and
 // for a 422 the one field problem naming loc (detail repeats the message
 // otherwise).
-func requireError(t *testing.T, a answer, status int, code, message string, loc ...any) {
+func requireError(t *testing.T, a testkit.Answer, status int, code, message string, loc ...any) {
 	t.Helper()
-	require.Equal(t, status, a.code, a.body)
-	require.Equal(t, code, a.body["code"], a.body)
-	require.Equal(t, message, a.body["message"], a.body)
+	require.Equal(t, status, a.Code, a.Body)
+	require.Equal(t, code, a.Body["code"], a.Body)
+	require.Equal(t, message, a.Body["message"], a.Body)
 	if status != http.StatusUnprocessableEntity {
-		require.Equal(t, message, a.body["detail"])
+		require.Equal(t, message, a.Body["detail"])
 		return
 	}
 	kind := "value_error"
 	if strings.HasSuffix(message, " is required") {
 		kind = "missing"
 	}
-	require.Equal(t, []any{map[string]any{"loc": loc, "msg": message, "type": kind}}, a.body["detail"])
+	require.Equal(t, []any{map[string]any{"loc": loc, "msg": message, "type": kind}}, a.Body["detail"])
 }
 
 // TestSingle: a good event is 200 with the event echoed (normalized:
@@ -139,22 +124,22 @@ func TestSingle(t *testing.T) {
 	f := serve(t)
 	before := time.Now().UTC().Add(-time.Second)
 	a := f.do(singlePath, "admin", `{"event":{"event_type":"orders.created","message":{"n": 1},"occurred_at":"2024-10-16T14:30:00+02:00","resource":{"resource_id":"/orders/1"}}}`)
-	require.Equal(t, http.StatusOK, a.code, a.body)
+	require.Equal(t, http.StatusOK, a.Code, a.Body)
 	require.Equal(t, map[string]any{"result": map[string]any{
 		"event": map[string]any{
 			"event_type": "orders.created", "message": map[string]any{"n": 1.0},
 			"occurred_at": "2024-10-16T12:30:00Z", "resource": map[string]any{"resource_id": "/orders/1"},
 		},
 		"success": true,
-	}}, a.body)
+	}}, a.Body)
 
 	for _, body := range []string{
 		`{"event":{"event_type":"orders.updated"}}`,
 		`{"event":{"event_type":"orders.updated","message":null}}`,
 	} {
 		a = f.do(singlePath, "admin", body)
-		require.Equal(t, http.StatusOK, a.code, a.body)
-		res := a.body["result"].(map[string]any)
+		require.Equal(t, http.StatusOK, a.Code, a.Body)
+		res := a.Body["result"].(map[string]any)
 		require.Equal(t, true, res["success"])
 		ev := res["event"].(map[string]any)
 		require.Equal(t, map[string]any{}, ev["message"], body)
@@ -228,17 +213,17 @@ func TestSingleRefused(t *testing.T) {
 
 	a = f.do(singlePath, "orders", `{"event":{"event_type":"users.created"}}`)
 	requireError(t, a, http.StatusForbidden, "permission_denied", `not authorized to publish events of type "users.created"`)
-	require.Contains(t, a.challenge, `error="insufficient_scope"`)
+	require.Contains(t, a.Challenge, `error="insufficient_scope"`)
 
 	a = f.do(singlePath, "nobody", `{"event":{"event_type":"orders.a"}}`)
-	require.Equal(t, http.StatusUnauthorized, a.code, a.body)
-	require.Equal(t, "unauthenticated", a.body["code"])
+	require.Equal(t, http.StatusUnauthorized, a.Code, a.Body)
+	require.Equal(t, "unauthenticated", a.Body["code"])
 
 	require.Empty(t, f.received(), "nothing was published")
 
 	// The limits themselves pass.
 	a = f.do(singlePath, "orders", `{"event":{"event_type":"orders.a","message":{"s":"`+big[:delivery.MaxMessageBytes-8]+`"}}}`)
-	require.Equal(t, http.StatusOK, a.code, "%.200v", a.body)
+	require.Equal(t, http.StatusOK, a.Code, "%.200v", a.Body)
 	require.Len(t, f.received(), 1)
 }
 
@@ -248,8 +233,8 @@ func TestSingleBrokerFailure(t *testing.T) {
 	t.Parallel()
 	f := serve(t)
 	a := f.do(singlePath, "admin", `{"event":{"event_type":"broken.a","message":{"n":1}}}`)
-	require.Equal(t, http.StatusOK, a.code, a.body)
-	res := a.body["result"].(map[string]any)
+	require.Equal(t, http.StatusOK, a.Code, a.Body)
+	res := a.Body["result"].(map[string]any)
 	require.Equal(t, false, res["success"])
 	require.Equal(t, "Unable to publish to the message broker", res["failure_reason"])
 	require.Equal(t, "broken.a", res["event"].(map[string]any)["event_type"])
@@ -267,8 +252,8 @@ func TestBatch(t *testing.T) {
 
 	// The one-pass path: every event of the documented shape.
 	a := f.do(batchPath, "orders", `{"events":[{"event_type":"orders.a","message":{"n":1},"occurred_at":"2024-10-16T14:30:00Z"},{"event_type":"orders.b","resource":{"resource_id":"/o/2"}}]}`)
-	require.Equal(t, http.StatusOK, a.code, a.body)
-	results := a.body["results"].([]any)
+	require.Equal(t, http.StatusOK, a.Code, a.Body)
+	results := a.Body["results"].([]any)
 	require.Len(t, results, 2)
 	require.Equal(t, map[string]any{
 		"event":   map[string]any{"event_type": "orders.a", "message": map[string]any{"n": 1.0}, "occurred_at": "2024-10-16T14:30:00Z"},
@@ -302,8 +287,8 @@ func TestBatch(t *testing.T) {
 		`{"event_type":"orders.ok2","message":{"n":2}}`,
 	}
 	a = f.do(batchPath, "orders", `{"events":[`+strings.Join(events, ",")+`]}`)
-	require.Equal(t, http.StatusOK, a.code, a.body)
-	results = a.body["results"].([]any)
+	require.Equal(t, http.StatusOK, a.Code, a.Body)
+	results = a.Body["results"].([]any)
 	require.Len(t, results, len(events))
 	type want struct {
 		success   bool
@@ -339,8 +324,8 @@ func TestBatch(t *testing.T) {
 
 	// A caller that may publish none of the events still gets a 200.
 	a = f.do(batchPath, "orders", `{"events":[{"event_type":"users.a"}]}`)
-	require.Equal(t, http.StatusOK, a.code, a.body)
-	require.Equal(t, false, a.body["results"].([]any)[0].(map[string]any)["success"])
+	require.Equal(t, http.StatusOK, a.Code, a.Body)
+	require.Equal(t, false, a.Body["results"].([]any)[0].(map[string]any)["success"])
 }
 
 // TestBatchRefused: an envelope that is not JSON of the documented shape
@@ -373,12 +358,12 @@ func TestBatchRefused(t *testing.T) {
 		requireError(t, a, http.StatusUnprocessableEntity, "invalid_argument", c.message, c.loc...)
 	}
 	a := f.do(batchPath, "nobody", `{"events":[{"event_type":"orders.a"}]}`)
-	require.Equal(t, http.StatusUnauthorized, a.code, a.body)
+	require.Equal(t, http.StatusUnauthorized, a.Code, a.Body)
 	require.Empty(t, f.received(), "nothing was published")
 
 	// 1,000 events are a batch.
 	a = f.do(batchPath, "admin", `{"events":[`+strings.Repeat(`{"event_type":"orders.a"},`, 999)+`{"event_type":"orders.a"}]}`)
-	require.Equal(t, http.StatusOK, a.code, "%.200v", a.body)
-	require.Len(t, a.body["results"], 1000)
+	require.Equal(t, http.StatusOK, a.Code, "%.200v", a.Body)
+	require.Len(t, a.Body["results"], 1000)
 	require.Len(t, f.received(), 1000)
 }

@@ -2,13 +2,18 @@
 // each is written once: a clock the test moves by hand, a buffer safe
 // for concurrent writers (a logger's output read by the test) and a server
 // served on a loopback listener until the test stops it. Free ports
-// come from internal/emulators.FreePort. Only tests import it.
+// come from internal/emulators.FreePort. Do calls a JSON handler as a
+// client with a bearer token would. Only tests import it.
 package testkit
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -75,4 +80,33 @@ func Serve(t testing.TB, serve func(context.Context, net.Listener) error) (addr 
 	done := make(chan error, 1)
 	go func() { done <- serve(ctx, ln) }()
 	return ln.Addr().String(), stop, done
+}
+
+// Answer is one JSON response of a handler: its status, its
+// WWW-Authenticate header ("" when none) and its body decoded into a map.
+type Answer struct {
+	Code      int
+	Challenge string
+	Body      map[string]any
+}
+
+// Do serves one request on h, with body and, unless token is "", the
+// header "Authorization: Bearer token", and returns the answer. An answer
+// that is not application/json, or not a JSON object, fails t.
+func Do(t testing.TB, h http.Handler, method, target, token, body string) Answer {
+	t.Helper()
+	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("testkit: %s %s answered %d with Content-Type %q: %.200s", method, target, rec.Code, ct, rec.Body.String())
+	}
+	a := Answer{Code: rec.Code, Challenge: rec.Header().Get("WWW-Authenticate")}
+	if err := json.Unmarshal(rec.Body.Bytes(), &a.Body); err != nil {
+		t.Fatalf("testkit: %s %s: the answer is not a JSON object: %v: %.200s", method, target, err, rec.Body.String())
+	}
+	return a
 }
