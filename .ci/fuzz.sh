@@ -21,6 +21,7 @@ targets=(
   ./delivery:FuzzCheckText
   ./cloudevent:FuzzParseSequence
   ./cloudevent:FuzzEncodeMatchesSDK
+  ./internal/structjson:FuzzDecodeMatchesProtojson
   ./leasestore:FuzzRecordCodecs
   ./pubsubx/mem:FuzzOpenURL
   ./pubsubx/rabbit:FuzzOpenURL

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -21,6 +20,7 @@ import (
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta/consumerv1betaconnect"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/structjson"
 	"github.com/heraldevents/herald/internal/telemetry"
 )
 
@@ -444,7 +444,6 @@ func toConsumerEvent(e *delivery.ConsumerEvent) (*pb.Event, error) {
 	out := &pb.Event{
 		EventType:         e.EventType,
 		PrincipalIdentity: e.PrincipalIdentity,
-		Message:           &structpb.Struct{},
 	}
 	if !e.OccurredAt.IsZero() {
 		out.OccurredAt = timestamppb.New(e.OccurredAt)
@@ -452,10 +451,14 @@ func toConsumerEvent(e *delivery.ConsumerEvent) (*pb.Event, error) {
 	if !e.PublishedAt.IsZero() {
 		out.PublishedAt = timestamppb.New(e.PublishedAt)
 	}
-	if len(e.Message) > 0 && string(e.Message) != "null" {
-		if err := protojson.Unmarshal(e.Message, out.Message); err != nil {
-			return nil, herr.Wrap(herr.Internal, err, "a stored event's message is not a JSON object")
-		}
+	if len(e.Message) == 0 || string(e.Message) == "null" {
+		out.Message = &structpb.Struct{}
+		return out, nil
 	}
+	m, err := structjson.Decode(e.Message)
+	if err != nil {
+		return nil, herr.Wrap(herr.Internal, err, "a stored event's message is not a JSON object")
+	}
+	out.Message = m
 	return out, nil
 }

@@ -1,0 +1,139 @@
+package structjson
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// requireSame decodes b with Decode and with protojson and requires the
+// same Struct, or both to fail.
+func requireSame(t *testing.T, b []byte) {
+	t.Helper()
+	got, err := Decode(b)
+	want := &structpb.Struct{}
+	wantErr := protojson.Unmarshal(b, want)
+	if wantErr != nil {
+		require.Error(t, err, "%q: protojson refuses it: %v", b, wantErr)
+		return
+	}
+	require.NoError(t, err, "%q", b)
+	require.True(t, proto.Equal(want, got), "%q:\nprotojson %v\nDecode    %v", b, want, got)
+}
+
+// randomJSON writes a random JSON value of at most depth levels: every
+// kind, escapes, non-ASCII text, numbers of every form.
+func randomJSON(r *rand.Rand, sb *strings.Builder, depth int) {
+	kind := r.IntN(8)
+	if depth <= 0 && kind < 2 {
+		kind = 2 + r.IntN(6)
+	}
+	switch kind {
+	case 0:
+		sb.WriteByte('{')
+		for i := range r.IntN(5) {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			randomString(r, sb)
+			sb.WriteString(" : "[r.IntN(2):][:1])
+			randomJSON(r, sb, depth-1)
+		}
+		sb.WriteByte('}')
+	case 1:
+		sb.WriteByte('[')
+		for i := range r.IntN(5) {
+			if i > 0 {
+				sb.WriteString(", "[:1+r.IntN(2)])
+			}
+			randomJSON(r, sb, depth-1)
+		}
+		sb.WriteByte(']')
+	case 2, 3:
+		randomString(r, sb)
+	case 4:
+		nums := []string{"0", "-0", "1", "-17", "3.25", "1e3", "1E-7", "-2.5e+300", "123456789012345678901234567890", "0.1", "5e-324", "1.7976931348623157e308"}
+		sb.WriteString(nums[r.IntN(len(nums))])
+	case 5:
+		sb.WriteString(strconv.FormatFloat(r.NormFloat64()*1e6, 'g', -1, 64))
+	case 6:
+		sb.WriteString([]string{"true", "false"}[r.IntN(2)])
+	default:
+		sb.WriteString("null")
+	}
+}
+
+func randomString(r *rand.Rand, sb *strings.Builder) {
+	parts := []string{"a", "key", "Ada Lovelace", `\"`, `\\`, `\n`, `\u00e9`, `\ud83d\ude00`, "é", "日本", "\u2028", `\/`, "<&>", " ", `\t`}
+	sb.WriteByte('"')
+	for range r.IntN(4) {
+		sb.WriteString(parts[r.IntN(len(parts))])
+	}
+	sb.WriteByte('"')
+}
+
+func TestDecodeMatchesProtojson(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 5000 {
+		var sb strings.Builder
+		sb.WriteByte('{')
+		for j := range r.IntN(6) {
+			if j > 0 {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, `"k%d":`, j)
+			randomJSON(r, &sb, 4)
+		}
+		sb.WriteByte('}')
+		t.Run(strconv.Itoa(i), func(t *testing.T) { requireSame(t, []byte(sb.String())) })
+	}
+}
+
+// TestDecodeEdges: inputs the fast path hands to protojson (or must get
+// right itself).
+func TestDecodeEdges(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		`{}`, ` { } `, `{"a":1,"a":2}`, `{"a":1e400}`, `{"a":-1e400}`, "{\"a\":\"\xff\"}", `{"a":"\ud800"}`,
+		`[]`, `1`, `null`, ``, `{`, `{"a":}`, `{"a":1}{}`, `{"a":1} x`, `{"a":[1,2,}`, `{"a":NaN}`,
+		`{"a":{"b":{"c":[[[[]]]]}}}`, strings.Repeat(`{"a":`, 100) + `1` + strings.Repeat(`}`, 100),
+		strings.Repeat(`{"a":[`, 40) + `1` + strings.Repeat(`]}`, 40),
+	} {
+		requireSame(t, []byte(in))
+	}
+}
+
+func FuzzDecodeMatchesProtojson(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":[1,"x",true,null,{"b":-2.5e-3}]}`, `{"a":1,"a":2}`, `{"\u00e9":"\ud83d\ude00"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { requireSame(t, b) })
+}
+
+func BenchmarkDecode(b *testing.B) {
+	msg := []byte(`{"order":"A-1","customer":{"name":"Ada Lovelace","email":"ada@example.com"},"items":[` + strings.Repeat(`{"sku":"X-123","qty":2,"price":12.5},`, 20) + `{"sku":"Y","qty":1,"price":1}]}`)
+	b.Run("structjson", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := Decode(msg); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("protojson", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := protojson.Unmarshal(msg, &structpb.Struct{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
