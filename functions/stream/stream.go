@@ -237,6 +237,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *delivery.Str
 	ackTimer.Stop()
 	defer ackTimer.Stop()
 
+	var eventBuf []byte // one event's JSON, reused
 	for {
 		select {
 		case <-ctx.Done():
@@ -254,7 +255,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *delivery.Str
 			tags := make([]int64, len(ds))
 			for i, d := range ds {
 				tags[i] = d.Tag
-				data, err := json.Marshal(d.Event)
+				data, err := d.Event.AppendJSON(eventBuf[:0])
+				eventBuf = data
 				if err != nil {
 					sse.fail(herr.Wrap(herr.Internal, err, "an event could not be encoded"))
 					return
