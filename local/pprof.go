@@ -2,6 +2,7 @@ package local
 
 import (
 	"errors"
+	"expvar"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,10 +11,11 @@ import (
 	"time"
 )
 
-// servePprof serves net/http/pprof's handlers on addr (Config.PprofAddr)
-// until stop is called. They get a mux of their own: importing
-// net/http/pprof registers on http.DefaultServeMux, which Herald's router
-// never serves, so the profiles are reachable on addr only.
+// servePprof serves net/http/pprof's handlers, and expvar's /debug/vars
+// (the runtime's memstats: allocations, GC, heap), on addr
+// (Config.PprofAddr) until stop is called. They get a mux of their own:
+// importing net/http/pprof or expvar registers on http.DefaultServeMux,
+// which Herald's router never serves, so they are reachable on addr only.
 func servePprof(addr string, logger *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -25,6 +27,7 @@ func servePprof(addr string, logger *slog.Logger) (stop func(), err error) {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/debug/vars", expvar.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	logger.Warn("serving Go runtime profiles without authentication", "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
 	done := make(chan struct{})

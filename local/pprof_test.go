@@ -12,7 +12,7 @@ import (
 )
 
 // TestPprofAddr: HERALD_PPROF_ADDR serves the runtime profiles on its own
-// listener, and Herald's own port does not serve them.
+// listener with expvar's memstats, and Herald's own port serves neither.
 func TestPprofAddr(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -29,5 +29,7 @@ func TestPprofAddr(t *testing.T) {
 		return res.StatusCode
 	}
 	require.Equal(t, http.StatusOK, get("http://"+addr+"/debug/pprof/cmdline"))
+	require.Equal(t, http.StatusOK, get("http://"+addr+"/debug/vars"))
 	require.NotEqual(t, http.StatusOK, get(h.URL+"/debug/pprof/cmdline"))
+	require.NotEqual(t, http.StatusOK, get(h.URL+"/debug/vars"))
 }

@@ -11,12 +11,20 @@
 // JetStream has a memory stream and a durable pull consumer with explicit
 // acks; Herald runs the local adapter on its in-memory defaults and is
 // driven over REST (the notifications API's batch publish, the
-// durable-consumer API's pull and acknowledge). Runs alternate between
-// the two so that a change in the shared machine's load hits both.
+// durable-consumer API's pull and acknowledge), and once more with the
+// batch published over gRPC (BatchPublishEvents) instead ("herald-grpc").
+// Runs alternate between the servers so that a change in the shared
+// machine's load hits each.
+//
+// Besides the server's CPU, each line gives the load generator's own CPU
+// per event (client cpu-µs/event: both share the machine, so a heavier
+// client slows its server's run) and, for Herald, the server's heap
+// allocations per event (runtime memstats, read from HERALD_PPROF_ADDR's
+// /debug/vars before and after the run).
 //
 // Usage (make bench-peer builds both servers first):
 //
-//	peer -herald BIN -nats-server BIN [-events 20000] [-rounds 3]
+//	peer -herald BIN -nats-server BIN [-events 20000] [-rounds 3] [-servers jetstream,herald,herald-grpc]
 package main
 
 import (
@@ -27,11 +35,13 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,8 +49,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"connectrpc.com/connect"
+	"github.com/go-json-experiment/json/jsontext"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	publisherv1beta "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta"
+	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
 )
 
 const (
@@ -58,14 +75,26 @@ func main() {
 	natsBin := flag.String("nats-server", "", "the nats-server binary (built from github.com/nats-io/nats-server/v2)")
 	events := flag.Int("events", 20_000, "events published and consumed per run")
 	rounds := flag.Int("rounds", 3, "runs of each server per worker count, alternating")
+	servers := flag.String("servers", "jetstream,herald,herald-grpc", "the servers to run, comma-separated: jetstream, herald (REST publish), herald-grpc (gRPC publish)")
+	cpuProfile := flag.String("cpuprofile", "", "write the load generator's own CPU profile to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *heraldBin == "" || *natsBin == "" {
 		log.Fatal("peer: -herald and -nats-server are required (make bench-peer sets them)")
 	}
 	msgs := makeMessages(distinct)
 	fmt.Printf("workload: %d events per run, ~%d B varied JSON each, publish batches of %d by %d publishers, pull up to %d, ack each pull\n",
 		*events, avgLen(msgs), publishBatch, publishers, pullLimit)
-	fmt.Printf("%-9s %-7s %-5s %12s %14s %10s %10s %10s %10s\n", "server", "workers", "run", "events/s", "cpu-µs/event", "pull p50", "pull p99", "ack p50", "ack p99")
+	fmt.Printf("%-11s %-7s %-3s %10s %13s %13s %13s %9s %9s %9s %9s\n", "server", "workers", "run", "events/s", "cpu-µs/event", "client-µs/ev", "allocs/event", "pull p50", "pull p99", "ack p50", "ack p99")
 	type key struct {
 		server  string
 		workers int
@@ -73,13 +102,16 @@ func main() {
 	all := map[key][]result{}
 	for _, workers := range []int{1, 4} {
 		for r := range *rounds {
-			for _, s := range []string{"jetstream", "herald"} {
+			for _, s := range strings.Split(*servers, ",") {
 				var res result
 				var err error
-				if s == "jetstream" {
+				switch s {
+				case "jetstream":
 					res, err = runNATS(*natsBin, msgs, *events, workers)
-				} else {
-					res, err = runHerald(*heraldBin, msgs, *events, workers)
+				case "herald", "herald-grpc":
+					res, err = runHerald(*heraldBin, msgs, *events, workers, s == "herald-grpc")
+				default:
+					log.Fatalf("peer: unknown server %q in -servers", s)
 				}
 				if err != nil {
 					log.Fatalf("%s, %d workers: %v", s, workers, err)
@@ -92,21 +124,39 @@ func main() {
 	fmt.Println()
 	fmt.Println("medians and Herald/JetStream ratios (throughput: ≥ 1 is as fast; CPU: ≤ 1 is as cheap)")
 	for _, workers := range []int{1, 4} {
-		h, j := median(all[key{"herald", workers}]), median(all[key{"jetstream", workers}])
-		fmt.Printf("%d worker(s): Herald %.0f events/s, %.1f cpu-µs/event; JetStream %.0f events/s, %.1f cpu-µs/event; throughput ratio %.2f, CPU ratio %.2f\n",
-			workers, h.rate, h.cpuPerEvent, j.rate, j.cpuPerEvent, h.rate/j.rate, h.cpuPerEvent/j.cpuPerEvent)
+		j, ok := all[key{"jetstream", workers}]
+		if !ok {
+			continue
+		}
+		jm := median(j)
+		fmt.Printf("%d worker(s): JetStream %.0f events/s, %.1f cpu-µs/event\n", workers, jm.rate, jm.cpuPerEvent)
+		for _, s := range []string{"herald", "herald-grpc"} {
+			h, ok := all[key{s, workers}]
+			if !ok {
+				continue
+			}
+			hm := median(h)
+			fmt.Printf("  %-11s %.0f events/s, %.1f cpu-µs/event, %.1f allocs/event; throughput ratio %.2f, CPU ratio %.2f\n",
+				s, hm.rate, hm.cpuPerEvent, hm.allocsPerEvent, hm.rate/jm.rate, hm.cpuPerEvent/jm.cpuPerEvent)
+		}
 	}
 }
 
 // result is one run's figures.
 type result struct {
 	rate, cpuPerEvent float64
+	clientPerEvent    float64 // the load generator's CPU µs per event
+	allocsPerEvent    float64 // the server's heap allocations per event; NaN when unknown
 	pull50, pull99    time.Duration
 	ack50, ack99      time.Duration
 }
 
 func (r result) print(server string, workers, run int) {
-	fmt.Printf("%-9s %-7d %-5d %12.0f %14.1f %10s %10s %10s %10s\n", server, workers, run, r.rate, r.cpuPerEvent,
+	allocs := "n/a"
+	if !math.IsNaN(r.allocsPerEvent) {
+		allocs = strconv.FormatFloat(r.allocsPerEvent, 'f', 1, 64)
+	}
+	fmt.Printf("%-11s %-7d %-3d %10.0f %13.1f %13.1f %13s %9s %9s %9s %9s\n", server, workers, run, r.rate, r.cpuPerEvent, r.clientPerEvent, allocs,
 		r.pull50.Round(time.Microsecond), r.pull99.Round(time.Microsecond), r.ack50.Round(time.Microsecond), r.ack99.Round(time.Microsecond))
 }
 
@@ -119,7 +169,11 @@ func median(rs []result) result {
 		slices.Sort(v)
 		return v[len(v)/2]
 	}
-	return result{rate: pick(func(r result) float64 { return r.rate }), cpuPerEvent: pick(func(r result) float64 { return r.cpuPerEvent })}
+	return result{
+		rate:           pick(func(r result) float64 { return r.rate }),
+		cpuPerEvent:    pick(func(r result) float64 { return r.cpuPerEvent }),
+		allocsPerEvent: pick(func(r result) float64 { return r.allocsPerEvent }),
+	}
 }
 
 // makeMessages builds n JSON objects of about eventBytes each whose
@@ -221,8 +275,14 @@ func (s *server) stop() {
 	os.RemoveAll(s.dir)
 }
 
+// stallAfter is how long the consumers may go without progress once
+// every batch is published before a run fails: an event lost on the way
+// would otherwise leave the workers polling forever.
+const stallAfter = 30 * time.Second
+
 // measure runs publish and consume concurrently and computes the figures.
-func measure(pid, events int, publish func(batch [][]byte) error, consume func(worker int, done *atomic.Int64, lat *latencies) error, msgs [][]byte, workers int) (result, error) {
+// mallocs, when not nil, reads the server's heap allocation count.
+func measure(pid, events int, publish func(batch [][]byte) error, consume func(worker int, done *atomic.Int64, lat *latencies) error, mallocs func() (uint64, error), msgs [][]byte, workers int) (result, error) {
 	batches := make(chan [][]byte, events/publishBatch+1)
 	for i := 0; i < events; i += publishBatch {
 		b := make([][]byte, 0, publishBatch)
@@ -235,6 +295,16 @@ func measure(pid, events int, publish func(batch [][]byte) error, consume func(w
 	cpu0, err := cpuOf(pid)
 	if err != nil {
 		return result{}, err
+	}
+	self0, err := cpuOf(os.Getpid())
+	if err != nil {
+		return result{}, err
+	}
+	var m0 uint64
+	if mallocs != nil {
+		if m0, err = mallocs(); err != nil {
+			return result{}, err
+		}
 	}
 	var (
 		wg   sync.WaitGroup
@@ -250,8 +320,11 @@ func measure(pid, events int, publish func(batch [][]byte) error, consume func(w
 		done.Store(1 << 62) // stops the workers
 	}
 	t0 := time.Now()
+	var published sync.WaitGroup
 	for range publishers {
+		published.Add(1)
 		wg.Go(func() {
+			defer published.Done()
 			for b := range batches {
 				if err := publish(b); err != nil {
 					fail(err)
@@ -260,6 +333,24 @@ func measure(pid, events int, publish func(batch [][]byte) error, consume func(w
 			}
 		})
 	}
+	finished := make(chan struct{})
+	go func() {
+		published.Wait()
+		last, at := done.Load(), time.Now()
+		for {
+			select {
+			case <-finished:
+				return
+			case <-time.After(time.Second):
+			}
+			if n := done.Load(); n != last {
+				last, at = n, time.Now()
+			} else if time.Since(at) > stallAfter {
+				fail(fmt.Errorf("consumed %d of %d events and none for %s since", n, events, stallAfter))
+				return
+			}
+		}
+	}()
 	for w := range workers {
 		wg.Go(func() {
 			if err := consume(w, &done, &lat); err != nil {
@@ -268,10 +359,23 @@ func measure(pid, events int, publish func(batch [][]byte) error, consume func(w
 		})
 	}
 	wg.Wait()
+	close(finished)
 	elapsed := time.Since(t0)
 	cpu1, err := cpuOf(pid)
 	if err != nil {
 		return result{}, err
+	}
+	self1, err := cpuOf(os.Getpid())
+	if err != nil {
+		return result{}, err
+	}
+	allocs := math.NaN()
+	if mallocs != nil {
+		m1, err := mallocs()
+		if err != nil {
+			return result{}, err
+		}
+		allocs = float64(m1-m0) / float64(events)
 	}
 	if len(errs) > 0 {
 		return result{}, errs[0]
@@ -287,9 +391,11 @@ func measure(pid, events int, publish func(batch [][]byte) error, consume func(w
 		return ds[min(len(ds)-1, int(q*float64(len(ds))))]
 	}
 	return result{
-		rate:        float64(events) / elapsed.Seconds(),
-		cpuPerEvent: float64((cpu1 - cpu0).Microseconds()) / float64(events),
-		pull50:      p(lat.pull, 0.50), pull99: p(lat.pull, 0.99),
+		rate:           float64(events) / elapsed.Seconds(),
+		cpuPerEvent:    float64((cpu1 - cpu0).Microseconds()) / float64(events),
+		clientPerEvent: float64((self1 - self0).Microseconds()) / float64(events),
+		allocsPerEvent: allocs,
+		pull50:         p(lat.pull, 0.50), pull99: p(lat.pull, 0.99),
 		ack50: p(lat.ack, 0.50), ack99: p(lat.ack, 0.99),
 	}, nil
 }
@@ -391,16 +497,26 @@ func runNATS(bin string, msgs [][]byte, events, workers int) (result, error) {
 		}
 		return nil
 	}
-	return measure(srv.cmd.Process.Pid, events, publish, consume, msgs, workers)
+	return measure(srv.cmd.Process.Pid, events, publish, consume, nil, msgs, workers)
 }
 
-// runHerald is one Herald run: a fresh `herald serve` on in-memory defaults.
-func runHerald(bin string, msgs [][]byte, events, workers int) (result, error) {
+// runHerald is one Herald run: a fresh `herald serve` on in-memory
+// defaults, its batches published over REST, or over gRPC when grpc is
+// set; pulls and acknowledgements always over REST.
+func runHerald(bin string, msgs [][]byte, events, workers int, grpc bool) (result, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return result{}, err
 	}
-	srv, err := start(bin, []string{"serve"}, []string{"HERALD_ADDR=" + addr, "HERALD_DEV_TOKEN=" + token, "HERALD_LOG_LEVEL=warn"}, os.Stderr)
+	// HERALD_PPROF_ADDR from the environment wins, so that the server can
+	// be profiled during a run; its /debug/vars gives the allocations.
+	debugAddr := os.Getenv("HERALD_PPROF_ADDR")
+	if debugAddr == "" {
+		if debugAddr, err = freeAddr(); err != nil {
+			return result{}, err
+		}
+	}
+	srv, err := start(bin, []string{"serve"}, []string{"HERALD_ADDR=" + addr, "HERALD_DEV_TOKEN=" + token, "HERALD_LOG_LEVEL=warn", "HERALD_PPROF_ADDR=" + debugAddr}, io.Discard)
 	if err != nil {
 		return result{}, err
 	}
@@ -421,6 +537,11 @@ func runHerald(bin string, msgs [][]byte, events, workers int) (result, error) {
 			return nil, 0, err
 		}
 		defer res.Body.Close()
+		if res.ContentLength > 0 {
+			b := make([]byte, res.ContentLength)
+			_, err := io.ReadFull(res.Body, b)
+			return b, res.StatusCode, err
+		}
 		b, err := io.ReadAll(res.Body)
 		return b, res.StatusCode, err
 	}
@@ -440,7 +561,24 @@ func runHerald(bin string, msgs [][]byte, events, workers int) (result, error) {
 	if err := json.Unmarshal(body, &d); err != nil || status != http.StatusCreated || d.ID == "" {
 		return result{}, fmt.Errorf("create destination: status %d: %.200s", status, body)
 	}
+	var pub publisherv1betaconnect.EventPublishingServiceClient
+	var structs map[*byte]*structpb.Struct
+	if grpc {
+		h2c := &http.Transport{Protocols: new(http.Protocols)}
+		h2c.Protocols.SetUnencryptedHTTP2(true)
+		defer h2c.CloseIdleConnections()
+		pub = publisherv1betaconnect.NewEventPublishingServiceClient(&http.Client{Transport: h2c, Timeout: time.Minute}, base, connect.WithGRPC(),
+			connect.WithInterceptors(bearer(token)))
+		// A gRPC publisher holds its messages as Structs already: build
+		// each once, as the REST publisher's JSON is built once.
+		if structs, err = toStructs(msgs); err != nil {
+			return result{}, err
+		}
+	}
 	publish := func(batch [][]byte) error {
+		if grpc {
+			return publishGRPC(pub, structs, batch)
+		}
 		var buf bytes.Buffer
 		buf.WriteString(`{"events":[`)
 		for i, m := range batch {
@@ -459,6 +597,7 @@ func runHerald(bin string, msgs [][]byte, events, workers int) (result, error) {
 		}
 		return nil
 	}
+	mallocs := func() (uint64, error) { return heapMallocs("http://" + debugAddr + "/debug/vars") }
 	pullPath := "/v1/event-destinations/" + d.ID + "/pull?limit=" + strconv.Itoa(pullLimit)
 	ackPath := "/v1/event-destinations/" + d.ID + "/acknowledge"
 	consume := func(w int, done *atomic.Int64, lat *latencies) error {
@@ -477,16 +616,12 @@ func runHerald(bin string, msgs [][]byte, events, workers int) (result, error) {
 				return fmt.Errorf("pull: status %d: %.200s", status, res)
 			}
 			pull := time.Since(t0)
-			var l struct {
-				LeaseID    string            `json:"leaseId"`
-				Generation int64             `json:"generation"`
-				Events     []json.RawMessage `json:"events"`
-			}
-			if err := json.Unmarshal(res, &l); err != nil {
+			l, err := readLease(res)
+			if err != nil {
 				return fmt.Errorf("pull body: %w", err)
 			}
 			t0 = time.Now()
-			ack := fmt.Appendf(nil, `{"leaseId":%q,"generation":%d,"status":"ok"}`, l.LeaseID, l.Generation)
+			ack := fmt.Appendf(nil, `{"leaseId":%q,"generation":%d,"status":"ok"}`, l.leaseID, l.generation)
 			res, status, err = do("POST", ackPath, ack)
 			if err != nil {
 				return err
@@ -495,9 +630,133 @@ func runHerald(bin string, msgs [][]byte, events, workers int) (result, error) {
 				return fmt.Errorf("ack: status %d: %.200s", status, res)
 			}
 			lat.add(pull, time.Since(t0))
-			done.Add(int64(len(l.Events)))
+			done.Add(int64(l.events))
 		}
 		return nil
 	}
-	return measure(srv.cmd.Process.Pid, events, publish, consume, msgs, workers)
+	return measure(srv.cmd.Process.Pid, events, publish, consume, mallocs, msgs, workers)
+}
+
+// lease is what a worker needs of a pull's answer to acknowledge it.
+type lease struct {
+	leaseID    string
+	generation int64
+	events     int
+}
+
+// readLease reads a pull's answer as a worker's protocol layer does: the
+// lease's id and generation, and its events split into their JSON values
+// (each checked as JSON, none decoded further), the way a JetStream
+// client splits a fetch into messages without decoding their payloads.
+func readLease(body []byte) (lease, error) {
+	var l lease
+	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return l, fmt.Errorf("not a JSON object: %v", err)
+	}
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return l, err
+		}
+		switch name.String() {
+		case "leaseId":
+			tok, err := dec.ReadToken()
+			if err != nil {
+				return l, err
+			}
+			l.leaseID = tok.String()
+		case "generation":
+			tok, err := dec.ReadToken()
+			if err != nil {
+				return l, err
+			}
+			l.generation = tok.Int()
+		case "events":
+			if _, err := dec.ReadToken(); err != nil {
+				return l, err
+			}
+			for dec.PeekKind() != ']' {
+				if _, err := dec.ReadValue(); err != nil {
+					return l, err
+				}
+				l.events++
+			}
+			if _, err := dec.ReadToken(); err != nil {
+				return l, err
+			}
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return l, err
+			}
+		}
+	}
+	if l.leaseID == "" {
+		return l, fmt.Errorf("no leaseId in %.200s", body)
+	}
+	return l, nil
+}
+
+// publishGRPC publishes batch with BatchPublishEvents.
+func publishGRPC(pub publisherv1betaconnect.EventPublishingServiceClient, structs map[*byte]*structpb.Struct, batch [][]byte) error {
+	req := &publisherv1beta.BatchPublishEventsRequest{Events: make([]*publisherv1beta.Event, len(batch))}
+	for i, m := range batch {
+		req.Events[i] = &publisherv1beta.Event{
+			EventType: "bench.orders." + strconv.Itoa(i%10),
+			Resource:  &publisherv1beta.EventResource{ResourceId: "/orders/" + strconv.Itoa(i)},
+			Message:   structs[&m[0]],
+		}
+	}
+	res, err := pub.BatchPublishEvents(context.Background(), connect.NewRequest(req))
+	if err != nil {
+		return fmt.Errorf("publish over gRPC: %w", err)
+	}
+	for _, r := range res.Msg.GetResults() {
+		if !r.GetSuccess() {
+			return fmt.Errorf("publish over gRPC: %s", r.GetFailureReason())
+		}
+	}
+	return nil
+}
+
+// toStructs decodes each message into a Struct, keyed by its first byte.
+func toStructs(msgs [][]byte) (map[*byte]*structpb.Struct, error) {
+	out := make(map[*byte]*structpb.Struct, len(msgs))
+	for _, m := range msgs {
+		st := new(structpb.Struct)
+		if err := protojson.Unmarshal(m, st); err != nil {
+			return nil, err
+		}
+		out[&m[0]] = st
+	}
+	return out, nil
+}
+
+// bearer adds the token to every gRPC request.
+func bearer(token string) connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Authorization", "Bearer "+token)
+			return next(ctx, req)
+		}
+	}
+}
+
+// heapMallocs reads the runtime's cumulative heap allocation count
+// (memstats.Mallocs) from an expvar /debug/vars page.
+func heapMallocs(url string) (uint64, error) {
+	res, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	var v struct {
+		Memstats struct {
+			Mallocs uint64
+		} `json:"memstats"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&v); err != nil {
+		return 0, fmt.Errorf("%s: %w", url, err)
+	}
+	return v.Memstats.Mallocs, nil
 }
