@@ -124,13 +124,16 @@ type Event struct {
 }
 
 // validated identifies the fields Validate checked: the same type and
-// resource id strings and the same message bytes (start and length).
+// resource id strings and the same message bytes (start and length),
+// with what the check learned of the message (compact: no whitespace
+// between its tokens, so encoding need not compact it).
 type validated struct {
 	ok          bool
 	eventType   string
 	resourceID  string
 	message     *byte
 	messageSize int
+	compact     bool
 }
 
 func (e *Event) fingerprint() validated {
@@ -155,37 +158,62 @@ func (e *Event) validateOnce() error {
 // herr.InvalidArgument naming the field. An event that passes remembers
 // it: publishing it does not check it again unless a field changed.
 func (e *Event) Validate() error {
-	if err := e.validate(); err != nil {
+	compact, err := e.validate()
+	if err != nil {
 		e.valid = validated{}
 		return err
 	}
 	e.valid = e.fingerprint()
+	e.valid.compact = compact
 	return nil
 }
 
-func (e *Event) validate() error {
+// validate checks e, reporting whether its message is compact JSON. The
+// fields are checked in the order event_type, message, resource: the
+// first that breaks a rule is the one an error names.
+func (e *Event) validate() (compact bool, err error) {
+	if err := e.validateType(); err != nil {
+		return false, err
+	}
+	if compact, err = e.validateMessage(); err != nil {
+		return false, err
+	}
+	return compact, e.validateResource()
+}
+
+func (e *Event) validateType() error {
 	if e.EventType == "" {
 		return herr.InField(herr.New(herr.InvalidArgument, "event_type is required"), "event_type")
 	}
 	if !filter.EventTypePattern.MatchString(e.EventType) {
 		return herr.InField(herr.New(herr.InvalidArgument, "event_type must be %s", filter.EventTypeRule), "event_type")
 	}
+	return nil
+}
+
+func (e *Event) validateMessage() (compact bool, err error) {
 	if len(e.Message) > MaxMessageBytes {
-		return herr.InField(herr.New(herr.InvalidArgument, "message is %d bytes; the limit is %d bytes (256 KiB)", len(e.Message), MaxMessageBytes), "message")
+		return false, herr.InField(herr.New(herr.InvalidArgument, "message is %d bytes; the limit is %d bytes (256 KiB)", len(e.Message), MaxMessageBytes), "message")
 	}
-	if len(e.Message) > 0 {
-		switch strictjson.CheckObject(e.Message, MaxMessageDepth) {
-		case 0:
-		case strictjson.InvalidUTF8:
-			return herr.InField(herr.New(herr.InvalidArgument, "message must be valid UTF-8 (RFC 8259 §8.1): a string holds bytes that are not UTF-8, or a \\u escape of half a surrogate pair"), "message")
-		case strictjson.DuplicateName:
-			return herr.InField(herr.New(herr.InvalidArgument, "message must not repeat a member name within one object (RFC 7493, I-JSON)"), "message")
-		case strictjson.TooDeep:
-			return herr.InField(herr.New(herr.InvalidArgument, "message nests objects and arrays more than %d levels deep (the message object is level 1)", MaxMessageDepth), "message")
-		default:
-			return herr.InField(herr.New(herr.InvalidArgument, "message must be a JSON object"), "message")
-		}
+	if len(e.Message) == 0 {
+		return true, nil
 	}
+	sc, problem := strictjson.CheckObjectScan(e.Message, MaxMessageDepth)
+	switch problem {
+	case 0:
+		return sc.Compact, nil
+	case strictjson.InvalidUTF8:
+		return false, herr.InField(herr.New(herr.InvalidArgument, "message must be valid UTF-8 (RFC 8259 §8.1): a string holds bytes that are not UTF-8, or a \\u escape of half a surrogate pair"), "message")
+	case strictjson.DuplicateName:
+		return false, herr.InField(herr.New(herr.InvalidArgument, "message must not repeat a member name within one object (RFC 7493, I-JSON)"), "message")
+	case strictjson.TooDeep:
+		return false, herr.InField(herr.New(herr.InvalidArgument, "message nests objects and arrays more than %d levels deep (the message object is level 1)", MaxMessageDepth), "message")
+	default:
+		return false, herr.InField(herr.New(herr.InvalidArgument, "message must be a JSON object"), "message")
+	}
+}
+
+func (e *Event) validateResource() error {
 	if !utf8.ValidString(e.ResourceID) {
 		return herr.InField(herr.New(herr.InvalidArgument, "resource.resource_id must be valid UTF-8"), "resource", "resource_id")
 	}
@@ -266,18 +294,21 @@ func (s *Service) prepare(ctx context.Context, p *auth.Principal, e Event) (*pub
 	data := e.Message
 	if len(data) == 0 {
 		data = json.RawMessage("{}")
+	} else if !e.valid.compact {
+		data = compact(data)
 	}
 	return s.encode(ctx, p, e, now, data)
 }
 
 // encode encodes e into its message, with the trace context of ctx's
-// publish span, storing its claim first when it needs one.
+// publish span, storing its claim first when it needs one. data is e's
+// message, compact.
 func (s *Service) encode(ctx context.Context, p *auth.Principal, e Event, now time.Time, data json.RawMessage) (*pubsubx.Message, *Published, error) {
 	id := uuid.NewString()
 	traceparent, tracestate := telemetry.TraceContext(ctx)
 	body, err := cloudevent.Encode(cloudevent.Input{
 		ID: id, Source: s.cfg.Source, Type: e.EventType, Subject: e.ResourceID,
-		Time: e.OccurredAt, PublishedAt: now, PrincipalIdentity: p.ID, Data: compact(data),
+		Time: e.OccurredAt, PublishedAt: now, PrincipalIdentity: p.ID, Data: data,
 		TraceParent: traceparent, TraceState: tracestate,
 	})
 	if err != nil {

@@ -194,45 +194,33 @@ const (
 // outermost object is depth 1). It returns 0 when there is none. It
 // allocates little: it is run on every published message.
 //
-// A message without problems (the common case) is checked in two quick
-// passes, jsontext's whole-value validation and a byte scan for depth;
-// only one with a problem is read token by token to say which it is.
+// A message without problems (the common case) is checked in one pass
+// (ScanObject); only one with a problem is read token by token to say
+// which it is.
 func CheckObject(data []byte, maxDepth int) ObjectProblem {
-	if objectFine(data, maxDepth) {
-		return 0
-	}
-	return checkObjectTokens(data, maxDepth)
+	_, p := CheckObjectScan(data, maxDepth)
+	return p
 }
 
-// objectFine reports whether data is exactly one JSON object, valid by
-// RFC 7493 (UTF-8, no repeated names; jsontext.Value.IsValid), nested at
-// most maxDepth deep. False says only that checkObjectTokens must look.
-func objectFine(data []byte, maxDepth int) bool {
-	i := 0
+// CheckObjectScan is CheckObject, also returning what ScanObject learned
+// of a sound object (Scan.Len is then the object's own length, without
+// the whitespace around it; Scan.Compact is false when there is any).
+func CheckObjectScan(data []byte, maxDepth int) (Scan, ObjectProblem) {
+	lead := spaceAt(data, 0)
+	if sc, ok := ScanObject(data[lead:], maxDepth); ok && spaceAt(data, lead+sc.Len) == len(data) {
+		sc.Compact = sc.Compact && lead == 0 && lead+sc.Len == len(data)
+		return sc, 0
+	}
+	return Scan{}, checkObjectTokens(data, maxDepth)
+}
+
+// spaceAt returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func spaceAt(data []byte, i int) int {
 	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
 		i++
 	}
-	if i == len(data) || data[i] != '{' {
-		return false
-	}
-	// Depth: brackets outside strings. Meaningful only for valid JSON,
-	// which IsValid checks below.
-	depth := 0
-	for i < len(data) {
-		switch data[i] {
-		case '"':
-			i = skipString(data, i)
-			continue
-		case '{', '[':
-			if depth++; depth > maxDepth {
-				return false
-			}
-		case '}', ']':
-			depth--
-		}
-		i++
-	}
-	return jsontext.Value(data).IsValid()
+	return i
 }
 
 // checkObjectTokens is CheckObject reading token by token, to name the

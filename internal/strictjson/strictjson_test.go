@@ -194,3 +194,63 @@ func BenchmarkCheckObject(b *testing.B) {
 		}
 	})
 }
+
+// FuzzScanObject: ScanObject, CheckObject's one-pass check, accepts
+// exactly what the token-by-token scan finds sound (so it never lets a
+// problem through, and never sends a sound message down the slow path),
+// its length ends the object, and Compact and HTMLSafe say what
+// encoding/json would change.
+func FuzzScanObject(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":[{"b":"c"}]}`, `{"a":1,"a":2}`, "{\"a\":\"\xff\"}", `{"a":"\ud800"}`,
+		`{"a":"\ud83d\ude00","\u0061":1,"a":2}`, `{"a\n":1,"a\u000a":2}`, `{"x":"<b>&amp;</b>"}`, "{\"u\":\"\u2028\"}",
+		`{"n":[-0.5e+10,0,1E2,true,false,null]}`, `{"a":01}`, `{"a":1.}`, " {\"a\":1}\n", `{"a":{"b":{"c":{}}}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		trimmed := bytes.TrimLeft(b, " \t\r\n")
+		for _, depth := range []int{1, 2, 32} {
+			want := strictjson.CheckObjectTokens(b, depth) == 0
+			sc, ok := strictjson.ScanObject(trimmed, depth)
+			quick := ok && len(bytes.TrimRight(trimmed[sc.Len:], " \t\r\n")) == 0
+			if quick != want {
+				t.Fatalf("%q at depth %d: ScanObject %v, token by token %v", b, depth, quick, want)
+			}
+			if !quick || len(trimmed) != len(b) || sc.Len != len(b) {
+				continue
+			}
+			var compacted bytes.Buffer
+			require.NoError(t, json.Compact(&compacted, b))
+			require.Equal(t, bytes.Equal(compacted.Bytes(), b), sc.Compact, "Compact of %q", b)
+			marshalled, err := json.Marshal(json.RawMessage(b))
+			require.NoError(t, err)
+			require.Equal(t, bytes.Equal(marshalled, compacted.Bytes()), sc.HTMLSafe, "HTMLSafe of %q", b)
+		}
+	})
+}
+
+// BenchmarkScanRealistic measures the check of a realistic 1 KiB
+// message (many short strings and numbers, as bench/peer sends).
+func BenchmarkScanRealistic(b *testing.B) {
+	msg := []byte(`{"created_at":"2024-02-11T08:13:20Z","currency":"EUR","customer":{"email":"golf@kilo.example","id":612341,"name":"alpha papa","vip":false},` +
+		`"items":[{"price":612.11,"qty":3,"sku":"SKU-118822","title":"echo lima mike"},{"price":19.9,"qty":1,"sku":"SKU-000912","title":"india hotel kilo"},` +
+		`{"price":5.05,"qty":9,"sku":"SKU-771234","title":"oscar alpha delta"},{"price":870,"qty":2,"sku":"SKU-456123","title":"bravo juliet golf"},` +
+		`{"price":33.3,"qty":4,"sku":"SKU-909090","title":"november mike echo"},{"price":1.25,"qty":7,"sku":"SKU-123456","title":"papa oscar foxtrot"}],` +
+		`"note":"charlie delta charlie delta ","order_id":"ord-00000042-beef","tags":["kilo","lima","mike"],"extra":{"a":[1,2,3,4,5,6,7,8,9,10],"b":"x y z"}}`)
+	b.SetBytes(int64(len(msg)))
+	b.Run("scan", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := strictjson.ScanObject(msg, 32); !ok {
+				b.Fatal("problem")
+			}
+		}
+	})
+	b.Run("tokens", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if strictjson.CheckObjectTokens(msg, 32) != 0 {
+				b.Fatal("problem")
+			}
+		}
+	})
+}

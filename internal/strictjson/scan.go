@@ -1,0 +1,444 @@
+package strictjson
+
+import (
+	"bytes"
+	"sync"
+	"unicode/utf8"
+)
+
+// Scan is what ScanObject learned about a JSON object that has none of
+// CheckObject's problems.
+type Scan struct {
+	// Len is the object's length in bytes, from its '{' to its '}'.
+	Len int
+	// Compact reports that there is no whitespace between the object's
+	// tokens: json.Compact would not change it.
+	Compact bool
+	// HTMLSafe reports that no string holds '<', '>', '&', U+2028 or
+	// U+2029, the characters encoding/json escapes when it writes a
+	// json.RawMessage: json.Marshal of a compact, HTML-safe object writes
+	// it unchanged.
+	HTMLSafe bool
+}
+
+// ScanObject checks the JSON object that starts data (data[0] must be
+// its '{'; bytes after the object are not read) in one pass: the grammar
+// of RFC 8259, strings of valid UTF-8 with escapes of whole surrogate
+// pairs only, no member name repeated within one object (names compared
+// after unescaping, as RFC 7493 asks), and objects and arrays nested at
+// most maxDepth deep (the object itself is depth 1). ok is false when the
+// object has any of those problems, or data does not start with one;
+// CheckObject says which problem it is.
+//
+// It is the publish path's check of every message, so it reads each byte
+// once, allocates nothing for a message whose member names have no
+// escapes, and reports what the encoders after it would otherwise scan
+// for again (Scan.Compact, Scan.HTMLSafe).
+func ScanObject(data []byte, maxDepth int) (Scan, bool) {
+	if len(data) == 0 || data[0] != '{' {
+		return Scan{}, false
+	}
+	names := namePool.Get().(*[][]byte)
+	s := scanner{data: data, maxDepth: maxDepth, names: (*names)[:0]}
+	ok := s.object(1)
+	clear(s.names[:cap(s.names)]) // keep no message alive from the pool
+	*names = s.names[:0]
+	namePool.Put(names)
+	if !ok {
+		return Scan{}, false
+	}
+	return Scan{Len: s.i, Compact: !s.space, HTMLSafe: !s.html}, true
+}
+
+// namePool holds the scanners' name stacks: a message's member names are
+// kept while its objects are open, and a fresh stack per message would be
+// as big an allocation as the message.
+var namePool = sync.Pool{New: func() any { s := make([][]byte, 0, 4*linearNames); return &s }}
+
+// scanner is ScanObject's state. Its methods start at s.i and leave s.i
+// just past what they read; false means the text is not valid (or too
+// deep), and s.i is then meaningless.
+type scanner struct {
+	data     []byte
+	i        int
+	maxDepth int
+	space    bool     // whitespace seen between tokens
+	html     bool     // '<', '>', '&', U+2028 or U+2029 seen in a string
+	names    [][]byte // member names of the objects open now, outermost first
+}
+
+// Byte classes inside a string.
+const (
+	plain     = iota // printable ASCII that needs nothing
+	quote            // '"': the end of the string
+	backslash        // an escape follows
+	control          // U+0000–U+001F: not allowed unescaped
+	nonASCII         // the first byte of a multi-byte UTF-8 sequence (or not UTF-8)
+	htmlChar         // '<', '>' or '&'
+)
+
+var stringClass = func() (t [256]uint8) {
+	for c := range 0x20 {
+		t[c] = control
+	}
+	for c := 0x80; c < 0x100; c++ {
+		t[c] = nonASCII
+	}
+	t['"'], t['\\'] = quote, backslash
+	t['<'], t['>'], t['&'] = htmlChar, htmlChar, htmlChar
+	return t
+}()
+
+// skipSpace skips whitespace, noting that there was some.
+func (s *scanner) skipSpace() {
+	start := s.i
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+			continue
+		}
+		break
+	}
+	if s.i != start {
+		s.space = true
+	}
+}
+
+func (s *scanner) value(depth int) bool {
+	if s.i >= len(s.data) {
+		return false
+	}
+	switch c := s.data[s.i]; c {
+	case '{':
+		return s.object(depth + 1)
+	case '[':
+		return s.array(depth + 1)
+	case '"':
+		_, ok := s.str(false)
+		return ok
+	case 't':
+		return s.literal("true")
+	case 'f':
+		return s.literal("false")
+	case 'n':
+		return s.literal("null")
+	default:
+		return s.number()
+	}
+}
+
+func (s *scanner) literal(lit string) bool {
+	if !bytes.HasPrefix(s.data[s.i:], []byte(lit)) {
+		return false
+	}
+	s.i += len(lit)
+	return true
+}
+
+func (s *scanner) object(depth int) bool {
+	if depth > s.maxDepth {
+		return false
+	}
+	s.i++ // '{'
+	s.skipSpace()
+	if s.i < len(s.data) && s.data[s.i] == '}' {
+		s.i++
+		return true
+	}
+	base := len(s.names)
+	ok := s.members(depth, base)
+	s.names = s.names[:base]
+	return ok
+}
+
+// members reads an object's members, from its first name to its '}';
+// its names are kept in s.names from base on.
+func (s *scanner) members(depth, base int) bool {
+	var seen map[string]struct{} // once the object has many members
+	for {
+		if s.i >= len(s.data) || s.data[s.i] != '"' {
+			return false
+		}
+		name, ok := s.str(true)
+		if !ok {
+			return false
+		}
+		if !s.unique(base, name, &seen) {
+			return false
+		}
+		s.skipSpace()
+		if s.i >= len(s.data) || s.data[s.i] != ':' {
+			return false
+		}
+		s.i++
+		s.skipSpace()
+		if !s.value(depth) {
+			return false
+		}
+		s.skipSpace()
+		if s.i >= len(s.data) {
+			return false
+		}
+		switch s.data[s.i] {
+		case ',':
+			s.i++
+			s.skipSpace()
+		case '}':
+			s.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// linearNames is how many member names an object's repeat check
+// compares one by one before it keeps them in a map.
+const linearNames = 16
+
+// unique records name as a member of the object whose names start at
+// s.names[base], and reports whether it is new there.
+func (s *scanner) unique(base int, name []byte, seen *map[string]struct{}) bool {
+	if *seen != nil {
+		if _, dup := (*seen)[string(name)]; dup {
+			return false
+		}
+		(*seen)[string(name)] = struct{}{}
+		return true
+	}
+	for _, n := range s.names[base:] {
+		if bytes.Equal(n, name) {
+			return false
+		}
+	}
+	s.names = append(s.names, name)
+	if len(s.names)-base > linearNames {
+		*seen = make(map[string]struct{}, 2*linearNames)
+		for _, n := range s.names[base:] {
+			(*seen)[string(n)] = struct{}{}
+		}
+	}
+	return true
+}
+
+func (s *scanner) array(depth int) bool {
+	if depth > s.maxDepth {
+		return false
+	}
+	s.i++ // '['
+	s.skipSpace()
+	if s.i < len(s.data) && s.data[s.i] == ']' {
+		s.i++
+		return true
+	}
+	for {
+		if !s.value(depth) {
+			return false
+		}
+		s.skipSpace()
+		if s.i >= len(s.data) {
+			return false
+		}
+		switch s.data[s.i] {
+		case ',':
+			s.i++
+			s.skipSpace()
+		case ']':
+			s.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// str reads the string at s.i (its opening quote). With wantName it
+// returns the string's value for the repeat check: the bytes between the
+// quotes when there is no escape (no copy), else the unescaped value.
+func (s *scanner) str(wantName bool) ([]byte, bool) {
+	s.i++ // '"'
+	start := s.i
+	escaped := false
+	for s.i < len(s.data) {
+		switch stringClass[s.data[s.i]] {
+		case plain:
+			s.i++
+		case quote:
+			raw := s.data[start:s.i]
+			s.i++
+			if wantName && escaped {
+				return unescape(raw), true
+			}
+			return raw, true
+		case backslash:
+			if !s.escape() {
+				return nil, false
+			}
+			escaped = true
+		case control:
+			return nil, false
+		case htmlChar:
+			s.html = true
+			s.i++
+		case nonASCII:
+			r, size := utf8.DecodeRune(s.data[s.i:])
+			if r == utf8.RuneError && size == 1 {
+				return nil, false
+			}
+			if r == '\u2028' || r == '\u2029' {
+				s.html = true
+			}
+			s.i += size
+		}
+	}
+	return nil, false
+}
+
+// escape reads the escape at s.i (its backslash). A \u escape of a high
+// surrogate must be followed by one of a low surrogate; a lone low
+// surrogate is refused too (neither is UTF-8).
+func (s *scanner) escape() bool {
+	if s.i+1 >= len(s.data) {
+		return false
+	}
+	switch s.data[s.i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		s.i += 2
+		return true
+	case 'u':
+	default:
+		return false
+	}
+	r, ok := hex4(s.data[s.i+2:])
+	if !ok {
+		return false
+	}
+	s.i += 6
+	switch {
+	case r >= 0xDC00 && r <= 0xDFFF:
+		return false
+	case r >= 0xD800 && r <= 0xDBFF:
+		if s.i+1 >= len(s.data) || s.data[s.i] != '\\' || s.data[s.i+1] != 'u' {
+			return false
+		}
+		lo, ok := hex4(s.data[s.i+2:])
+		if !ok || lo < 0xDC00 || lo > 0xDFFF {
+			return false
+		}
+		s.i += 6
+	}
+	return true
+}
+
+// hex4 decodes the four hex digits that start b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// unescape returns the value of the valid string contents raw (without
+// its quotes), escapes decoded.
+func unescape(raw []byte) []byte {
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c != '\\' {
+			out = append(out, c)
+			i++
+			continue
+		}
+		switch e := raw[i+1]; e {
+		case 'u':
+			r, _ := hex4(raw[i+2:])
+			i += 6
+			if r >= 0xD800 && r <= 0xDBFF {
+				lo, _ := hex4(raw[i+2:])
+				r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
+				i += 6
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			out = append(out, unescaped(e))
+			i += 2
+		}
+	}
+	return out
+}
+
+// unescaped is the byte a one-letter escape \e stands for.
+func unescaped(e byte) byte {
+	switch e {
+	case 'b':
+		return '\b'
+	case 'f':
+		return '\f'
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 't':
+		return '\t'
+	}
+	return e // '"', '\\' and '/' stand for themselves
+}
+
+func (s *scanner) number() bool {
+	d := s.data
+	i := s.i
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && d[i] >= '1' && d[i] <= '9':
+		i = digits(d, i)
+	default:
+		return false
+	}
+	if i < len(d) && d[i] == '.' {
+		j := digits(d, i+1)
+		if j == i+1 {
+			return false
+		}
+		i = j
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		j := digits(d, i)
+		if j == i {
+			return false
+		}
+		i = j
+	}
+	s.i = i
+	return true
+}
+
+// digits returns the index past the run of decimal digits at d[i].
+func digits(d []byte, i int) int {
+	for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+		i++
+	}
+	return i
+}
