@@ -10,6 +10,7 @@ fuzztime="${FUZZTIME:-5s}"
 targets=(
   ./internal/strictjson:FuzzUnmarshal
   ./internal/strictjson:FuzzCheckObject
+  ./internal/strictjson:FuzzScanObject
   ./functions/router:FuzzRESTBodies
   ./functions/httpx:FuzzBearerToken
   ./auth:FuzzParseBearer
