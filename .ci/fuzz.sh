@@ -12,6 +12,7 @@ targets=(
   ./internal/strictjson:FuzzCheckObject
   ./internal/strictjson:FuzzScanObject
   ./functions/router:FuzzRESTBodies
+  ./functions/publish:FuzzParseBatch
   ./functions/httpx:FuzzBearerToken
   ./auth:FuzzParseBearer
   ./functions/wsframe:FuzzDecode

@@ -168,6 +168,34 @@ func (e *Event) Validate() error {
 	return nil
 }
 
+// ValidateScanned is Validate for an event whose message its transport
+// has just checked with strictjson.ScanObject while decoding it: sc is
+// that check's result for exactly e.Message (sc.Len == len(e.Message)),
+// so the message is not scanned a second time. Any other sc (the zero
+// Scan, say) makes it Validate. The rules and errors are Validate's.
+func (e *Event) ValidateScanned(sc strictjson.Scan) error {
+	if len(e.Message) == 0 || sc.Len != len(e.Message) {
+		return e.Validate()
+	}
+	e.valid = validated{}
+	if err := e.validateType(); err != nil {
+		return err
+	}
+	if len(e.Message) > MaxMessageBytes {
+		return messageTooBig(len(e.Message))
+	}
+	if err := e.validateResource(); err != nil {
+		return err
+	}
+	e.valid = e.fingerprint()
+	e.valid.compact = sc.Compact
+	return nil
+}
+
+func messageTooBig(n int) error {
+	return herr.InField(herr.New(herr.InvalidArgument, "message is %d bytes; the limit is %d bytes (256 KiB)", n, MaxMessageBytes), "message")
+}
+
 // validate checks e, reporting whether its message is compact JSON. The
 // fields are checked in the order event_type, message, resource: the
 // first that breaks a rule is the one an error names.
@@ -193,7 +221,7 @@ func (e *Event) validateType() error {
 
 func (e *Event) validateMessage() (compact bool, err error) {
 	if len(e.Message) > MaxMessageBytes {
-		return false, herr.InField(herr.New(herr.InvalidArgument, "message is %d bytes; the limit is %d bytes (256 KiB)", len(e.Message), MaxMessageBytes), "message")
+		return false, messageTooBig(len(e.Message))
 	}
 	if len(e.Message) == 0 {
 		return true, nil

@@ -40,6 +40,11 @@ type WireEvent struct {
 	Message    json.RawMessage `json:"message,omitempty"`
 	OccurredAt string          `json:"occurred_at,omitempty"`
 	Resource   *WireResource   `json:"resource,omitempty"`
+
+	// scan is the check parseBatch made of Message while decoding it (the
+	// zero Scan when it did not): toEvent and the echo do not scan the
+	// message again.
+	scan strictjson.Scan
 }
 
 // WireResource is the optional resource of an event.
@@ -75,7 +80,7 @@ func (w *WireEvent) toEvent() (delivery.Event, error) {
 	}
 	// Validated here, so that a 422 names the field under "event"; the
 	// event remembers it and is not scanned again when published.
-	err := e.Validate()
+	err := e.ValidateScanned(w.scan)
 	return e, err
 }
 
@@ -162,8 +167,9 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The common batch, every event of the documented shape, is decoded in
-	// one pass. Any other is decoded as before: the envelope first, then
-	// each event alone, so that one bad event fails alone.
+	// one pass (parseBatch, else strictjson.Unmarshal when its strings
+	// have escapes, say). Any other is decoded as before: the envelope
+	// first, then each event alone, so that one bad event fails alone.
 	var all struct {
 		Events []WireEvent `json:"events"`
 	}
@@ -171,7 +177,9 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 		Events []json.RawMessage `json:"events"`
 	}
 	n := 0
-	if strictjson.Unmarshal(body, &all) == nil {
+	if events, ok := parseBatch(body); ok {
+		all.Events, n = events, len(events)
+	} else if strictjson.Unmarshal(body, &all) == nil {
 		n = len(all.Events)
 	} else {
 		// Invalid UTF-8 or a repeated member name in one event fails

@@ -51,7 +51,12 @@ func appendEvent(dst []byte, e *WireEvent) []byte {
 	dst = jsonappend.String(dst, e.EventType)
 	if len(e.Message) > 0 {
 		dst = append(dst, `,"message":`...)
-		dst = jsonappend.Raw(dst, e.Message)
+		if sc := e.scan; sc.Len == len(e.Message) && sc.Compact && sc.HTMLSafe {
+			// What json.Marshal would write, known from the check.
+			dst = append(dst, e.Message...)
+		} else {
+			dst = jsonappend.Raw(dst, e.Message)
+		}
 	}
 	if e.OccurredAt != "" {
 		dst = append(dst, `,"occurred_at":`...)

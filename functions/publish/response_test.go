@@ -6,6 +6,9 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/internal/strictjson"
 )
 
 func randomText(r *rand.Rand) string {
@@ -55,6 +58,9 @@ func TestAppendResultsMatchesMarshal(t *testing.T) {
 			res := &results[i]
 			if r.IntN(10) > 0 {
 				res.Event = &WireEvent{EventType: randomText(r), Message: randomMessage(r)}
+				if sc, ok := strictjson.ScanObject(res.Event.Message, delivery.MaxMessageDepth); ok && r.IntN(2) == 0 {
+					res.Event.scan = sc // as parseBatch leaves it
+				}
 				if r.IntN(2) == 0 {
 					res.Event.OccurredAt = randomText(r)
 				}
