@@ -128,16 +128,21 @@ type Event struct {
 // with what the check learned of the message (compact: no whitespace
 // between its tokens, so encoding need not compact it).
 type validated struct {
+	fields  fingerprint
+	compact bool
+}
+
+// fingerprint identifies an event's fields; the zero fingerprint none.
+type fingerprint struct {
 	ok          bool
 	eventType   string
 	resourceID  string
 	message     *byte
 	messageSize int
-	compact     bool
 }
 
-func (e *Event) fingerprint() validated {
-	v := validated{ok: true, eventType: e.EventType, resourceID: e.ResourceID, messageSize: len(e.Message)}
+func (e *Event) fingerprint() fingerprint {
+	v := fingerprint{ok: true, eventType: e.EventType, resourceID: e.ResourceID, messageSize: len(e.Message)}
 	if len(e.Message) > 0 {
 		v.message = &e.Message[0]
 	}
@@ -148,7 +153,7 @@ func (e *Event) fingerprint() validated {
 // fields. A caller that rewrites the message's bytes in place after
 // Validate must not rely on it: nothing in Herald does.
 func (e *Event) validateOnce() error {
-	if e.valid.ok && e.valid == e.fingerprint() {
+	if e.valid.fields.ok && e.valid.fields == e.fingerprint() {
 		return nil
 	}
 	return e.Validate()
@@ -163,8 +168,7 @@ func (e *Event) Validate() error {
 		e.valid = validated{}
 		return err
 	}
-	e.valid = e.fingerprint()
-	e.valid.compact = compact
+	e.valid = validated{fields: e.fingerprint(), compact: compact}
 	return nil
 }
 
@@ -187,8 +191,7 @@ func (e *Event) ValidateScanned(sc strictjson.Scan) error {
 	if err := e.validateResource(); err != nil {
 		return err
 	}
-	e.valid = e.fingerprint()
-	e.valid.compact = sc.Compact
+	e.valid = validated{fields: e.fingerprint(), compact: sc.Compact}
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/strictjson"
 	"github.com/heraldevents/herald/internal/testkit/inmem"
 )
 
@@ -45,4 +46,29 @@ func TestPublishChecksAnEventChangedAfterValidate(t *testing.T) {
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err))
 	_, err = svc.Publish(t.Context(), admin, valid())
 	require.NoError(t, err)
+}
+
+// TestPublishDoesNotCheckAValidatedEventAgain: an event that passed
+// Validate (or ValidateScanned) and is published unchanged is not
+// scanned again, also after being copied into a batch. Seen through the
+// documented caveat: bytes rewritten in place after the check are not
+// checked.
+func TestPublishDoesNotCheckAValidatedEventAgain(t *testing.T) {
+	t.Parallel()
+	svc := inmem.New(t, inmem.Options{AckDeadline: time.Hour})
+	admin := &auth.Principal{ID: "admin", Permissions: []string{auth.PermAll}}
+	for _, validate := range []func(*delivery.Event) error{
+		(*delivery.Event).Validate,
+		func(e *delivery.Event) error {
+			sc, ok := strictjson.ScanObject(e.Message, delivery.MaxMessageDepth)
+			require.True(t, ok)
+			return e.ValidateScanned(sc)
+		},
+	} {
+		e := delivery.Event{EventType: "orders.placed", Message: json.RawMessage(`{"a":1,"b":2}`)}
+		require.NoError(t, validate(&e))
+		copy(e.Message, `{"a":1,"a":2}`) // a repeated name: refused by any check
+		results := svc.PublishBatch(t.Context(), admin, []delivery.Event{e})
+		require.NoError(t, results[0].Err, "the event was checked again")
+	}
 }
