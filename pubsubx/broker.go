@@ -79,6 +79,11 @@ func (b *Broker) KeepsPublishOrder() bool { return b.opts.KeepsPublishOrder }
 // it: every subscription that existed at that moment and whose filter it
 // passes will deliver it. A Body over MaxMessageBytes is
 // herr.InvalidArgument, and is not sent.
+//
+// Send takes ownership of m's Body and Metadata, as grpc-go's SendMsg
+// does of its message: the caller must not change them afterwards (an
+// in-process driver keeps them as they are, rather than copying every
+// message).
 func (b *Broker) Send(ctx context.Context, m *Message) error {
 	return b.SendBatch(ctx, []*Message{m})[0]
 }
@@ -95,6 +100,7 @@ func (b *Broker) Send(ctx context.Context, m *Message) error {
 // costs about one round trip, not one per message. A batch bigger than
 // the driver takes at once is split into pieces, sent one after the
 // other where the broker keeps order and concurrently where it does not.
+// It takes ownership of the messages' Body and Metadata, as Send does.
 func (b *Broker) SendBatch(ctx context.Context, msgs []*Message) []error {
 	errs := make([]error, len(msgs))
 	if len(msgs) == 0 {

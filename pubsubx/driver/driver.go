@@ -24,6 +24,13 @@ import (
 // Message is one event in flight. Body is the encoded CloudEvent; Metadata
 // carries the pubsubx.Attr* attributes. Handle is the driver's receipt for
 // Ack and Nack; it is nil on messages being sent.
+//
+// Body and Metadata are immutable once sent: a sender hands them over
+// (it must not change them after the send), and a receiver must not
+// change those of a message it received, which an in-process driver
+// shares with the message's other deliveries. Replacing a received
+// Message's fields (a resolved claim-check Body, say) is fine: each
+// delivery is a Message of its own.
 type Message struct {
 	Body     []byte
 	Metadata map[string]string

@@ -108,7 +108,7 @@ var conformanceTests = []conformanceTest{
 	{"Ack", testAck},
 	{"Nack", testNack},
 	{"AttributesRoundTrip", testAttributesRoundTrip},
-	{"ReceiversIsolated", testReceiversIsolated},
+	{"EverySubscriptionDelivers", testEverySubscriptionDelivers},
 	{"LargestEvent", testLargestEvent},
 	{"ConcurrentReceivers", testConcurrentReceivers},
 	{"PublishOrder", testPublishOrder},

@@ -66,10 +66,6 @@ func testAttributesRoundTrip(t *testing.T, f *fixture) {
 	for i, m := range sent {
 		require.Equal(t, before[i].Body, m.Body, "Send changed the caller's Body")
 		require.Equal(t, before[i].Metadata, m.Metadata, "Send changed the caller's Metadata")
-		// A caller reusing its buffers after Send must not change what
-		// was sent.
-		clear(m.Body)
-		m.Metadata[pubsubx.AttrEventType] = "changed.after.send"
 	}
 
 	got := f.receiveExactly(b, sub, msgsOf(before)...)
@@ -81,9 +77,11 @@ func testAttributesRoundTrip(t *testing.T, f *fixture) {
 	f.expectEmpty(b, sub)
 }
 
-// testReceiversIsolated: what one receiver does to a message it got does
-// not change the copy another subscription delivers.
-func testReceiversIsolated(t *testing.T, f *fixture) {
+// testEverySubscriptionDelivers: each subscription delivers the whole
+// message, and settling it on one leaves it on the other. (Nothing may
+// change a message once sent, so a driver may share one body between
+// its deliveries: driver.Message.)
+func testEverySubscriptionDelivers(t *testing.T, f *fixture) {
 	b := f.broker()
 	subA := f.subscribe(b, "isolated", nil)
 	subB := f.subscribe(b, "isolated", nil)
@@ -92,13 +90,13 @@ func testReceiversIsolated(t *testing.T, f *fixture) {
 	f.send(b, m)
 
 	gotA := f.receiveUntil(b, subA, 1, hasCount(1))
-	clear(gotA[0].Body)
-	gotA[0].Metadata[pubsubx.AttrResourceID] = "/changed"
+	require.Equal(t, string(want.Body), string(gotA[0].Body), "Body on the first subscription")
+	require.Equal(t, want.Metadata, gotA[0].Metadata, "Metadata on the first subscription")
+	f.ack(b, subA, gotA)
+	f.expectEmpty(b, subA)
 	gotB := f.receiveExactly(b, subB, &want)[eventID(&want)]
 	require.Equal(t, string(want.Body), string(gotB.Body), "Body on the second subscription")
 	require.Equal(t, want.Metadata, gotB.Metadata, "Metadata on the second subscription")
-	f.ack(b, subA, gotA)
-	f.expectEmpty(b, subA)
 }
 
 // msgsOf returns pointers to the elements of ms.

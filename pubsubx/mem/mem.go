@@ -42,9 +42,10 @@
 //
 // Publish order: a subscription delivers messages in the order they were
 // sent (a batch in batch order, stored at once), and a nacked or expired message goes back to its place in that
-// order. Filters are applied in full at send time. Sent and received
-// messages are copies: neither the sender nor a receiver can change what
-// another receiver sees.
+// order. Filters are applied in full at send time. A message's Body and
+// Metadata are stored and delivered as they were sent, not copied: they
+// are immutable once sent (driver.Message), so one event costs one body
+// however many subscriptions deliver it, and a receive copies nothing.
 //
 // Ack and Nack take the handle of the latest delivery of a message. An Ack
 // with an older handle (the ack deadline passed and the message was
@@ -61,9 +62,7 @@
 package mem
 
 import (
-	"bytes"
 	"context"
-	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -249,8 +248,9 @@ func (c *client) BatchOptions() driver.BatchOptions {
 }
 
 // SendBatch implements driver.Broker: the whole batch is stored under one
-// lock, in order, so no other send interleaves with it, a copy of each
-// message in every subscription whose filter it passes. Every message
+// lock, in order, so no other send interleaves with it, each message in
+// every subscription whose filter it passes (the Body and Metadata the
+// sender handed over, shared). Every message
 // gets the same result: nil, or the error of a done ctx or a closed
 // client.
 func (c *client) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
@@ -265,7 +265,7 @@ func (c *client) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 	woken := map[*subscription]bool{}
 	for _, m := range msgs {
 		c.t.nextID++
-		sent := &pubsubx.Message{Body: bytes.Clone(m.Body), Metadata: maps.Clone(m.Metadata)}
+		sent := &pubsubx.Message{Body: m.Body, Metadata: m.Metadata}
 		for _, s := range c.t.subs {
 			if s.groups.Match(sent.EventType(), sent.ResourceID()) {
 				s.add(&entry{id: c.t.nextID, msg: sent}, c.limits)
@@ -438,8 +438,9 @@ func cmpUint(a, b uint64) int {
 	return 0
 }
 
-// take moves up to limit ready entries in flight and returns copies of their
-// messages, each with the handle of this delivery.
+// take moves up to limit ready entries in flight and returns their
+// messages, each a Message of its own with the handle of this delivery
+// (Body and Metadata shared: they are immutable once sent).
 func (s *subscription) take(now time.Time, limit int, deadline time.Duration) []*pubsubx.Message {
 	n := min(limit, len(s.ready))
 	out := make([]*pubsubx.Message, n)
@@ -448,8 +449,8 @@ func (s *subscription) take(now time.Time, limit int, deadline time.Duration) []
 		e.deadline = now.Add(deadline)
 		s.inflight[e.id] = e
 		out[i] = &pubsubx.Message{
-			Body:     bytes.Clone(e.msg.Body),
-			Metadata: maps.Clone(e.msg.Metadata),
+			Body:     e.msg.Body,
+			Metadata: e.msg.Metadata,
 			Handle:   handle{sub: s, id: e.id, delivery: e.delivery},
 		}
 	}
