@@ -20,6 +20,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/bufpool"
 	"github.com/heraldevents/herald/internal/strictjson"
 )
 
@@ -161,11 +162,15 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	body, err := httpx.ReadBody(r, MaxBatchBody)
+	// The body is lent (httpx.ReadBodyPooled): the events decoded from it
+	// alias it, and everything that keeps them (the encoded CloudEvents,
+	// the answer) copies them before the handler returns.
+	body, release, err := httpx.ReadBodyPooled(r, MaxBatchBody)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
+	defer release()
 	// The common batch, every event of the documented shape, is decoded in
 	// one pass (parseBatch, else strictjson.Unmarshal when its strings
 	// have escapes, say). Any other is decoded as before: the envelope
@@ -214,5 +219,8 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 			results[i].Event.OccurredAt = o.Published.PublishedAt.Format(time.RFC3339Nano)
 		}
 	}
-	httpx.WriteRawJSON(w, http.StatusOK, appendResults(make([]byte, 0, responseSize(results)), results))
+	answer := bufpool.Get(responseSize(results))
+	*answer = appendResults(*answer, results)
+	httpx.WriteRawJSON(w, http.StatusOK, *answer)
+	bufpool.Put(answer)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/heraldevents/herald/cloudevent"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/httpx"
+	"github.com/heraldevents/herald/internal/bufpool"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/leasestore"
 )
@@ -57,7 +58,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	httpx.WriteRawJSON(w, http.StatusOK, AppendLease(nil, lease))
+	buf := bufpool.Get(leaseSize(lease))
+	*buf = AppendLease(*buf, lease)
+	httpx.WriteRawJSON(w, http.StatusOK, *buf)
+	bufpool.Put(buf)
 }
 
 func parse(r *http.Request) (delivery.PullRequest, error) {
@@ -85,17 +89,22 @@ func parse(r *http.Request) (delivery.PullRequest, error) {
 	return req, req.Validate()
 }
 
+// leaseSize is about the length of l's answer (AppendLease).
+func leaseSize(l *leasestore.Lease) int {
+	size := 128
+	for _, e := range l.Events {
+		size += len(e) + 40
+	}
+	return size
+}
+
 // AppendLease appends the durable-consumer API's "200 response" JSON of l to dst:
 // {"leaseId","generation","attempt","expiresAt","events":[CloudEvent…]}.
 // A nil entry of l.Events is left out, and the others keep their
 // sequences.
 func AppendLease(dst []byte, l *leasestore.Lease) []byte {
-	size := 128
-	for _, e := range l.Events {
-		size += len(e) + 40
-	}
 	if dst == nil {
-		dst = make([]byte, 0, size)
+		dst = make([]byte, 0, leaseSize(l))
 	}
 	dst = append(dst, `{"leaseId":`...)
 	dst = strconv.AppendQuote(dst, l.ID)
