@@ -27,8 +27,8 @@ import (
 	"github.com/heraldevents/herald/cloudevent"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/httpx"
-	"github.com/heraldevents/herald/internal/bufpool"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/bufpool"
 	"github.com/heraldevents/herald/leasestore"
 )
 
