@@ -216,7 +216,7 @@ func (e *Event) validateType() error {
 	if e.EventType == "" {
 		return herr.InField(herr.New(herr.InvalidArgument, "event_type is required"), "event_type")
 	}
-	if !filter.EventTypePattern.MatchString(e.EventType) {
+	if !filter.ValidEventType(e.EventType) {
 		return herr.InField(herr.New(herr.InvalidArgument, "event_type must be %s", filter.EventTypeRule), "event_type")
 	}
 	return nil

@@ -164,3 +164,16 @@ func TestValidateTotalBytes(t *testing.T) {
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err))
 	require.NoError(t, gs[:15].Validate("filter_groups"))
 }
+
+// TestValidEventTypeMatchesPattern: the byte loop publishing runs says
+// what EventTypePattern says, for every byte and the length bounds.
+func TestValidEventTypeMatchesPattern(t *testing.T) {
+	t.Parallel()
+	cases := []string{"", "a", strings.Repeat("a", 256), strings.Repeat("a", 257), "a.b_c-D9", "a b", "é", "a\n", "a$", "\x00"}
+	for c := range 256 {
+		cases = append(cases, "x"+string(rune(c)), string([]byte{byte(c)}))
+	}
+	for _, c := range cases {
+		require.Equal(t, filter.EventTypePattern.MatchString(c), filter.ValidEventType(c), "%q", c)
+	}
+}

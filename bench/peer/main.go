@@ -76,6 +76,7 @@ func main() {
 	events := flag.Int("events", 20_000, "events published and consumed per run")
 	rounds := flag.Int("rounds", 3, "runs of each server per worker count, alternating")
 	servers := flag.String("servers", "jetstream,herald,herald-grpc", "the servers to run, comma-separated: jetstream, herald (REST publish), herald-grpc (gRPC publish)")
+	workerCounts := flag.String("workers", "1,4", "the worker counts to run, comma-separated")
 	cpuProfile := flag.String("cpuprofile", "", "write the load generator's own CPU profile to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -100,7 +101,15 @@ func main() {
 		workers int
 	}
 	all := map[key][]result{}
-	for _, workers := range []int{1, 4} {
+	var counts []int
+	for _, w := range strings.Split(*workerCounts, ",") {
+		n, err := strconv.Atoi(w)
+		if err != nil || n < 1 {
+			log.Fatalf("peer: -workers: %q is not a worker count", w)
+		}
+		counts = append(counts, n)
+	}
+	for _, workers := range counts {
 		for r := range *rounds {
 			for _, s := range strings.Split(*servers, ",") {
 				var res result
@@ -123,7 +132,7 @@ func main() {
 	}
 	fmt.Println()
 	fmt.Println("medians and Herald/JetStream ratios (throughput: ≥ 1 is as fast; CPU: ≤ 1 is as cheap)")
-	for _, workers := range []int{1, 4} {
+	for _, workers := range counts {
 		j, ok := all[key{"jetstream", workers}]
 		if !ok {
 			continue
