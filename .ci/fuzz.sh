@@ -24,6 +24,7 @@ targets=(
   ./cloudevent:FuzzParseSequence
   ./cloudevent:FuzzEncodeMatchesSDK
   ./internal/structjson:FuzzDecodeMatchesProtojson
+  ./internal/structjson:FuzzWireMatchesDecode
   ./leasestore:FuzzRecordCodecs
   ./pubsubx/mem:FuzzOpenURL
   ./pubsubx/rabbit:FuzzOpenURL

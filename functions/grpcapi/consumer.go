@@ -390,6 +390,7 @@ func shutdownErr(ctx context.Context, err error) error {
 // (nil), send fails (its error) or the session is lost (its error, mapped
 // with Error).
 func deliver(ctx context.Context, procedure string, st *delivery.Stream, send func(delivery.Delivery, *pb.Event) error) error {
+	flushes := holdFrom(ctx)
 	for {
 		ds, err := st.Next(ctx)
 		if err != nil {
@@ -401,24 +402,37 @@ func deliver(ctx context.Context, procedure string, st *delivery.Stream, send fu
 			}
 			return Error(ctx, procedure, err)
 		}
-		for _, d := range ds {
-			ev, err := toConsumerEvent(d.Event)
-			if err != nil {
-				// Defence in depth (delivery screens poison events before
-				// any transport sees them): hand it back, so that the
-				// delivery limit dead-letters it, rather than end every
-				// stream that is sent it.
-				slog.ErrorContext(ctx, "an event gRPC cannot encode was handed back", "procedure", procedure, "delivery_count", d.DeliveryCount, "err", err)
-				if _, err := st.Nack(context.WithoutCancel(ctx), d.Tag); err != nil && ctx.Err() == nil {
-					return Error(ctx, procedure, err)
-				}
-				continue
-			}
-			if err := send(d, ev); err != nil {
-				return err
-			}
+		// One socket write for the batch, not one per event: the flush
+		// after its last event sends what is left.
+		flushes.Hold()
+		err = sendBatch(ctx, procedure, st, ds, send)
+		flushes.Release()
+		if err != nil {
+			return err
 		}
 	}
+}
+
+// sendBatch sends the events of one batch in order.
+func sendBatch(ctx context.Context, procedure string, st *delivery.Stream, ds []delivery.Delivery, send func(delivery.Delivery, *pb.Event) error) error {
+	for _, d := range ds {
+		ev, err := toConsumerEvent(d.Event)
+		if err != nil {
+			// Defence in depth (delivery screens poison events before any
+			// transport sees them): hand it back, so that the delivery
+			// limit dead-letters it, rather than end every stream that is
+			// sent it.
+			slog.ErrorContext(ctx, "an event gRPC cannot encode was handed back", "procedure", procedure, "delivery_count", d.DeliveryCount, "err", err)
+			if _, err := st.Nack(context.WithoutCancel(ctx), d.Tag); err != nil && ctx.Err() == nil {
+				return Error(ctx, procedure, err)
+			}
+			continue
+		}
+		if err := send(d, ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // toGroups converts wire filter groups; delivery validates them.
@@ -439,7 +453,8 @@ func toGroups(in []*pb.FilterGroup) filter.Groups {
 }
 
 // toConsumerEvent converts a delivered event to the notifications API's consumer Event.
-// A missing or null message is an empty Struct.
+// A missing or null message is an empty Struct. The message is a Struct
+// for sending only (structjson.Wire: its encoding, not its fields).
 func toConsumerEvent(e *delivery.ConsumerEvent) (*pb.Event, error) {
 	out := &pb.Event{
 		EventType:         e.EventType,
@@ -455,7 +470,7 @@ func toConsumerEvent(e *delivery.ConsumerEvent) (*pb.Event, error) {
 		out.Message = &structpb.Struct{}
 		return out, nil
 	}
-	m, err := structjson.Decode(e.Message)
+	m, err := structjson.Wire(e.Message)
 	if err != nil {
 		return nil, herr.Wrap(herr.Internal, err, "a stored event's message is not a JSON object")
 	}

@@ -137,7 +137,7 @@ func Mounts(svc *delivery.Service, a auth.Authenticator, s Services) []Mount {
 	if s.Consumer {
 		path, h := consumerv1betaconnect.NewEventConsumerServiceHandler(&Consumer{Service: svc},
 			append(unaryTimeout(s.UnaryTimeout), connect.WithReadMaxBytes(maxSingleRequestBytes), compressLarge, telemetry.ConnectHandlerOption())...)
-		mounts = append(mounts, Mount{path, Authenticate(a, h)})
+		mounts = append(mounts, Mount{path, Authenticate(a, holdFlushes(h))})
 		names = append(names, consumerv1betaconnect.EventConsumerServiceName)
 	}
 	// The checker answers SERVING for "" (the whole server) and for each

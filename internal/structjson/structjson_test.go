@@ -137,3 +137,54 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	})
 }
+
+// requireWireSame requires Wire(b) to marshal to bytes that decode to
+// Decode(b)'s Struct, or both to fail alike.
+func requireWireSame(t *testing.T, b []byte) {
+	t.Helper()
+	want, wantErr := Decode(b)
+	got, err := Wire(b)
+	if wantErr != nil {
+		require.Error(t, err, "%q: Decode refuses it: %v", b, wantErr)
+		return
+	}
+	require.NoError(t, err, "%q", b)
+	enc, err := proto.Marshal(got)
+	require.NoError(t, err)
+	back := &structpb.Struct{}
+	require.NoError(t, proto.Unmarshal(enc, back), "%q", b)
+	require.True(t, proto.Equal(want, back), "%q:\nDecode %v\nWire   %v", b, want, back)
+}
+
+// TestWireMatchesDecode: for random JSON, Wire's bytes decode to the
+// Struct Decode gives; long members take lengths of more than one byte.
+func TestWireMatchesDecode(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(5, 8))
+	for range 2000 {
+		var sb strings.Builder
+		sb.WriteByte('{')
+		for i := range r.IntN(6) {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, `"k%d":`, i)
+			randomJSON(r, &sb, 4)
+		}
+		sb.WriteByte('}')
+		requireWireSame(t, []byte(sb.String()))
+	}
+	long := `{"s":"` + strings.Repeat("x", 70000) + `","n":{"deep":[` + strings.Repeat(`"y",`, 500) + `1]}}`
+	requireWireSame(t, []byte(long))
+	for _, b := range []string{`{}`, `[]`, `{"a":1,"a":2}`, `{"a":1e999}`, "{\"a\":\"\xff\"}", `{"a":1} x`, `nope`} {
+		requireWireSame(t, []byte(b))
+	}
+}
+
+// FuzzWireMatchesDecode: Wire never panics and agrees with Decode.
+func FuzzWireMatchesDecode(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":[1,{"b":null}],"c":"é"}`, `{"a":1,"a":2}`, `{"x":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { requireWireSame(t, b) })
+}
