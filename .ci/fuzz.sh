@@ -21,6 +21,7 @@ targets=(
   ./delivery:FuzzQueueID
   ./delivery:FuzzEventValidate
   ./delivery:FuzzCheckText
+  ./delivery:FuzzParseStored
   ./cloudevent:FuzzParseSequence
   ./cloudevent:FuzzEncodeMatchesSDK
   ./internal/structjson:FuzzDecodeMatchesProtojson

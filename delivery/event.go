@@ -7,7 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/chromedp/cdproto/cdp/jsonv2"
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/heraldevents/herald/herr"
@@ -55,9 +55,11 @@ var lenientStored = []jsonv2.Options{jsontext.AllowInvalidUTF8(true), jsontext.A
 // into the consumer Event. A body that is not such an event is
 // herr.Internal: only Herald writes what a queue holds.
 func DecodeConsumerEvent(body []byte) (*ConsumerEvent, error) {
-	var s storedEvent
-	if err := jsonv2.Unmarshal(body, &s, lenientStored...); err != nil || s.Type == "" {
-		return nil, herr.Wrap(herr.Internal, err, "a stored event is not a CloudEvent")
+	s, ok := parseStored(body)
+	if !ok {
+		if err := jsonv2.Unmarshal(body, &s, lenientStored...); err != nil || s.Type == "" {
+			return nil, herr.Wrap(herr.Internal, err, "a stored event is not a CloudEvent")
+		}
 	}
 	out := &ConsumerEvent{
 		EventType: s.Type, PrincipalIdentity: s.PrincipalIdentity,

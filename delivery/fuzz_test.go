@@ -6,6 +6,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/herr"
 )
@@ -88,5 +90,30 @@ func FuzzCheckText(f *testing.F) {
 		if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || (r >= 0x7f && r <= 0x9f) }) {
 			t.Fatalf("accepted %q", s)
 		}
+	})
+}
+
+// FuzzParseStored: every body parseStored reads, the lenient decoder
+// reads alike.
+func FuzzParseStored(f *testing.F) {
+	for _, s := range []string{
+		`{"specversion":"1.0","id":"x","source":"/herald","type":"a.b","subject":"/r","datacontenttype":"application/json","time":"2024-10-16T14:30:00Z","data":{"k":[1,"é"]},"principalidentity":"p","publishedat":"2024-10-16T14:30:01Z","traceparent":"00-1-2-01"}`,
+		`{"type":"a","type":"b","data":{}}`, `{"type":"a","data":{"x":1,"x":2}}`, `{"type":"a\u0062","data":{}}`, `{"type":"a","data":null}`, `{"data":{}}`, `{"type":"a"} `,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fast, ok := delivery.ParseStored(body)
+		if !ok {
+			return
+		}
+		var want delivery.StoredEvent
+		require.NoError(t, delivery.DecodeStoredLenient(body, &want), "%q", body)
+		require.Equal(t, want.Type, fast.Type)
+		require.Equal(t, want.Subject, fast.Subject)
+		require.Equal(t, want.Time, fast.Time)
+		require.Equal(t, want.PublishedAt, fast.PublishedAt)
+		require.Equal(t, want.PrincipalIdentity, fast.PrincipalIdentity)
+		require.Equal(t, string(want.Data), string(fast.Data))
 	})
 }

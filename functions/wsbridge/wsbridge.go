@@ -98,6 +98,7 @@ import (
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/wsframe"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/netcork"
 	"github.com/heraldevents/herald/internal/telemetry"
 )
 
@@ -495,28 +496,44 @@ func (s *session) push() error {
 			held = ds
 		}
 		n := s.take(len(held))
-		for _, d := range held[:n] {
-			tag := d.Tag
-			if s.stream == wsframe.StreamNonDurable {
-				tag = 0 // acknowledged once written: nothing to settle
-			}
-			// Noted before the send: the client may settle it first.
-			s.proc.Delivered(tag)
-			if err := s.send(wsframe.Event(d, tag)); err != nil {
-				return nil // the connection is gone; Close requeues the rest
-			}
-			if s.stream == wsframe.StreamNonDurable {
-				// Written means acknowledged, even when the client closes
-				// right after reading it: a cancelled ack would have it
-				// delivered again on the next connection. run waits for
-				// this before it closes the session.
-				if _, err := s.st.Ack(context.WithoutCancel(s.ctx), d.Tag); err != nil && s.ctx.Err() == nil {
-					return err
-				}
-			}
+		// The batch's frames leave in as few TCP segments as fit
+		// (internal/netcork), not one each.
+		uncork := func() {}
+		if n > 1 {
+			uncork = netcork.Cork(s.conn.NetConn())
+		}
+		err := s.pushEach(held[:n])
+		uncork()
+		if err != nil {
+			return err
 		}
 		held = held[n:]
 	}
+}
+
+// pushEach sends the events of ds, which the session has credit for.
+func (s *session) pushEach(ds []delivery.Delivery) error {
+	for _, d := range ds {
+		tag := d.Tag
+		if s.stream == wsframe.StreamNonDurable {
+			tag = 0 // acknowledged once written: nothing to settle
+		}
+		// Noted before the send: the client may settle it first.
+		s.proc.Delivered(tag)
+		if err := s.send(wsframe.Event(d, tag)); err != nil {
+			return nil // the connection is gone; Close requeues the rest
+		}
+		if s.stream == wsframe.StreamNonDurable {
+			// Written means acknowledged, even when the client closes
+			// right after reading it: a cancelled ack would have it
+			// delivered again on the next connection. run waits for
+			// this before it closes the session.
+			if _, err := s.st.Ack(context.WithoutCancel(s.ctx), d.Tag); err != nil && s.ctx.Err() == nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // browse shows dead letters against credit: it lists the queue when it
