@@ -56,4 +56,3 @@ func TestCorkDeliversEverything(t *testing.T) {
 	require.NoError(t, c.Close())
 	require.Equal(t, want, <-got)
 }
-
