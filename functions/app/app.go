@@ -24,6 +24,7 @@ import (
 	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/health"
 	"github.com/heraldevents/herald/functions/httpx"
+	"github.com/heraldevents/herald/internal/netcork"
 	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/router"
 	"github.com/heraldevents/herald/internal/telemetry"
@@ -339,6 +340,9 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 		Handler: h, ReadHeaderTimeout: httpx.ReadHeaderTimeout,
 		ReadTimeout: httpx.ReadTimeout, IdleTimeout: httpx.IdleTimeout,
 		BaseContext: func(net.Listener) context.Context { return httpx.WithLongLived(context.Background(), longLived) },
+		// A stream's handler may cork its connection while it writes a
+		// batch (internal/netcork).
+		ConnContext: netcork.WithConn,
 	}
 	logger := o.Logger
 	if logger == nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"sync"
+
+	"github.com/heraldevents/herald/internal/netcork"
 )
 
 // heldFlushes lets a stream hold back the flushes connect makes after
@@ -18,9 +20,11 @@ import (
 // methods are then no-ops).
 type heldFlushes struct {
 	http.ResponseWriter
+	ctx     context.Context // the request's: its connection, to cork
 	mu      sync.Mutex
 	held    bool
 	pending bool
+	uncork  func()
 }
 
 type heldKey struct{}
@@ -32,7 +36,7 @@ func holdFlushes(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		hw := &heldFlushes{ResponseWriter: w}
+		hw := &heldFlushes{ResponseWriter: w, ctx: r.Context()}
 		h.ServeHTTP(hw, r.WithContext(context.WithValue(r.Context(), heldKey{}, hw)))
 	})
 }
@@ -54,13 +58,16 @@ func (w *heldFlushes) Flush() {
 	w.ResponseWriter.(http.Flusher).Flush()
 }
 
-// Hold holds back flushes until Release.
+// Hold holds back flushes until Release, and corks the connection
+// (internal/netcork) so that the frames HTTP/2 writes when its buffer
+// fills leave in few segments.
 func (w *heldFlushes) Hold() {
 	if w == nil {
 		return
 	}
 	w.mu.Lock()
 	w.held = true
+	w.uncork = netcork.CorkContext(w.ctx)
 	w.mu.Unlock()
 }
 
@@ -76,6 +83,10 @@ func (w *heldFlushes) Release() {
 	if w.pending {
 		w.pending = false
 		w.ResponseWriter.(http.Flusher).Flush()
+	}
+	if w.uncork != nil {
+		w.uncork()
+		w.uncork = nil
 	}
 }
 

@@ -14,6 +14,7 @@
 package netcork
 
 import (
+	"context"
 	"net"
 	"syscall"
 )
@@ -31,4 +32,24 @@ func Cork(c net.Conn) (uncork func()) {
 		return func() {}
 	}
 	return func() { setCork(raw, false) }
+}
+
+type connKey struct{}
+
+// WithConn returns ctx carrying c, the connection a request arrived on
+// (for http.Server.ConnContext), so that a handler whose writes the
+// server makes for it (HTTP/2) can Cork the socket under them.
+func WithConn(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// CorkContext corks the connection WithConn put in ctx; without one it
+// does nothing. A connection carries many HTTP/2 streams: corking it for
+// one stream's batch delays the others' writes by as long, and no more.
+func CorkContext(ctx context.Context) (uncork func()) {
+	c, ok := ctx.Value(connKey{}).(net.Conn)
+	if !ok {
+		return func() {}
+	}
+	return Cork(c)
 }
