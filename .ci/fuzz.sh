@@ -26,6 +26,7 @@ targets=(
   ./cloudevent:FuzzEncodeMatchesSDK
   ./internal/structjson:FuzzDecodeMatchesProtojson
   ./internal/structjson:FuzzWireMatchesDecode
+  ./internal/structjson:FuzzEncodeMatchesProtojson
   ./leasestore:FuzzRecordCodecs
   ./pubsubx/mem:FuzzOpenURL
   ./pubsubx/rabbit:FuzzOpenURL

@@ -577,6 +577,10 @@ func runHerald(bin string, msgs [][]byte, events, workers int, grpc bool) (resul
 		h2c.Protocols.SetUnencryptedHTTP2(true)
 		defer h2c.CloseIdleConnections()
 		pub = publisherv1betaconnect.NewEventPublishingServiceClient(&http.Client{Transport: h2c, Timeout: time.Minute}, base, connect.WithGRPC(),
+			// Like grpc-go's and the Python client's defaults, the
+			// publisher does not offer to take gzip, so the echo comes
+			// back as it is.
+			connect.WithAcceptCompression("gzip", nil, nil),
 			connect.WithInterceptors(bearer(token)))
 		// A gRPC publisher holds its messages as Structs already: build
 		// each once, as the REST publisher's JSON is built once.

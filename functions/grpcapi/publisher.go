@@ -1,13 +1,10 @@
 package grpcapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -16,6 +13,7 @@ import (
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/structjson"
 )
 
 // Request size caps. An event's message is at most 256 KiB as JSON
@@ -117,16 +115,11 @@ func (h *Publisher) BatchPublishEvents(ctx context.Context, req *connect.Request
 func toEvent(ev *pb.Event) (delivery.Event, error) {
 	e := delivery.Event{EventType: ev.GetEventType(), ResourceID: ev.GetResource().GetResourceId()}
 	if m := ev.GetMessage(); m != nil {
-		b, err := protojson.Marshal(m)
+		b, err := structjson.Encode(m)
 		if err != nil {
 			return e, herr.Wrap(herr.InvalidArgument, err, "message must be a JSON object: every value needs a kind and numbers must be finite")
 		}
-		var buf bytes.Buffer
-		buf.Grow(len(b))
-		if err := json.Compact(&buf, b); err != nil {
-			return e, herr.Wrap(herr.Internal, err, "message could not be encoded as JSON")
-		}
-		e.Message = buf.Bytes()
+		e.Message = b
 	}
 	if ts := ev.GetOccurredAt(); ts != nil {
 		if err := ts.CheckValid(); err != nil {

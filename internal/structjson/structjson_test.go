@@ -1,7 +1,10 @@
 package structjson
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -187,4 +190,77 @@ func FuzzWireMatchesDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { requireWireSame(t, b) })
+}
+
+// requireEncodeSame requires Encode(s) to be json.Compact of
+// protojson.Marshal(s), or both to fail.
+func requireEncodeSame(t *testing.T, s *structpb.Struct) {
+	t.Helper()
+	got, err := Encode(s)
+	want, wantErr := protojson.Marshal(s)
+	if wantErr != nil {
+		require.Error(t, err, "%v: protojson refuses it: %v", s, wantErr)
+		return
+	}
+	require.NoError(t, err, "%v", s)
+	var compact bytes.Buffer
+	require.NoError(t, json.Compact(&compact, want))
+	require.Equal(t, compact.String(), string(got))
+}
+
+// TestEncodeMatchesProtojson: for random Structs (from random JSON) and
+// the values protojson refuses, Encode writes what protojson writes,
+// compacted.
+func TestEncodeMatchesProtojson(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(21, 34))
+	for range 2000 {
+		var sb strings.Builder
+		sb.WriteByte('{')
+		for i := range r.IntN(6) {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, `"k%d":`, i)
+			randomJSON(r, &sb, 4)
+		}
+		sb.WriteByte('}')
+		s, err := Decode([]byte(sb.String()))
+		if err != nil {
+			continue
+		}
+		requireEncodeSame(t, s)
+	}
+	for _, f := range []float64{0, math.Copysign(0, -1), 1e-6, 9.99e-7, 1e20, 1e21, 123456789, 5e-324, math.MaxFloat64, -1.5e-300, 0.1} {
+		requireEncodeSame(t, &structpb.Struct{Fields: map[string]*structpb.Value{"n": structpb.NewNumberValue(f)}})
+	}
+	for _, s := range []string{"\x00\x1f\x7f", "<&>\u2028\u2029", `"\`, "é日本🎉", "\b\f\n\r\t"} {
+		requireEncodeSame(t, &structpb.Struct{Fields: map[string]*structpb.Value{s: structpb.NewStringValue(s)}})
+	}
+	for _, bad := range []*structpb.Value{{}, structpb.NewNumberValue(math.NaN()), structpb.NewNumberValue(math.Inf(1)), structpb.NewStringValue("\xff")} {
+		requireEncodeSame(t, &structpb.Struct{Fields: map[string]*structpb.Value{"v": bad}})
+	}
+	requireEncodeSame(t, &structpb.Struct{Fields: map[string]*structpb.Value{"\xff": structpb.NewNullValue()}})
+	// Deeper than the fast path recurses: protojson encodes it, and so
+	// must Encode.
+	deep := &structpb.Struct{}
+	for range maxDepth + 8 {
+		deep = &structpb.Struct{Fields: map[string]*structpb.Value{"a": structpb.NewStructValue(deep), "l": structpb.NewListValue(&structpb.ListValue{})}}
+	}
+	requireEncodeSame(t, deep)
+}
+
+// FuzzEncodeMatchesProtojson: Encode of the Struct of any JSON object
+// agrees with protojson.
+func FuzzEncodeMatchesProtojson(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":[1,{"b":null}],"c":"é","d":1e-7,"e":1e21}`, `{"s":"\u0000<\u2028"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := Decode(b)
+		if err != nil {
+			return
+		}
+		requireEncodeSame(t, s)
+	})
 }
