@@ -76,9 +76,13 @@ type StreamConfig struct {
 	// core does not use it.
 	KeepAlive time.Duration
 	// AutoAckDelay is how long the durable SSE stream waits before it
-	// acknowledges an event it wrote (HERALD_SSE_ACK_DELAY); the core does
-	// not use it.
+	// acknowledges an event it wrote (HERALD_SSE_ACK_DELAY; 0 =
+	// DefaultAutoAckDelay); the core does not use it.
 	AutoAckDelay time.Duration
+	// AutoAckAtOnce: the durable SSE stream acknowledges an event as soon
+	// as it is written (HERALD_SSE_ACK_DELAY=0s); AutoAckDelay is then 0
+	// whatever it was set to.
+	AutoAckAtOnce bool
 	// WSPingInterval is how often the WebSocket bridge of the local
 	// adapter and Cloud Run pings a client (HERALD_WS_PING_INTERVAL; 0 =
 	// package functions/wsbridge's default, 30s); the core does not use
@@ -107,10 +111,10 @@ func (c *StreamConfig) setDefaults() {
 	def(&c.AckTimeout, DefaultStreamAckTimeout)
 	def(&c.PollWait, DefaultStreamPollWait)
 	def(&c.KeepAlive, DefaultKeepAlive)
-	if c.AutoAckDelay < 0 {
+	if c.AutoAckAtOnce {
 		c.AutoAckDelay = 0
-	} else if c.AutoAckDelay == 0 {
-		c.AutoAckDelay = DefaultAutoAckDelay
+	} else {
+		def(&c.AutoAckDelay, DefaultAutoAckDelay)
 	}
 	if c.Batch <= 0 || c.Batch > MaxPullLimit {
 		c.Batch = DefaultStreamBatch

@@ -149,7 +149,7 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		ClaimRetention: cfg.ClaimRetention, PublishTimeout: cfg.PublishTimeout,
 		Streams: delivery.StreamConfig{
 			ReconnectGrace: cfg.ReconnectGrace, IdleWindow: cfg.QueueIdleWindow,
-			KeepAlive: cfg.SSEKeepAlive, AutoAckDelay: autoAckDelay(cfg.SSEAckDelay), SessionTTL: opts.SessionTTL,
+			KeepAlive: cfg.SSEKeepAlive, AutoAckDelay: cfg.SSEAckDelay, AutoAckAtOnce: cfg.SSEAckDelay == 0, SessionTTL: opts.SessionTTL,
 			MessageTTL: cfg.QueueMessageTTL, MaxLength: cfg.QueueMaxLength,
 			WSPingInterval: cfg.WSPingInterval,
 		},
@@ -177,15 +177,6 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 			Jobs:           opts.Jobs,
 		}))))
 	return a, nil
-}
-
-// autoAckDelay is HERALD_SSE_ACK_DELAY as delivery.StreamConfig takes it:
-// there 0 means its default and a negative delay none.
-func autoAckDelay(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
 }
 
 // admission returns the server's load-shedding bounds (see
