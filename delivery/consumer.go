@@ -189,16 +189,16 @@ func (s *Service) pull(ctx context.Context, p *auth.Principal, r PullRequest) (*
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	c, err := s.cfg.Store.LookupConsumer(ctx, r.Destination)
-	if err != nil {
-		return nil, err
+	// The source is made from the consumer as the pull reads it: one read
+	// of its head, not a lookup and then the pull's own.
+	sourceFor := func(c leasestore.ConsumerIdentity) (leasestore.Source, error) {
+		if c.Type != leasestore.TypeDurableConsumer {
+			return nil, herr.New(herr.Malformed, "the event destination is of type %s; pull and acknowledge are only supported for durable consumer destinations (type %s)", c.Type, leasestore.TypeDurableConsumer)
+		}
+		return &brokerSource{svc: s, broker: s.cfg.Broker, sub: c.Subscription, groups: c.Filters, wait: s.cfg.ReceiveWait}, nil
 	}
-	if c.Type != leasestore.TypeDurableConsumer {
-		return nil, herr.New(herr.Malformed, "the event destination is of type %s; pull and acknowledge are only supported for durable consumer destinations (type %s)", c.Type, leasestore.TypeDurableConsumer)
-	}
-	src := &brokerSource{svc: s, broker: s.cfg.Broker, sub: c.Subscription, groups: c.Filters, wait: s.cfg.ReceiveWait}
 	return s.cfg.Store.Pull(ctx, leasestore.PullParams{
-		Consumer: c.ID, Worker: r.Worker, Limit: r.Limit, Visibility: r.Visibility, Source: src,
+		Consumer: r.Destination, Worker: r.Worker, Limit: r.Limit, Visibility: r.Visibility, SourceFor: sourceFor,
 	})
 }
 

@@ -11,7 +11,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/heraldevents/herald/auth"
@@ -335,7 +334,7 @@ func (s *Service) prepare(ctx context.Context, p *auth.Principal, e Event) (*pub
 // publish span, storing its claim first when it needs one. data is e's
 // message, compact.
 func (s *Service) encode(ctx context.Context, p *auth.Principal, e Event, now time.Time, data json.RawMessage) (*pubsubx.Message, *Published, error) {
-	id := uuid.NewString()
+	id := newEventID()
 	traceparent, tracestate := telemetry.TraceContext(ctx)
 	body, err := cloudevent.Encode(cloudevent.Input{
 		ID: id, Source: s.cfg.Source, Type: e.EventType, Subject: e.ResourceID,

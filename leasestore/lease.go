@@ -47,7 +47,17 @@ type PullParams struct {
 	Limit      int           // events; 1–100 for Pull, checked by the caller
 	Visibility time.Duration // 1–600 s for Pull, checked by the caller
 	Source     Source
+	// SourceFor, used by Pull when Source is nil, returns the source of
+	// the consumer's new events from the consumer as the pull read it, so
+	// that a caller who checks the consumer (its type) and reads its
+	// subscription and filters to make the source does not read the
+	// consumer's head a second time (LookupConsumer and then Pull). It is
+	// called once, after the head is read (so a missing consumer is
+	// NotFound first) and before the paused check; an error it returns
+	// ends the pull with that error, nothing written.
+	SourceFor func(ConsumerIdentity) (Source, error)
 }
+
 
 // Lease is a leased batch. Events[i] has position Start+i.
 type Lease struct {
@@ -135,6 +145,15 @@ func (s *Store) pull(ctx context.Context, p PullParams) (*Lease, error) {
 			return false, err
 		}
 		runTestHook(hookPullRead, p.Consumer)
+		if p.Source == nil && p.SourceFor != nil {
+			id, err := d.identity()
+			if err != nil {
+				return false, err
+			}
+			if p.Source, err = p.SourceFor(id); err != nil {
+				return false, err
+			}
+		}
 		if d.Paused {
 			return false, herr.New(herr.FailedPrecondition, "consumer %q is paused", p.Consumer)
 		}

@@ -108,6 +108,15 @@ func New(coll *docstore.Collection, opts Options) *Store {
 	return &Store{coll: coll, opts: opts}
 }
 
+// ConsumerIdentity is what a consumer is, as opposed to what it holds:
+// the fields of Consumer that Pull hands PullParams.SourceFor.
+type ConsumerIdentity struct {
+	ID           string
+	Type         string // TypeDurableConsumer, TypeDurableQueue or TypeNonDurableQueue
+	Subscription string // broker subscription name
+	Filters      filter.Groups
+}
+
 // Consumer is a consumer (durable consumer, durable queue or non-durable
 // queue) as callers see it.
 type Consumer struct {
@@ -184,12 +193,27 @@ func (d *consumerDoc) view(nowMs int64, blocks map[int64]*blockDoc, committed in
 	if d.LastAttached > 0 {
 		c.LastAttached = time.UnixMilli(d.LastAttached).UTC()
 	}
-	if d.Filters != "" {
-		if err := json.Unmarshal([]byte(d.Filters), &c.Filters); err != nil {
-			return nil, herr.Wrap(herr.Internal, err, "stored filters are corrupt")
-		}
+	if err := d.decodeFilters(&c.Filters); err != nil {
+		return nil, err
 	}
 	return c, nil
+}
+
+// identity returns what d is: its id, type, subscription and filters.
+func (d *consumerDoc) identity() (ConsumerIdentity, error) {
+	id := ConsumerIdentity{ID: d.ID, Type: d.Type, Subscription: d.Subscription}
+	return id, d.decodeFilters(&id.Filters)
+}
+
+// decodeFilters decodes d's stored filters into g (none: g unchanged).
+func (d *consumerDoc) decodeFilters(g *filter.Groups) error {
+	if d.Filters == "" {
+		return nil
+	}
+	if err := json.Unmarshal([]byte(d.Filters), g); err != nil {
+		return herr.Wrap(herr.Internal, err, "stored filters are corrupt")
+	}
+	return nil
 }
 
 // fullView reads d's blocks and returns the exact view.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/leasestore"
 )
 
@@ -18,6 +19,40 @@ var pullCases = []conformanceCase{
 	{"Pull/DifferentWorkerNewWork", testPullDifferentWorker},
 	{"Pull/EmptyWorkerIsShared", testPullEmptyWorker},
 	{"Pull/ReclaimHonoursLimit", testPullReclaimSplit},
+	{"Pull/SourceFor", testPullSourceFor},
+}
+
+// testPullSourceFor: a pull without a Source asks SourceFor for one with
+// the consumer as it read it, once; SourceFor's error ends the pull with
+// nothing written, before the paused check; a missing consumer is
+// NotFound before SourceFor is asked.
+func testPullSourceFor(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	src := NewScriptedSource(bodies("s", 2)...)
+	var asked []leasestore.ConsumerIdentity
+	sourceFor := func(c leasestore.ConsumerIdentity) (leasestore.Source, error) {
+		asked = append(asked, c)
+		return src, nil
+	}
+	l, err := b.store.Pull(b.ctx, leasestore.PullParams{Consumer: b.consumer, Worker: "w", Limit: 10, Visibility: visibility, SourceFor: sourceFor})
+	require.NoError(t, err)
+	requireLease(t, l, 1, bodies("s", 2)...)
+	require.Len(t, asked, 1, "SourceFor is asked once per pull")
+	require.Equal(t, leasestore.ConsumerIdentity{ID: b.consumer, Type: leasestore.TypeDurableConsumer, Subscription: "sub-" + b.consumer}, asked[0])
+
+	refuse := herr.New(herr.Malformed, "not this consumer")
+	_, err = b.store.SetPaused(b.ctx, b.consumer, true)
+	require.NoError(t, err)
+	_, err = b.store.Pull(b.ctx, leasestore.PullParams{Consumer: b.consumer, Worker: "w2", Limit: 10, Visibility: visibility,
+		SourceFor: func(leasestore.ConsumerIdentity) (leasestore.Source, error) { return nil, refuse }})
+	require.ErrorIs(t, err, refuse, "SourceFor's error is the pull's, before the paused check")
+	require.Equal(t, int64(2), b.get(t).InFlight, "a refused pull writes nothing")
+
+	called := false
+	_, err = b.store.Pull(b.ctx, leasestore.PullParams{Consumer: "storetest-missing-" + b.consumer, Worker: "w", Limit: 10, Visibility: visibility,
+		SourceFor: func(leasestore.ConsumerIdentity) (leasestore.Source, error) { called = true; return src, nil }})
+	require.Equal(t, herr.NotFound, herr.CodeOf(err))
+	require.False(t, called, "a missing consumer is not handed to SourceFor")
 }
 
 func testPullCaughtUp(t *testing.T, h Harness) {
