@@ -58,7 +58,6 @@ type PullParams struct {
 	SourceFor func(ConsumerIdentity) (Source, error)
 }
 
-
 // Lease is a leased batch. Events[i] has position Start+i.
 type Lease struct {
 	ID         string
