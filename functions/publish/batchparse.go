@@ -54,6 +54,19 @@ func parseBatch(body []byte) (events []WireEvent, ok bool) {
 type batchParser struct {
 	b []byte
 	i int
+	// resources holds the events' WireResources, allocated 32 at a time
+	// rather than one by one; a full chunk is left to the events that
+	// point into it and a new one started, never grown.
+	resources []WireResource
+}
+
+// newResource returns a WireResource of p's current chunk.
+func (p *batchParser) newResource(id string) *WireResource {
+	if len(p.resources) == cap(p.resources) {
+		p.resources = make([]WireResource, 0, 32)
+	}
+	p.resources = append(p.resources, WireResource{ResourceID: id})
+	return &p.resources[len(p.resources)-1]
 }
 
 func (p *batchParser) space() {
@@ -199,7 +212,7 @@ func (p *batchParser) resource() (*WireResource, bool) {
 	p.space()
 	if p.i < len(p.b) && p.b[p.i] == '}' {
 		p.i++
-		return &WireResource{}, true
+		return p.newResource(""), true
 	}
 	if !p.name("resource_id") {
 		return nil, false
@@ -208,5 +221,5 @@ func (p *batchParser) resource() (*WireResource, bool) {
 	if !ok || !p.punct('}') {
 		return nil, false
 	}
-	return &WireResource{ResourceID: string(s)}, true
+	return p.newResource(string(s)), true
 }

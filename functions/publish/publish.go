@@ -88,14 +88,34 @@ func (w *WireEvent) toEvent() (delivery.Event, error) {
 // echo is the event as the result reports it: normalized, with the
 // publish time filled in for a missing occurred_at.
 func echo(w *WireEvent, e delivery.Event) *WireEvent {
-	out := *w
+	out := new(WireEvent)
+	echoInto(out, w, e)
+	return out
+}
+
+// echoInto writes echo(w, e) into out, so that a batch's echoes can share
+// one allocation.
+func echoInto(out, w *WireEvent, e delivery.Event) {
+	*out = *w
 	if !e.OccurredAt.IsZero() {
-		out.OccurredAt = e.OccurredAt.UTC().Format(time.RFC3339Nano)
+		out.OccurredAt = formatTime(w.OccurredAt, e.OccurredAt)
 	}
 	if len(out.Message) == 0 || string(out.Message) == "null" {
 		out.Message = json.RawMessage("{}")
 	}
-	return &out
+}
+
+// formatTime returns t in UTC as RFC 3339 with nanoseconds (trailing
+// zeros cut); given is returned instead when it is already that text,
+// as a publisher that sends UTC times usually does, so that the echo
+// does not allocate it again.
+func formatTime(given string, t time.Time) string {
+	var buf [64]byte
+	b := t.UTC().AppendFormat(buf[:0], time.RFC3339Nano)
+	if string(b) == given {
+		return given
+	}
+	return string(b)
 }
 
 // Handler serves both endpoints.
@@ -200,6 +220,7 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	results := make([]Result, n)
+	echoes := make([]WireEvent, n)
 	items := make([]delivery.BatchItem, n)
 	for i := range n {
 		var we WireEvent
@@ -211,12 +232,18 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		items[i].Event, items[i].Err = we.toEvent()
-		results[i].Event = echo(&we, items[i].Event)
+		echoInto(&echoes[i], &we, items[i].Event)
+		results[i].Event = &echoes[i]
 	}
+	var published time.Time // the events of a batch share their publish time: formatted once
+	var publishedText string
 	for i, o := range h.Service.PublishItems(r.Context(), p, items) {
 		results[i].Success, results[i].FailureReason = o.Success(), o.FailureReason
 		if o.Success() && items[i].Event.OccurredAt.IsZero() {
-			results[i].Event.OccurredAt = o.Published.PublishedAt.Format(time.RFC3339Nano)
+			if at := o.Published.PublishedAt; at != published || publishedText == "" {
+				published, publishedText = at, at.Format(time.RFC3339Nano)
+			}
+			results[i].Event.OccurredAt = publishedText
 		}
 	}
 	answer := bufpool.Get(responseSize(results))

@@ -187,7 +187,8 @@ type client struct {
 
 type entry struct {
 	id       uint64 // send order
-	msg      *pubsubx.Message
+	body     []byte // the sender's, shared by every subscription (see SendBatch)
+	meta     map[string]string
 	delivery uint64    // deliveries so far; a handle names one
 	deadline time.Time // while in flight
 }
@@ -265,10 +266,9 @@ func (c *client) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 	woken := map[*subscription]bool{}
 	for _, m := range msgs {
 		c.t.nextID++
-		sent := &pubsubx.Message{Body: m.Body, Metadata: m.Metadata}
 		for _, s := range c.t.subs {
-			if s.groups.Match(sent.EventType(), sent.ResourceID()) {
-				s.add(&entry{id: c.t.nextID, msg: sent}, c.limits)
+			if s.groups.Match(m.EventType(), m.ResourceID()) {
+				s.add(&entry{id: c.t.nextID, body: m.Body, meta: m.Metadata}, c.limits)
 				woken[s] = true
 			}
 		}
@@ -284,10 +284,10 @@ func (c *client) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 // the newest, always stays.
 func (s *subscription) add(e *entry, limits Limits) {
 	s.ready = append(s.ready, e)
-	s.bytes += len(e.msg.Body)
+	s.bytes += len(e.body)
 	n := 0
 	for n < len(s.ready)-1 && (len(s.ready)-n+len(s.inflight) > limits.MaxPending || s.bytes > limits.MaxPendingBytes) {
-		s.bytes -= len(s.ready[n].msg.Body)
+		s.bytes -= len(s.ready[n].body)
 		n++
 	}
 	if n > 0 {
@@ -449,8 +449,8 @@ func (s *subscription) take(now time.Time, limit int, deadline time.Duration) []
 		e.deadline = now.Add(deadline)
 		s.inflight[e.id] = e
 		out[i] = &pubsubx.Message{
-			Body:     e.msg.Body,
-			Metadata: e.msg.Metadata,
+			Body:     e.body,
+			Metadata: e.meta,
 			Handle:   handle{sub: s, id: e.id, delivery: e.delivery},
 		}
 	}
@@ -505,11 +505,11 @@ func (c *client) settle(ctx context.Context, name string, msgs []*pubsubx.Messag
 func (s *subscription) remove(id uint64) {
 	if e, ok := s.inflight[id]; ok {
 		delete(s.inflight, id)
-		s.bytes -= len(e.msg.Body)
+		s.bytes -= len(e.body)
 		return
 	}
 	if i, found := slices.BinarySearchFunc(s.ready, id, func(r *entry, id uint64) int { return cmpUint(r.id, id) }); found {
-		s.bytes -= len(s.ready[i].msg.Body)
+		s.bytes -= len(s.ready[i].body)
 		s.ready = slices.Delete(s.ready, i, i+1)
 	}
 }
