@@ -284,7 +284,8 @@ func (s *Service) Publish(ctx context.Context, p *auth.Principal, e Event) (*Pub
 // span whose trace context it carries (internal/telemetry).
 func (s *Service) publish(ctx, sendCtx context.Context, p *auth.Principal, e Event) (*Published, error) {
 	ctx, op := telemetry.StartPublish(ctx, e.EventType)
-	msg, pub, err := s.prepare(ctx, p, e)
+	msg, pub := new(pubsubx.Message), new(Published)
+	err := s.prepare(ctx, p, e, msg, pub)
 	if err == nil {
 		if err = s.cfg.Broker.Send(spanned(sendCtx, ctx), msg); err != nil {
 			err = s.sendFailed(ctx, sendCtx, err, e.EventType)
@@ -307,15 +308,16 @@ func spanned(sendCtx, ctx context.Context) context.Context {
 	return trace.ContextWithSpan(sendCtx, trace.SpanFromContext(ctx))
 }
 
-// prepare validates, authorizes and encodes e into the message to send
-// (storing its claim first when it needs one), with the result the
-// publisher gets once the broker accepts it.
-func (s *Service) prepare(ctx context.Context, p *auth.Principal, e Event) (*pubsubx.Message, *Published, error) {
+// prepare validates, authorizes and encodes e into msg, the message to
+// send (storing its claim first when it needs one), and pub, the result
+// the publisher gets once the broker accepts it. The caller provides both
+// so that a batch's come from one allocation each.
+func (s *Service) prepare(ctx context.Context, p *auth.Principal, e Event, msg *pubsubx.Message, pub *Published) error {
 	if err := e.validateOnce(); err != nil {
-		return nil, nil, err
+		return err
 	}
 	if !p.CanPublish(e.EventType) {
-		return nil, nil, herr.New(herr.PermissionDenied, "not authorized to publish events of type %q", e.EventType)
+		return herr.New(herr.PermissionDenied, "not authorized to publish events of type %q", e.EventType)
 	}
 	now := s.cfg.Now().UTC()
 	if e.OccurredAt.IsZero() {
@@ -327,13 +329,13 @@ func (s *Service) prepare(ctx context.Context, p *auth.Principal, e Event) (*pub
 	} else if !e.valid.compact {
 		data = compact(data)
 	}
-	return s.encode(ctx, p, e, now, data)
+	return s.encode(ctx, p, e, now, data, msg, pub)
 }
 
 // encode encodes e into its message, with the trace context of ctx's
 // publish span, storing its claim first when it needs one. data is e's
 // message, compact.
-func (s *Service) encode(ctx context.Context, p *auth.Principal, e Event, now time.Time, data json.RawMessage) (*pubsubx.Message, *Published, error) {
+func (s *Service) encode(ctx context.Context, p *auth.Principal, e Event, now time.Time, data json.RawMessage, msg *pubsubx.Message, pub *Published) error {
 	id := newEventID()
 	traceparent, tracestate := telemetry.TraceContext(ctx)
 	body, err := cloudevent.Encode(cloudevent.Input{
@@ -342,9 +344,9 @@ func (s *Service) encode(ctx context.Context, p *auth.Principal, e Event, now ti
 		TraceParent: traceparent, TraceState: tracestate,
 	})
 	if err != nil {
-		return nil, nil, herr.Wrap(herr.InvalidArgument, err, "event is not a valid CloudEvent")
+		return herr.Wrap(herr.InvalidArgument, err, "event is not a valid CloudEvent")
 	}
-	msg := &pubsubx.Message{Body: body, Metadata: map[string]string{
+	*msg = pubsubx.Message{Body: body, Metadata: map[string]string{
 		pubsubx.AttrEventType: e.EventType, pubsubx.AttrEventID: id,
 	}}
 	if traceparent != "" {
@@ -359,11 +361,12 @@ func (s *Service) encode(ctx context.Context, p *auth.Principal, e Event, now ti
 	if s.needsClaim(body) {
 		if err := s.putClaim(ctx, id, body); err != nil {
 			s.warn(ctx, "publish failed: the claim-check store write failed", err, "event_type", e.EventType, "event_id", id)
-			return nil, nil, err
+			return err
 		}
 		pubsubx.MakeReference(msg, id)
 	}
-	return msg, &Published{ID: id, PublishedAt: now}, nil
+	*pub = Published{ID: id, PublishedAt: now}
+	return nil
 }
 
 // sendFailed is the publisher's error for a send that failed with err.
@@ -433,6 +436,8 @@ func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []
 	defer cancel()
 	out := make([]BatchResult, len(events))
 	msgs := make([]*pubsubx.Message, 0, len(events))
+	msgSlab := make([]pubsubx.Message, len(events))
+	pubSlab := make([]Published, len(events))
 	index := make([]int, 0, len(events)) // index[k] is the event of msgs[k]
 	type span struct {
 		ctx context.Context
@@ -441,7 +446,8 @@ func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []
 	spans := make([]span, 0, len(events)) // spans[k] is the publish span of msgs[k]
 	for i := range events {
 		ectx, op := telemetry.StartPublish(ctx, events[i].EventType)
-		msg, pub, err := s.prepare(ectx, p, events[i])
+		msg, pub := &msgSlab[i], &pubSlab[i]
+		err := s.prepare(ectx, p, events[i], msg, pub)
 		if err != nil {
 			op.EndPublish(ectx, err)
 			out[i].Err = err

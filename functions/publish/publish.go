@@ -223,17 +223,17 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 	echoes := make([]WireEvent, n)
 	items := make([]delivery.BatchItem, n)
 	for i := range n {
-		var we WireEvent
+		results[i].Event = &echoes[i]
+		we := &echoes[i] // decoded in place when it comes alone; echoInto may write over itself
 		if all.Events != nil {
-			we = all.Events[i]
-		} else if err := strictjson.Unmarshal(raw.Events[i], &we); err != nil {
-			results[i].Event = &WireEvent{}
+			we = &all.Events[i]
+		} else if err := strictjson.Unmarshal(raw.Events[i], we); err != nil {
+			echoes[i] = WireEvent{}
 			items[i].Err = herr.New(herr.InvalidArgument, "event is not a JSON object of the documented shape: %s", herr.MessageOf(err))
 			continue
 		}
 		items[i].Event, items[i].Err = we.toEvent()
-		echoInto(&echoes[i], &we, items[i].Event)
-		results[i].Event = &echoes[i]
+		echoInto(&echoes[i], we, items[i].Event)
 	}
 	var published time.Time // the events of a batch share their publish time: formatted once
 	var publishedText string
