@@ -95,7 +95,7 @@ func main() {
 	msgs := makeMessages(distinct)
 	fmt.Printf("workload: %d events per run, ~%d B varied JSON each, publish batches of %d by %d publishers, pull up to %d, ack each pull\n",
 		*events, avgLen(msgs), publishBatch, publishers, pullLimit)
-	fmt.Printf("%-11s %-7s %-3s %10s %13s %13s %13s %9s %9s %9s %9s\n", "server", "workers", "run", "events/s", "cpu-µs/event", "client-µs/ev", "allocs/event", "pull p50", "pull p99", "ack p50", "ack p99")
+	fmt.Printf("%-11s %-7s %-3s %10s %13s %13s %13s %8s %9s %9s %9s %9s\n", "server", "workers", "run", "events/s", "cpu-µs/event", "client-µs/ev", "allocs/event", "ev/pull", "pull p50", "pull p99", "ack p50", "ack p99")
 	type key struct {
 		server  string
 		workers int
@@ -156,6 +156,7 @@ type result struct {
 	rate, cpuPerEvent float64
 	clientPerEvent    float64 // the load generator's CPU µs per event
 	allocsPerEvent    float64 // the server's heap allocations per event; NaN when unknown
+	perPull           float64 // events per pull that returned any
 	pull50, pull99    time.Duration
 	ack50, ack99      time.Duration
 }
@@ -165,7 +166,7 @@ func (r result) print(server string, workers, run int) {
 	if !math.IsNaN(r.allocsPerEvent) {
 		allocs = strconv.FormatFloat(r.allocsPerEvent, 'f', 1, 64)
 	}
-	fmt.Printf("%-11s %-7d %-3d %10.0f %13.1f %13.1f %13s %9s %9s %9s %9s\n", server, workers, run, r.rate, r.cpuPerEvent, r.clientPerEvent, allocs,
+	fmt.Printf("%-11s %-7d %-3d %10.0f %13.1f %13.1f %13s %8.1f %9s %9s %9s %9s\n", server, workers, run, r.rate, r.cpuPerEvent, r.clientPerEvent, allocs, r.perPull,
 		r.pull50.Round(time.Microsecond), r.pull99.Round(time.Microsecond), r.ack50.Round(time.Microsecond), r.ack99.Round(time.Microsecond))
 }
 
@@ -404,6 +405,7 @@ func measure(pid, events int, publish func(batch [][]byte) error, consume func(w
 		cpuPerEvent:    float64((cpu1 - cpu0).Microseconds()) / float64(events),
 		clientPerEvent: float64((self1 - self0).Microseconds()) / float64(events),
 		allocsPerEvent: allocs,
+		perPull:        float64(events) / float64(max(1, len(lat.pull))),
 		pull50:         p(lat.pull, 0.50), pull99: p(lat.pull, 0.99),
 		ack50: p(lat.ack, 0.50), ack99: p(lat.ack, 0.99),
 	}, nil
