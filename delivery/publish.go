@@ -285,7 +285,7 @@ func (s *Service) Publish(ctx context.Context, p *auth.Principal, e Event) (*Pub
 func (s *Service) publish(ctx, sendCtx context.Context, p *auth.Principal, e Event) (*Published, error) {
 	ctx, op := telemetry.StartPublish(ctx, e.EventType)
 	msg, pub := new(pubsubx.Message), new(Published)
-	err := s.prepare(ctx, p, e, msg, pub)
+	err := s.prepare(ctx, p, e, traceContextOf(ctx), msg, pub)
 	if err == nil {
 		if err = s.cfg.Broker.Send(spanned(sendCtx, ctx), msg); err != nil {
 			err = s.sendFailed(ctx, sendCtx, err, e.EventType)
@@ -312,7 +312,7 @@ func spanned(sendCtx, ctx context.Context) context.Context {
 // send (storing its claim first when it needs one), and pub, the result
 // the publisher gets once the broker accepts it. The caller provides both
 // so that a batch's come from one allocation each.
-func (s *Service) prepare(ctx context.Context, p *auth.Principal, e Event, msg *pubsubx.Message, pub *Published) error {
+func (s *Service) prepare(ctx context.Context, p *auth.Principal, e Event, tc traceContext, msg *pubsubx.Message, pub *Published) error {
 	if err := e.validateOnce(); err != nil {
 		return err
 	}
@@ -329,15 +329,15 @@ func (s *Service) prepare(ctx context.Context, p *auth.Principal, e Event, msg *
 	} else if !e.valid.compact {
 		data = compact(data)
 	}
-	return s.encode(ctx, p, e, now, data, msg, pub)
+	return s.encode(ctx, p, e, now, data, tc, msg, pub)
 }
 
-// encode encodes e into its message, with the trace context of ctx's
+// encode encodes e into its message, with tc, the trace context of its
 // publish span, storing its claim first when it needs one. data is e's
 // message, compact.
-func (s *Service) encode(ctx context.Context, p *auth.Principal, e Event, now time.Time, data json.RawMessage, msg *pubsubx.Message, pub *Published) error {
+func (s *Service) encode(ctx context.Context, p *auth.Principal, e Event, now time.Time, data json.RawMessage, tc traceContext, msg *pubsubx.Message, pub *Published) error {
 	id := newEventID()
-	traceparent, tracestate := telemetry.TraceContext(ctx)
+	traceparent, tracestate := tc.parent, tc.state
 	body, err := cloudevent.Encode(cloudevent.Input{
 		ID: id, Source: s.cfg.Source, Type: e.EventType, Subject: e.ResourceID,
 		Time: e.OccurredAt, PublishedAt: now, PrincipalIdentity: p.ID, Data: data,
@@ -439,34 +439,60 @@ func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []
 	msgSlab := make([]pubsubx.Message, len(events))
 	pubSlab := make([]Published, len(events))
 	index := make([]int, 0, len(events)) // index[k] is the event of msgs[k]
-	type span struct {
-		ctx context.Context
-		op  *telemetry.Op
-	}
-	spans := make([]span, 0, len(events)) // spans[k] is the publish span of msgs[k]
+	// One producer span for the batch, whose trace context every event
+	// carries (telemetry.StartPublishBatch).
+	ctx, op := telemetry.StartPublishBatch(ctx, batchEventType(events), len(events))
+	tc := traceContextOf(ctx)
 	for i := range events {
-		ectx, op := telemetry.StartPublish(ctx, events[i].EventType)
 		msg, pub := &msgSlab[i], &pubSlab[i]
-		err := s.prepare(ectx, p, events[i], msg, pub)
-		if err != nil {
-			op.EndPublish(ectx, err)
+		if err := s.prepare(ctx, p, events[i], tc, msg, pub); err != nil {
 			out[i].Err = err
 			continue
 		}
 		out[i].Published = pub
 		msgs = append(msgs, msg)
 		index = append(index, i)
-		spans = append(spans, span{ectx, op})
 	}
-	for k, err := range s.cfg.Broker.SendBatch(sendCtx, msgs) {
+	for k, err := range s.cfg.Broker.SendBatch(spanned(sendCtx, ctx), msgs) {
 		if err != nil {
 			i := index[k]
 			err = s.sendFailed(ctx, sendCtx, err, events[i].EventType)
 			out[i] = BatchResult{Err: err}
 		}
-		spans[k].op.EndPublish(spans[k].ctx, err)
+	}
+	if telemetry.Enabled() {
+		errs := make([]error, len(out))
+		for i := range out {
+			errs[i] = out[i].Err
+		}
+		op.EndPublishBatch(ctx, errs)
 	}
 	return out
+}
+
+// batchEventType is the one event type of events, or "" when they have
+// several (or none).
+func batchEventType(events []Event) string {
+	if len(events) == 0 {
+		return ""
+	}
+	t := events[0].EventType
+	for _, e := range events[1:] {
+		if e.EventType != t {
+			return ""
+		}
+	}
+	return t
+}
+
+// traceContext is the W3C trace context an event carries (empty with
+// telemetry off).
+type traceContext struct{ parent, state string }
+
+func traceContextOf(ctx context.Context) traceContext {
+	var tc traceContext
+	tc.parent, tc.state = telemetry.TraceContext(ctx)
+	return tc
 }
 
 // Outcome is one event's result as both publish transports report it (the

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx"
 	"github.com/heraldevents/herald/pubsubx/driver"
 	"github.com/heraldevents/herald/pubsubx/mem"
@@ -105,4 +106,47 @@ func TestBrokerOffIsTheBrokerItself(t *testing.T) {
 	inner := mem.New(time.Minute)
 	defer inner.Close()
 	require.Same(t, inner, Broker(inner, "mem"))
+}
+
+// TestBatchPublishIsOneSpan: a batch publish is one producer span with
+// its message count (and its event type when the batch has one), every
+// event counted by outcome; a receive of events that carry one producer
+// context links it once.
+func TestBatchPublishIsOneSpan(t *testing.T) {
+	r, _ := manual(t)
+	rec := spans(t)
+	ctx, op := StartPublishBatch(context.Background(), "", 3)
+	parent, _ := TraceContext(ctx)
+	require.NotEmpty(t, parent)
+	op.EndPublishBatch(ctx, []error{nil, herr.New(herr.Unavailable, "broker down"), nil})
+
+	ended := rec.Ended()
+	require.Len(t, ended, 1)
+	s := ended[0]
+	require.Equal(t, "publish", s.Name())
+	require.Equal(t, trace.SpanKindProducer, s.SpanKind())
+	require.Equal(t, "Error", s.Status().Code.String())
+	got := map[string]string{}
+	for _, kv := range s.Attributes() {
+		got[string(kv.Key)] = kv.Value.Emit()
+	}
+	require.Equal(t, "3", got[attrBatchSize])
+	require.NotContains(t, got, attrEventType, "a batch of several types names none")
+	sum := collect(t, r, "messaging.client.sent.messages").(metricdata.Sum[int64])
+	byOutcome := map[string]int64{}
+	for _, dp := range sum.DataPoints {
+		a := attrsOf(dp.Attributes)
+		byOutcome[a[attrOutcome]+"/"+a[attrErrorType]] += dp.Value
+	}
+	require.Equal(t, map[string]int64{"ok/": 2, "error/unavailable": 1}, byOutcome)
+
+	event := []byte(`{"traceparent":"` + parent + `","data":{}}`)
+	rctx, recv := StartReceive(context.Background(), "pull")
+	recv.Delivered(rctx, [][]byte{event, event, event}, 0)
+	recv.End(rctx, nil)
+	ended = rec.Ended()
+	require.Len(t, ended, 2)
+	links := ended[1].Links()
+	require.Len(t, links, 1, "three events of one batch: one link")
+	require.Equal(t, s.SpanContext().SpanID(), links[0].SpanContext.SpanID())
 }

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -123,6 +124,62 @@ func StartPublish(ctx context.Context, eventType string) (context.Context, *Op) 
 	return ctx, &Op{span: span, name: "publish", start: time.Now()}
 }
 
+// StartPublishBatch starts the one producer span of publishing a batch of
+// n events, as the messaging semantic conventions have a batch send: a
+// single "send" span with messaging.batch.message_count, whose trace
+// context every event of the batch carries (there is no span per event,
+// which cost more than the publish itself). eventType is the batch's one
+// event type, or "" when its events have several. EndPublishBatch
+// records the outcomes.
+func StartPublishBatch(ctx context.Context, eventType string, n int) (context.Context, *Op) {
+	if !Enabled() {
+		return ctx, offOp
+	}
+	attrs := []attribute.KeyValue{system, attribute.String(attrOperation, "publish"), attribute.String(attrOpType, "send"),
+		attribute.Int(attrBatchSize, n)}
+	if eventType != "" {
+		attrs = append(attrs, attribute.String(attrEventType, eventType))
+	}
+	ctx, span := tracer.Start(ctx, "publish", trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	return ctx, &Op{span: span, name: "publish", start: time.Now()}
+}
+
+// EndPublishBatch ends a batch publish whose events had the errors errs
+// (nil for each event sent): the sent counter by outcome, one operation
+// duration, and a span whose status is an error when any event failed.
+func (o *Op) EndPublishBatch(ctx context.Context, errs []error) {
+	if o.off {
+		return
+	}
+	ok := 0
+	var failures map[herr.Code]int64
+	for _, err := range errs {
+		if err == nil {
+			ok++
+			continue
+		}
+		if failures == nil {
+			failures = map[herr.Code]int64{}
+			o.span.RecordError(err)
+		}
+		failures[herr.CodeOf(err)]++
+	}
+	attrs := []attribute.KeyValue{system, attribute.String(attrOperation, "publish"), attribute.String(attrOutcome, "ok")}
+	if ok > 0 {
+		ins.sent.Add(ctx, int64(ok), metric.WithAttributes(attrs...))
+	}
+	for code, n := range failures {
+		ins.sent.Add(ctx, n, metric.WithAttributes(system, attribute.String(attrOperation, "publish"),
+			attribute.String(attrOutcome, "error"), attribute.String(attrErrorType, code.String())))
+	}
+	if failures != nil {
+		o.span.SetStatus(codes.Error, "publish failed")
+		attrs = failed(attrs, errs[slices.IndexFunc(errs, func(err error) bool { return err != nil })])
+	}
+	o.span.End()
+	ins.opDuration.Record(ctx, time.Since(o.start).Seconds(), metric.WithAttributes(attrs...))
+}
+
 // TraceContext returns the W3C traceparent and tracestate of ctx's span,
 // or "" when there is none or it is not sampled: an event published with
 // telemetry off carries neither.
@@ -186,8 +243,18 @@ func (o *Op) Delivered(ctx context.Context, events [][]byte, redelivered int) {
 		return
 	}
 	o.span.SetAttributes(attribute.Int(attrBatchSize, len(events)))
+	// The events of one published batch carry one producer context and
+	// are usually delivered together: each is linked once.
+	var linked []trace.SpanContext
+	var last []byte // the traceparent text of the event before
 	for _, e := range events {
-		if sc := producer(e); sc.IsValid() {
+		tp := rawField(e, `"traceparent":"`)
+		if tp == nil || bytes.Equal(tp, last) {
+			continue
+		}
+		last = tp
+		if sc := producer(e); sc.IsValid() && !slices.ContainsFunc(linked, sc.Equal) {
+			linked = append(linked, sc)
 			o.span.AddLink(trace.Link{SpanContext: sc})
 		}
 	}
@@ -213,16 +280,22 @@ func producer(event []byte) trace.SpanContext {
 // stringField returns the JSON string after the first key (given with its
 // opening quote of the value), or "" when absent or escaped.
 func stringField(b []byte, key string) string {
+	return string(rawField(b, key))
+}
+
+// rawField is stringField's text as a slice of b, nil when absent or
+// escaped.
+func rawField(b []byte, key string) []byte {
 	i := bytes.Index(b, []byte(key))
 	if i < 0 {
-		return ""
+		return nil
 	}
 	rest := b[i+len(key):]
 	j := bytes.IndexByte(rest, '"')
 	if j < 0 || j > 512 || bytes.IndexByte(rest[:j], '\\') >= 0 {
-		return ""
+		return nil
 	}
-	return string(rest[:j])
+	return rest[:j:j]
 }
 
 // SetQueueKind names the kind of queue (durable, non_durable) a stream
