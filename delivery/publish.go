@@ -285,7 +285,7 @@ func (s *Service) Publish(ctx context.Context, p *auth.Principal, e Event) (*Pub
 func (s *Service) publish(ctx, sendCtx context.Context, p *auth.Principal, e Event) (*Published, error) {
 	ctx, op := telemetry.StartPublish(ctx, e.EventType)
 	msg, pub := new(pubsubx.Message), new(Published)
-	err := s.prepare(ctx, p, e, traceContextOf(ctx), msg, pub)
+	err := s.prepare(ctx, p, e, s.cfg.Now().UTC(), traceContextOf(ctx), msg, pub)
 	if err == nil {
 		if err = s.cfg.Broker.Send(spanned(sendCtx, ctx), msg); err != nil {
 			err = s.sendFailed(ctx, sendCtx, err, e.EventType)
@@ -308,18 +308,17 @@ func spanned(sendCtx, ctx context.Context) context.Context {
 	return trace.ContextWithSpan(sendCtx, trace.SpanFromContext(ctx))
 }
 
-// prepare validates, authorizes and encodes e into msg, the message to
-// send (storing its claim first when it needs one), and pub, the result
+// prepare validates, authorizes and encodes e, published at now (in
+// UTC), into msg, the message to send (storing its claim first when it needs one), and pub, the result
 // the publisher gets once the broker accepts it. The caller provides both
 // so that a batch's come from one allocation each.
-func (s *Service) prepare(ctx context.Context, p *auth.Principal, e Event, tc traceContext, msg *pubsubx.Message, pub *Published) error {
+func (s *Service) prepare(ctx context.Context, p *auth.Principal, e Event, now time.Time, tc traceContext, msg *pubsubx.Message, pub *Published) error {
 	if err := e.validateOnce(); err != nil {
 		return err
 	}
 	if !p.CanPublish(e.EventType) {
 		return herr.New(herr.PermissionDenied, "not authorized to publish events of type %q", e.EventType)
 	}
-	now := s.cfg.Now().UTC()
 	if e.OccurredAt.IsZero() {
 		e.OccurredAt = now
 	}
@@ -443,9 +442,10 @@ func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []
 	// carries (telemetry.StartPublishBatch).
 	ctx, op := telemetry.StartPublishBatch(ctx, batchEventType(events), len(events))
 	tc := traceContextOf(ctx)
+	now := s.cfg.Now().UTC() // the batch is published at one time
 	for i := range events {
 		msg, pub := &msgSlab[i], &pubSlab[i]
-		if err := s.prepare(ctx, p, events[i], tc, msg, pub); err != nil {
+		if err := s.prepare(ctx, p, events[i], now, tc, msg, pub); err != nil {
 			out[i].Err = err
 			continue
 		}

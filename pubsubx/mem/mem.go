@@ -444,15 +444,18 @@ func cmpUint(a, b uint64) int {
 func (s *subscription) take(now time.Time, limit int, deadline time.Duration) []*pubsubx.Message {
 	n := min(limit, len(s.ready))
 	out := make([]*pubsubx.Message, n)
+	// The messages and their handles of one receive come from one
+	// allocation each (a handle boxed in Message.Handle was another per
+	// message).
+	msgs := make([]pubsubx.Message, n)
+	handles := make([]handle, n)
 	for i, e := range s.ready[:n] {
 		e.delivery++
 		e.deadline = now.Add(deadline)
 		s.inflight[e.id] = e
-		out[i] = &pubsubx.Message{
-			Body:     e.body,
-			Metadata: e.meta,
-			Handle:   handle{sub: s, id: e.id, delivery: e.delivery},
-		}
+		handles[i] = handle{sub: s, id: e.id, delivery: e.delivery}
+		msgs[i] = pubsubx.Message{Body: e.body, Metadata: e.meta, Handle: &handles[i]}
+		out[i] = &msgs[i]
 	}
 	clear(s.ready[:n])
 	s.ready = s.ready[n:]
@@ -471,14 +474,14 @@ func (c *client) settle(ctx context.Context, name string, msgs []*pubsubx.Messag
 	// Check every handle before changing anything: a bad one fails the
 	// whole call, not half of it.
 	for _, m := range msgs {
-		h, ok := m.Handle.(handle)
+		h, ok := m.Handle.(*handle)
 		if !ok || (h.sub != s && !h.sub.deleted) {
 			return herr.New(herr.InvalidArgument, "message was not received from subscription %q of this broker", name)
 		}
 	}
 	requeued := false
 	for _, m := range msgs {
-		h := m.Handle.(handle)
+		h := m.Handle.(*handle)
 		if h.sub != s {
 			continue // from a deleted subscription of the same name: gone already
 		}
