@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gocloud.dev/docstore/memdocstore"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/internal/testkit/faultbroker"
+	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
 	"github.com/heraldevents/herald/pubsubx/mem"
 )
@@ -72,4 +74,37 @@ func TestCheckBatchSize(t *testing.T) {
 		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "n=%d", n)
 		require.Equal(t, []any{"events"}, herr.FieldOf(err))
 	}
+}
+
+// TestPublishToAFullConsumerSaysSo: with the in-memory broker's default
+// reject-publish bound, an event that a durable consumer nobody reads has
+// no room for fails with a reason that says so (success false), the
+// events before it are published, and the consumer keeps every event it
+// held: nothing is dropped.
+func TestPublishToAFullConsumerSaysSo(t *testing.T) {
+	t.Parallel()
+	coll, err := memdocstore.OpenCollection("key", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = coll.Close() })
+	broker := mem.NewWithLimits(time.Minute, mem.Limits{MaxPending: 2})
+	t.Cleanup(func() { require.NoError(t, broker.Close()) })
+	svc := delivery.New(delivery.Config{Broker: broker, Store: leasestore.New(coll, leasestore.Options{})})
+	admin := &auth.Principal{ID: "admin", Permissions: []string{auth.PermAll}}
+	dest, err := svc.CreateDestination(t.Context(), admin, leasestore.TypeDurableConsumer, nil)
+	require.NoError(t, err)
+
+	items := make([]delivery.BatchItem, 3)
+	for i := range items {
+		items[i].Event = delivery.Event{EventType: "full.test", Message: json.RawMessage(`{"n":` + string(rune('1'+i)) + `}`)}
+	}
+	out := svc.PublishItems(t.Context(), admin, items)
+	require.True(t, out[0].Success())
+	require.True(t, out[1].Success())
+	require.False(t, out[2].Success())
+	require.Contains(t, out[2].FailureReason, "not keeping up")
+	require.Contains(t, out[2].FailureReason, "max_pending=2")
+
+	l, err := svc.Pull(t.Context(), admin, delivery.PullRequest{Destination: dest.ID, Worker: "w", Limit: 10, Visibility: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, l.Events, 2, "the consumer holds both events it had room for")
 }

@@ -382,6 +382,12 @@ func (s *Service) sendFailed(ctx, sendCtx context.Context, err error, eventType 
 		err = herr.Wrap(herr.Unavailable, err, "the message broker did not accept the event within "+s.cfg.PublishTimeout.String())
 	}
 	s.warn(ctx, "publish failed", err, "event_type", eventType)
+	if herr.CodeOf(err) == herr.ResourceExhausted {
+		// The broker is full (the in-memory broker's reject-publish
+		// bound): its reason is the publisher's to read, and written for
+		// it (no subscription or consumer named).
+		return herr.Wrap(code, err, "Unable to publish to the message broker: "+herr.MessageOf(err))
+	}
 	return herr.Wrap(code, err, "Unable to publish to the message broker")
 }
 

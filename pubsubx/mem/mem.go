@@ -9,7 +9,7 @@
 //
 // # URLs
 //
-//	mem://NAME?ackdeadline=60s&max_pending=100000&max_pending_bytes=268435456
+//	mem://NAME?ackdeadline=60s&max_pending=100000&max_pending_bytes=268435456&overflow=reject-publish
 //
 // NAME selects a topic shared by every client opened on the same NAME in
 // this process, as handler instances share a real broker's topic. Each Open
@@ -26,17 +26,25 @@
 // DefaultMaxPending, 100,000) whose bodies total at most
 // max_pending_bytes (default DefaultMaxPendingBytes, 256 MiB), ready and
 // in flight together, so that a subscription nobody reads cannot grow
-// until the process runs out of memory. At the limit the subscription
-// works like a capped stream (Redis XADD MAXLEN, RabbitMQ's drop-head
-// overflow): a Send still succeeds, and the oldest ready messages of the
-// full subscription are dropped to make room; other subscriptions are not
-// affected, and messages in flight (received, unsettled) are never
-// dropped. Rejecting the publish instead would let one idle consumer
-// stop every publisher of the deployment. A message bigger than
-// max_pending_bytes on its own is still stored (a subscription always
-// keeps the newest message). The bounds are the sending client's: each
-// Send trims the subscriptions it adds to by its own URL's values.
-// Dropped reports how many messages a subscription lost so.
+// until the process runs out of memory. What a Send does for a full
+// subscription is the overflow parameter (RabbitMQ's x-overflow names):
+//
+//   - reject-publish (RejectPublish, the default): the message is not
+//     stored for that subscription and its Send result is a
+//     herr.ResourceExhausted error that says why, so the publish result
+//     says so (Herald answers it as success false); the subscriptions
+//     with room still get it, so a publisher that retries may deliver it
+//     twice to those, which at-least-once delivery allows. Nothing a
+//     subscription holds is ever lost to the bound.
+//   - drop-head (DropHead): the Send succeeds and the oldest ready
+//     messages of the full subscription are dropped to make room, as a
+//     capped stream (Redis XADD MAXLEN); Dropped counts them. Messages in
+//     flight (received, unsettled) are never dropped.
+//
+// Either way other subscriptions are not affected, and a message bigger
+// than max_pending_bytes on its own is stored in an empty subscription.
+// The bounds are the sending client's: each Send checks the
+// subscriptions it adds to by its own URL's values.
 //
 // # Delivery semantics
 //
@@ -91,11 +99,30 @@ const (
 	DefaultMaxPendingBytes = 256 << 20
 )
 
+// Overflow is what a Send does for a subscription at its bounds (the
+// overflow query parameter; RabbitMQ's x-overflow names).
+type Overflow string
+
+const (
+	// RejectPublish, the default: the message is not stored for a full
+	// subscription, and its Send result is a herr.ResourceExhausted error
+	// that says so (the other subscriptions still get it). Nothing a
+	// subscription holds is lost; the publisher learns that a consumer is
+	// not keeping up and may retry.
+	RejectPublish Overflow = "reject-publish"
+	// DropHead: the message is stored and the oldest ready messages of
+	// the full subscription are dropped to make room, counted by Dropped
+	// (a capped stream, as Redis XADD MAXLEN). Send succeeds; the dropped
+	// events are lost.
+	DropHead Overflow = "drop-head"
+)
+
 // Limits are a client's subscription bounds (see Bounds in the package
 // doc); zero fields take their defaults.
 type Limits struct {
-	MaxPending      int // messages
-	MaxPendingBytes int // bytes of bodies
+	MaxPending      int      // messages
+	MaxPendingBytes int      // bytes of bodies
+	Overflow        Overflow // "" = RejectPublish
 }
 
 func (l Limits) withDefaults() Limits {
@@ -104,6 +131,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxPendingBytes <= 0 {
 		l.MaxPendingBytes = DefaultMaxPendingBytes
+	}
+	if l.Overflow == "" {
+		l.Overflow = RejectPublish
 	}
 	return l
 }
@@ -118,10 +148,16 @@ var (
 )
 
 func openURL(_ context.Context, u *url.URL) (driver.Broker, error) {
-	if err := pubsubx.CheckQuery(u, "ackdeadline", "max_pending", "max_pending_bytes"); err != nil {
+	if err := pubsubx.CheckQuery(u, "ackdeadline", "max_pending", "max_pending_bytes", "overflow"); err != nil {
 		return nil, err
 	}
 	var limits Limits
+	switch o := Overflow(u.Query().Get("overflow")); o {
+	case "", RejectPublish, DropHead:
+		limits.Overflow = o
+	default:
+		return nil, herr.New(herr.InvalidArgument, "mem URL: overflow %q is not %s or %s", o, RejectPublish, DropHead)
+	}
 	for _, p := range []struct {
 		key string
 		dst *int
@@ -251,9 +287,10 @@ func (c *client) BatchOptions() driver.BatchOptions {
 // SendBatch implements driver.Broker: the whole batch is stored under one
 // lock, in order, so no other send interleaves with it, each message in
 // every subscription whose filter it passes (the Body and Metadata the
-// sender handed over, shared). Every message
-// gets the same result: nil, or the error of a done ctx or a closed
-// client.
+// sender handed over, shared). A message's result is nil, the error of a
+// done ctx or a closed client (every message alike), or, under
+// RejectPublish, the ResourceExhausted error of a subscription it found
+// full.
 func (c *client) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error {
 	errs := make([]error, len(msgs))
 	if err := c.lock(ctx); err != nil {
@@ -264,13 +301,18 @@ func (c *client) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 	}
 	defer c.t.mu.Unlock()
 	woken := map[*subscription]bool{}
-	for _, m := range msgs {
+	for i, m := range msgs {
 		c.t.nextID++
 		for _, s := range c.t.subs {
-			if s.groups.Match(m.EventType(), m.ResourceID()) {
-				s.add(&entry{id: c.t.nextID, body: m.Body, meta: m.Metadata}, c.limits)
-				woken[s] = true
+			if !s.groups.Match(m.EventType(), m.ResourceID()) {
+				continue
 			}
+			if c.limits.Overflow == RejectPublish && s.full(len(m.Body), c.limits) {
+				errs[i] = c.fullError()
+				continue
+			}
+			s.add(&entry{id: c.t.nextID, body: m.Body, meta: m.Metadata}, c.limits)
+			woken[s] = true
 		}
 	}
 	for s := range woken {
@@ -279,9 +321,26 @@ func (c *client) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 	return errs
 }
 
+// full reports whether s, holding what it holds, has no room for one more
+// message of size bytes under limits. An empty subscription always has
+// room, so a message bigger than max_pending_bytes on its own is stored.
+func (s *subscription) full(size int, limits Limits) bool {
+	held := len(s.ready) + len(s.inflight)
+	return held > 0 && (held >= limits.MaxPending || s.bytes+size > limits.MaxPendingBytes)
+}
+
+// fullError is the Send result of a message a full subscription refused.
+// It does not name the subscription: a publisher need not learn what
+// another principal's consumers are called.
+func (c *client) fullError() error {
+	return herr.New(herr.ResourceExhausted, "the in-memory broker did not store the event for a consumer that is not keeping up: its subscription holds max_pending=%d messages or max_pending_bytes=%d bytes; consume or delete it, or raise the bounds in the broker URL",
+		c.limits.MaxPending, c.limits.MaxPendingBytes)
+}
+
 // add appends e to ready and then drops the oldest ready messages while s
 // holds more than limits allow (see Bounds in the package doc); e itself,
-// the newest, always stays.
+// the newest, always stays. Under RejectPublish, SendBatch checks full
+// first, so nothing is dropped.
 func (s *subscription) add(e *entry, limits Limits) {
 	s.ready = append(s.ready, e)
 	s.bytes += len(e.body)

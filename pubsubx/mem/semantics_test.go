@@ -151,13 +151,59 @@ func TestNackKeepsSendOrder(t *testing.T) {
 	require.Equal(t, []string{"1", "3"}, order, "nacked messages go back to their place in send order")
 }
 
-// TestBoundedSubscription: a subscription nobody reads keeps only the
-// newest max_pending messages, in send order; Send keeps succeeding, the
-// dropped ones are counted, and another subscription that is read is not
-// affected. Messages in flight are never dropped.
+// TestBoundedSubscriptionRejects: by default a subscription at
+// max_pending refuses further messages, each Send result saying so
+// (ResourceExhausted), while another subscription with room still gets
+// them; nothing it holds is lost, and once read it takes messages again.
+func TestBoundedSubscriptionRejects(t *testing.T) {
+	ctx := t.Context()
+	b := open(t, uniqueURL(t, "?max_pending=3"))
+	require.NoError(t, b.CreateSubscription(ctx, "idle", nil))
+	require.NoError(t, b.CreateSubscription(ctx, "busy", nil))
+	for i := 1; i <= 3; i++ {
+		require.NoError(t, b.Send(ctx, msg(strconv.Itoa(i))))
+		got := receive(t, b, "busy", 0)
+		require.Len(t, got, 1)
+		require.NoError(t, b.Ack(ctx, "busy", got))
+	}
+	err := b.Send(ctx, msg("4"))
+	require.Equal(t, herr.ResourceExhausted, herr.CodeOf(err), "%v", err)
+	require.Contains(t, herr.MessageOf(err), "max_pending=3")
+	require.NotContains(t, herr.MessageOf(err), "idle", "the refusal does not name the subscription")
+	errs := b.SendBatch(ctx, []*pubsubx.Message{msg("5"), msg("6")})
+	require.Len(t, errs, 2)
+	for _, err := range errs {
+		require.Equal(t, herr.ResourceExhausted, herr.CodeOf(err))
+	}
+	busy := receive(t, b, "busy", 0)
+	require.Equal(t, []string{"4", "5", "6"}, eventIDs(busy), "a subscription with room gets what the full one refused")
+	require.NoError(t, b.Ack(ctx, "busy", busy))
+	n, err := mem.Dropped(b, "idle")
+	require.NoError(t, err)
+	require.Zero(t, n, "reject-publish drops nothing")
+
+	got := receive(t, b, "idle", 0)
+	require.Equal(t, []string{"1", "2", "3"}, eventIDs(got), "the full subscription keeps all it held")
+	require.NoError(t, b.Ack(ctx, "idle", got))
+	require.NoError(t, b.Send(ctx, msg("7")), "read, it has room again")
+	require.Equal(t, []string{"7"}, eventIDs(receive(t, b, "idle", 0)))
+
+	big := open(t, "mem://semantics-"+t.Name()+"-bytes?max_pending_bytes=40")
+	require.NoError(t, big.CreateSubscription(ctx, "idle", nil))
+	for i := 1; i <= 4; i++ {
+		require.NoError(t, big.Send(ctx, msg(strconv.Itoa(i)))) // 10-byte bodies
+	}
+	require.Equal(t, herr.ResourceExhausted, herr.CodeOf(big.Send(ctx, msg("5"))), "40 bytes held: no room for 10 more")
+}
+
+// TestBoundedSubscription: with overflow=drop-head a subscription nobody
+// reads keeps only the newest max_pending messages, in send order; Send
+// keeps succeeding, the dropped ones are counted, and another
+// subscription that is read is not affected. Messages in flight are never
+// dropped.
 func TestBoundedSubscription(t *testing.T) {
 	ctx := t.Context()
-	b := open(t, uniqueURL(t, "?max_pending=5"))
+	b := open(t, uniqueURL(t, "?max_pending=5&overflow=drop-head"))
 	require.NoError(t, b.CreateSubscription(ctx, "idle", nil))
 	require.NoError(t, b.CreateSubscription(ctx, "busy", nil))
 
@@ -182,10 +228,11 @@ func TestBoundedSubscription(t *testing.T) {
 }
 
 // TestBoundedSubscriptionBytes: max_pending_bytes bounds the bodies a
-// subscription holds; a single message over it is still kept.
+// subscription holds; a single message over it is still kept (under
+// either overflow: an empty subscription takes it).
 func TestBoundedSubscriptionBytes(t *testing.T) {
 	ctx := t.Context()
-	b := open(t, uniqueURL(t, "?max_pending_bytes=40"))
+	b := open(t, uniqueURL(t, "?max_pending_bytes=40&overflow=drop-head"))
 	require.NoError(t, b.CreateSubscription(ctx, "idle", nil))
 	for i := 1; i <= 5; i++ {
 		require.NoError(t, b.Send(ctx, msg(strconv.Itoa(i)))) // 10-byte bodies
@@ -196,10 +243,15 @@ func TestBoundedSubscriptionBytes(t *testing.T) {
 	big.Body = make([]byte, 100)
 	require.NoError(t, b.Send(ctx, big))
 	require.Equal(t, []string{"big"}, eventIDs(receive(t, b, "idle", 0)), "the newest message stays even over the bound")
+
+	r := open(t, "mem://semantics-"+t.Name()+"-reject?max_pending_bytes=40")
+	require.NoError(t, r.CreateSubscription(ctx, "idle", nil))
+	require.NoError(t, r.Send(ctx, big), "an empty subscription takes a message over the bound")
+	require.Equal(t, []string{"big"}, eventIDs(receive(t, r, "idle", 0)))
 }
 
 func TestBoundsURL(t *testing.T) {
-	for _, q := range []string{"?max_pending=0", "?max_pending=x", "?max_pending_bytes=-1"} {
+	for _, q := range []string{"?max_pending=0", "?max_pending=x", "?max_pending_bytes=-1", "?overflow=drop", "?overflow=Drop-Head"} {
 		_, err := pubsubx.Open(t.Context(), uniqueURL(t, q))
 		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%s: %v", q, err)
 	}
