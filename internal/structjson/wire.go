@@ -50,18 +50,23 @@ func wireFast(b []byte) ([]byte, bool) {
 }
 
 // Field tags of google.protobuf.Struct, its map entries, Value and
-// ListValue (struct.proto).
+// ListValue (struct.proto): field number << 3 | wire type (wireVarint,
+// wireFixed64 or wireBytes).
 const (
-	tagStructFields = 1<<3 | 2 // Struct.fields, one map entry each
-	tagEntryKey     = 1<<3 | 2
-	tagEntryValue   = 2<<3 | 2
-	tagNull         = 1<<3 | 0 // Value.null_value
-	tagNumber       = 2<<3 | 1 // Value.number_value, fixed64
-	tagString       = 3<<3 | 2
-	tagBool         = 4<<3 | 0
-	tagStruct       = 5<<3 | 2
-	tagList         = 6<<3 | 2
-	tagListValues   = 1<<3 | 2 // ListValue.values
+	tagStructFields = 1<<3 | wireBytes // Struct.fields, one map entry each
+	tagEntryKey     = 1<<3 | wireBytes
+	tagEntryValue   = 2<<3 | wireBytes
+	tagNull         = 1<<3 + wireVarint  // Value.null_value
+	tagNumber       = 2<<3 | wireFixed64 // Value.number_value, fixed64
+	tagString       = 3<<3 | wireBytes
+	tagBool         = 4<<3 + wireVarint
+	tagStruct       = 5<<3 | wireBytes
+	tagList         = 6<<3 | wireBytes
+	tagListValues   = 1<<3 | wireBytes // ListValue.values
+
+	wireVarint  = 0
+	wireFixed64 = 1
+	wireBytes   = 2
 )
 
 // wireWriter appends protobuf. A length-prefixed field is opened with a

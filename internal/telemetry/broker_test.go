@@ -128,7 +128,7 @@ func TestBatchPublishIsOneSpan(t *testing.T) {
 	require.Equal(t, "Error", s.Status().Code.String())
 	got := map[string]string{}
 	for _, kv := range s.Attributes() {
-		got[string(kv.Key)] = kv.Value.Emit()
+		got[string(kv.Key)] = kv.Value.String()
 	}
 	require.Equal(t, "3", got[attrBatchSize])
 	require.NotContains(t, got, attrEventType, "a batch of several types names none")
