@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,29 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/client"
+	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/local"
 )
 
-// clock is a controllable time source for local.WithClock: it starts at
-// the real time and moves only when told.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Now().UTC().Truncate(time.Millisecond)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+// newClock returns a controllable time source for local.WithClock: it
+// starts at the real time and moves only when told.
+func newClock() *testkit.Clock { return testkit.NewClock(time.Now().UTC().Truncate(time.Millisecond)) }
 
 // hookTransport calls hook with the path and status of every answered
 // request, before the client sees the answer, so that a test can move the
@@ -54,7 +37,7 @@ func (h hookTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // setupHooked starts a Herald on clk and a client whose calls pass hook.
-func setupHooked(t *testing.T, clk *clock, hook func(path string, status int)) *bundle {
+func setupHooked(t *testing.T, clk *testkit.Clock, hook func(path string, status int)) *bundle {
 	t.Helper()
 	h := local.Start(t, local.WithClock(clk.Now))
 	c, err := client.New(h.URL, client.WithToken(h.Token), client.WithHTTPClient(&http.Client{Transport: hookTransport{hook}}))

@@ -17,23 +17,11 @@ import (
 	"gocloud.dev/docstore/memdocstore"
 
 	"github.com/heraldevents/herald/functions/health"
+	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
 	_ "github.com/heraldevents/herald/pubsubx/mem"
 )
-
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // counted is a dependency whose answer the test sets, counting its calls.
 type counted struct {
@@ -74,7 +62,7 @@ func get(t *testing.T, h http.Handler, path string) (*httptest.ResponseRecorder,
 func TestReadyNamesTheFailedDependencyOnly(t *testing.T) {
 	t.Parallel()
 	var broker, store counted
-	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	clk := testkit.NewClock(time.Unix(1_700_000_000, 0))
 	var logs bytes.Buffer
 	c := health.NewChecker([]health.Dependency{broker.dep("broker"), store.dep("store")},
 		health.Options{Now: clk.Now, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -88,7 +76,7 @@ func TestReadyNamesTheFailedDependencyOnly(t *testing.T) {
 
 	secret := errors.New("dial amqp://guest:s3cret@10.0.0.7:5672/: connection refused")
 	broker.fail(secret)
-	clk.Add(health.DefaultCacheFor)
+	clk.Advance(health.DefaultCacheFor)
 	rec, b = get(t, h, "/health/ready")
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
 	require.Equal(t, "unavailable", b.Status)
@@ -100,7 +88,7 @@ func TestReadyNamesTheFailedDependencyOnly(t *testing.T) {
 	require.Contains(t, logs.String(), "connection refused", "the cause is logged for operators")
 
 	broker.heal()
-	clk.Add(health.DefaultCacheFor)
+	clk.Advance(health.DefaultCacheFor)
 	rec, _ = get(t, h, "/health/ready")
 	require.Equal(t, http.StatusOK, rec.Code, "ready again once the broker is back")
 }
@@ -108,7 +96,7 @@ func TestReadyNamesTheFailedDependencyOnly(t *testing.T) {
 func TestReadyIsCachedForASecond(t *testing.T) {
 	t.Parallel()
 	var broker counted
-	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	clk := testkit.NewClock(time.Unix(1_700_000_000, 0))
 	c := health.NewChecker([]health.Dependency{broker.dep("broker")}, health.Options{Now: clk.Now, Logger: quiet()})
 
 	var wg sync.WaitGroup
@@ -122,10 +110,10 @@ func TestReadyIsCachedForASecond(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, int64(1), broker.calls.Load(), "50 probes inside the cache period check once")
 
-	clk.Add(health.DefaultCacheFor - time.Millisecond)
+	clk.Advance(health.DefaultCacheFor - time.Millisecond)
 	_, _ = c.Check(t.Context())
 	require.Equal(t, int64(1), broker.calls.Load())
-	clk.Add(time.Millisecond)
+	clk.Advance(time.Millisecond)
 	_, _ = c.Check(t.Context())
 	require.Equal(t, int64(2), broker.calls.Load(), "a stale result is checked again")
 }

@@ -1,7 +1,6 @@
 package lograte
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/internal/testkit"
 )
 
 // manual is a Limiter whose windows end only when the test says so.
@@ -40,22 +41,12 @@ func (m *manual) endWindows() {
 	}
 }
 
-type sink struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *sink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
+// sink is a logger's output that the test reads line by line.
+type sink struct{ testkit.SyncBuffer }
 
 func (s *sink) lines(t *testing.T) []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.buf.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(s.Take()), "\n") {
 		if l == "" {
 			continue
 		}
@@ -63,7 +54,6 @@ func (s *sink) lines(t *testing.T) []map[string]any {
 		require.NoError(t, json.Unmarshal([]byte(l), &m))
 		out = append(out, m)
 	}
-	s.buf.Reset()
 	return out
 }
 

@@ -64,6 +64,16 @@ func (s *SyncBuffer) String() string {
 	return s.b.String()
 }
 
+// Take returns everything written so far and empties the buffer, in
+// one step, so that a test reads each write once.
+func (s *SyncBuffer) Take() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.b.String()
+	s.b.Reset()
+	return out
+}
+
 // Serve runs serve (a server's Serve method) in a goroutine on a new
 // listener on a free 127.0.0.1 port, as a command's main would, and
 // returns the listener's address ("127.0.0.1:PORT"), stop, which cancels
