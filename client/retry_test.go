@@ -150,9 +150,12 @@ func (s *countingSource) Token() (*oauth2.Token, error) {
 
 func TestTokenSourceAskedPerRequest(t *testing.T) {
 	t.Parallel()
+	var mu sync.Mutex
 	var seen []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
 		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
 		_, _ = w.Write([]byte(`{"destinations": []}`))
 	}))
 	t.Cleanup(srv.Close)
@@ -162,6 +165,8 @@ func TestTokenSourceAskedPerRequest(t *testing.T) {
 		_, err := c.ListConsumers(testContext(t))
 		require.NoError(t, err)
 	}
+	mu.Lock() // the race detector does not see the order a TCP round trip gives
+	defer mu.Unlock()
 	assert.Equal(t, []string{"Bearer first", "Bearer second"}, seen)
 }
 
@@ -236,6 +241,8 @@ func TestConsumeOutlastsPausedAndFullWindow(t *testing.T) {
 	}, client.ConsumeOptions{IdleBackoff: time.Millisecond, MaxIdleBackoff: time.Millisecond})
 	assert.True(t, client.IsNotFound(err), "%v", err)
 	assert.Equal(t, []string{"L"}, handled)
+	mu.Lock() // the race detector does not see the order a TCP round trip gives
+	defer mu.Unlock()
 	assert.Equal(t, []string{"pull", "pull", "pull", "pull", "acknowledge", "pull"}, calls)
 }
 
@@ -262,5 +269,7 @@ func TestConsumeWorkersHaveTheirOwnIDs(t *testing.T) {
 	err = c.Consume(testContext(t), "d1", func(context.Context, *client.Lease) error { return nil },
 		client.ConsumeOptions{Workers: 3, WorkerPrefix: "billing", IdleBackoff: time.Millisecond, MaxIdleBackoff: time.Millisecond})
 	assert.True(t, client.IsNotFound(err), "%v", err)
+	mu.Lock() // the race detector does not see the order a TCP round trip gives
+	defer mu.Unlock()
 	assert.Equal(t, map[string]bool{"billing-0": true, "billing-1": true, "billing-2": true}, ids)
 }

@@ -102,7 +102,7 @@ func TestClaimCheckPull(t *testing.T) {
 	b := claimSetup(t, time.Hour)
 	ctx := t.Context()
 	groups := filter.Groups{{EventType: "orders.created"}}
-	c, err := b.svc.CreateDestination(ctx, root, leasestore.TypeDurableConsumer, groups)
+	c, err := b.svc.CreateDestination(ctx, root, delivery.CreateDestinationParams{Type: leasestore.TypeDurableConsumer, FilterGroups: groups})
 	require.NoError(t, err)
 
 	msg := bigMessage(4 * claimLimit)
@@ -147,7 +147,7 @@ func TestClaimCheckStream(t *testing.T) {
 	t.Parallel()
 	b := claimSetup(t, time.Hour)
 	ctx := t.Context()
-	_, err := b.svc.CreateQueue(ctx, root, "q", nil)
+	_, err := b.svc.CreateQueue(ctx, root, delivery.CreateQueueParams{ID: "q"})
 	require.NoError(t, err)
 	st, err := b.svc.OpenStream(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"})
 	require.NoError(t, err)
@@ -175,7 +175,7 @@ func TestClaimCheckReaped(t *testing.T) {
 	t.Parallel()
 	b := claimSetup(t, 50*time.Millisecond)
 	ctx := t.Context()
-	c, err := b.svc.CreateDestination(ctx, root, leasestore.TypeDurableConsumer, nil)
+	c, err := b.svc.CreateDestination(ctx, root, delivery.CreateDestinationParams{Type: leasestore.TypeDurableConsumer})
 	require.NoError(t, err)
 	lost, err := b.svc.Publish(ctx, root, delivery.Event{EventType: "a.b", Message: bigMessage(2 * claimLimit)})
 	require.NoError(t, err)

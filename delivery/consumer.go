@@ -23,13 +23,25 @@ const (
 	MaxWorkerIDLength = 200
 )
 
+// CreateDestinationParams is what CreateDestination is asked for.
+type CreateDestinationParams struct {
+	// Type must be leasestore.TypeDurableConsumer (herr.Malformed
+	// otherwise: the durable-consumer API answers 400 for other types).
+	Type string
+	// FilterGroups select the consumer's events (none = every event).
+	FilterGroups filter.Groups
+	// Policies are its delivery policies (zero = the deployment's
+	// defaults); herr.InvalidArgument outside their ranges, herr.Malformed
+	// with an AckTimeout (durable queues only).
+	Policies leasestore.Policies
+}
+
 // CreateDestination creates a durable consumer at the head of the stream:
 // its broker subscription first (so nothing published after this call
-// returns is missed), then its record. typ must be
-// leasestore.TypeDurableConsumer (herr.Malformed otherwise: the durable-consumer API answers
-// 400 for other types). pol, when given, are its delivery policies (the
-// first; herr.InvalidArgument outside their ranges).
-func (s *Service) CreateDestination(ctx context.Context, p *auth.Principal, typ string, groups filter.Groups, pol ...leasestore.Policies) (*leasestore.Consumer, error) {
+// returns is missed), then its record. See CreateDestinationParams for
+// what it takes and the errors of each member.
+func (s *Service) CreateDestination(ctx context.Context, p *auth.Principal, d CreateDestinationParams) (*leasestore.Consumer, error) {
+	typ, groups := d.Type, d.FilterGroups
 	if err := p.Require(auth.PermManageDestinations); err != nil {
 		return nil, err
 	}
@@ -39,8 +51,8 @@ func (s *Service) CreateDestination(ctx context.Context, p *auth.Principal, typ 
 	if err := groups.Validate("filter_groups"); err != nil {
 		return nil, err
 	}
-	policies, err := creationPolicies(pol)
-	if err != nil {
+	policies := d.Policies
+	if err := policies.Validate(); err != nil {
 		return nil, err
 	}
 	if policies.AckTimeout != 0 {

@@ -25,7 +25,7 @@ func ExampleService_OpenStream() {
 	svc := delivery.New(delivery.Config{Broker: broker, Store: leasestore.New(coll, leasestore.Options{})})
 	p := &auth.Principal{ID: "app", Permissions: []string{auth.PermAll}}
 
-	q, _ := svc.CreateQueue(ctx, p, "myapp-uploads-queue", nil)
+	q, _ := svc.CreateQueue(ctx, p, delivery.CreateQueueParams{ID: "myapp-uploads-queue"})
 	st, err := svc.OpenStream(ctx, p, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "myapp-uploads-queue"})
 	if err != nil {
 		fmt.Println(err)

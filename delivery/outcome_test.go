@@ -90,7 +90,7 @@ func TestPublishToAFullConsumerSaysSo(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, broker.Close()) })
 	svc := delivery.New(delivery.Config{Broker: broker, Store: leasestore.New(coll, leasestore.Options{})})
 	admin := &auth.Principal{ID: "admin", Permissions: []string{auth.PermAll}}
-	dest, err := svc.CreateDestination(t.Context(), admin, leasestore.TypeDurableConsumer, nil)
+	dest, err := svc.CreateDestination(t.Context(), admin, delivery.CreateDestinationParams{Type: leasestore.TypeDurableConsumer})
 	require.NoError(t, err)
 
 	items := make([]delivery.BatchItem, 3)

@@ -50,11 +50,12 @@ func (f PolicyFields) Any() bool {
 	return len(f.RetryPolicy) > 0 || len(f.DeadLetterPolicy) > 0 || len(f.AckTimeout) > 0
 }
 
-// Apply returns base with f's changes. queue says whether ack_timeout is
-// allowed (durable queues); elsewhere it is herr.Malformed. A member of
+// Apply returns base with f's changes for a consumer of consumerType (a
+// leasestore.Type* constant): ack_timeout is allowed only for
+// leasestore.TypeDurableQueue, herr.Malformed elsewhere. A member of
 // the wrong shape is herr.Malformed naming it; a value out of range is
 // herr.InvalidArgument naming it.
-func (f PolicyFields) Apply(base leasestore.Policies, queue bool) (leasestore.Policies, error) {
+func (f PolicyFields) Apply(base leasestore.Policies, consumerType string) (leasestore.Policies, error) {
 	out := base
 	if len(f.RetryPolicy) > 0 {
 		out.RetryPolicy = nil
@@ -90,7 +91,7 @@ func (f PolicyFields) Apply(base leasestore.Policies, queue bool) (leasestore.Po
 		}
 	}
 	if len(f.AckTimeout) > 0 {
-		if !queue {
+		if consumerType != leasestore.TypeDurableQueue {
 			return base, herr.New(herr.Malformed, "ack_timeout is only for durable queues")
 		}
 		out.AckTimeout = 0
@@ -155,7 +156,7 @@ func (s *Service) UpdateDestination(ctx context.Context, p *auth.Principal, id s
 	if err := CheckText("the event destination id", id); err != nil {
 		return nil, err
 	}
-	return s.setPolicies(ctx, id, f, false)
+	return s.setPolicies(ctx, id, f, leasestore.TypeDurableConsumer)
 }
 
 // UpdateQueuePolicies changes durable queue id's policies (the policy
@@ -168,33 +169,24 @@ func (s *Service) UpdateQueuePolicies(ctx context.Context, p *auth.Principal, id
 	if err := ValidateQueueID(id); err != nil {
 		return nil, err
 	}
-	if _, err := f.Apply(leasestore.Policies{}, true); err != nil {
+	if _, err := f.Apply(leasestore.Policies{}, leasestore.TypeDurableQueue); err != nil {
 		return nil, err // before any backend call
 	}
 	if _, err := s.getQueue(ctx, id); err != nil {
 		return nil, err
 	}
-	return s.setPolicies(ctx, id, f, true)
+	return s.setPolicies(ctx, id, f, leasestore.TypeDurableQueue)
 }
 
-func (s *Service) setPolicies(ctx context.Context, id string, f PolicyFields, queue bool) (*leasestore.Consumer, error) {
-	if _, err := f.Apply(leasestore.Policies{}, queue); err != nil {
+func (s *Service) setPolicies(ctx context.Context, id string, f PolicyFields, consumerType string) (*leasestore.Consumer, error) {
+	if _, err := f.Apply(leasestore.Policies{}, consumerType); err != nil {
 		return nil, err // before any backend call
 	}
 	// Applied to the policies the store's conditional write reads, so
 	// that concurrent PATCHes of different members both land.
 	return s.cfg.Store.UpdatePolicies(ctx, id, func(cur leasestore.Policies) (leasestore.Policies, error) {
-		return f.Apply(cur, queue)
+		return f.Apply(cur, consumerType)
 	})
-}
-
-// creationPolicies returns the policies a create applies: pol's first, or
-// none.
-func creationPolicies(pol []leasestore.Policies) (leasestore.Policies, error) {
-	if len(pol) == 0 {
-		return leasestore.Policies{}, nil
-	}
-	return pol[0], pol[0].Validate()
 }
 
 // ackTimeout returns the visibility of c's stream leases: its own

@@ -26,7 +26,7 @@ func TestPullWithholdsUnreadableEvents(t *testing.T) {
 	ctx := t.Context()
 	admin := &auth.Principal{ID: "admin", Permissions: []string{auth.PermAll}}
 	orders := &auth.Principal{ID: "orders", Permissions: []string{auth.PermReadEvents, "receive:orders.*"}}
-	c, err := svc.CreateDestination(ctx, admin, leasestore.TypeDurableConsumer, nil)
+	c, err := svc.CreateDestination(ctx, admin, delivery.CreateDestinationParams{Type: leasestore.TypeDurableConsumer})
 	require.NoError(t, err)
 	types := []string{"orders.a", "users.a", "orders.b"}
 	for _, typ := range types {

@@ -191,12 +191,23 @@ func (s *Service) getQueue(ctx context.Context, id string) (*leasestore.Consumer
 // herr.InvalidArgument for a bad id or bad groups (before any backend
 // call); herr.AlreadyExists when id is taken by a consumer of another kind.
 //
-// pol, when given, are the queue's delivery policies (the first), applied
-// only when this call creates the queue: an existing queue keeps its own
-// (UpdateQueuePolicies changes them).
-func (s *Service) CreateQueue(ctx context.Context, p *auth.Principal, id string, groups filter.Groups, pol ...leasestore.Policies) (CreateQueueResult, error) {
-	c, created, err := s.createQueue(ctx, p, id, groups, pol...)
+// q.Policies are applied only when this call creates the queue: an
+// existing queue keeps its own (UpdateQueuePolicies changes them).
+func (s *Service) CreateQueue(ctx context.Context, p *auth.Principal, q CreateQueueParams) (CreateQueueResult, error) {
+	c, created, err := s.createQueue(ctx, p, q)
 	return CreateQueueResult{Queue: c, Created: created}, err
+}
+
+// CreateQueueParams is what CreateQueue is asked for.
+type CreateQueueParams struct {
+	// ID is the queue's id ("" = generate one, "dq-" and a UUID); see
+	// ValidateQueueID for its shape.
+	ID string
+	// FilterGroups select the queue's events (none = every event).
+	FilterGroups filter.Groups
+	// Policies are the queue's delivery policies (zero = the
+	// deployment's defaults); herr.InvalidArgument outside their ranges.
+	Policies leasestore.Policies
 }
 
 // CreateQueueResult is what CreateQueue answers.
@@ -208,7 +219,8 @@ type CreateQueueResult struct {
 	Created bool
 }
 
-func (s *Service) createQueue(ctx context.Context, p *auth.Principal, id string, groups filter.Groups, pol ...leasestore.Policies) (c *leasestore.Consumer, created bool, err error) {
+func (s *Service) createQueue(ctx context.Context, p *auth.Principal, q CreateQueueParams) (c *leasestore.Consumer, created bool, err error) {
+	id, groups := q.ID, q.FilterGroups
 	if err := p.Require(auth.PermCreateDurableQueues); err != nil {
 		return nil, false, err
 	}
@@ -220,8 +232,7 @@ func (s *Service) createQueue(ctx context.Context, p *auth.Principal, id string,
 	if err := groups.Validate("filter_groups"); err != nil {
 		return nil, false, err
 	}
-	policies, err := creationPolicies(pol)
-	if err != nil {
+	if err := q.Policies.Validate(); err != nil {
 		return nil, false, err
 	}
 	if id == "" {
@@ -229,7 +240,7 @@ func (s *Service) createQueue(ctx context.Context, p *auth.Principal, id string,
 	} else if c, err := s.existingQueue(ctx, id); c != nil || err != nil {
 		return c, false, err
 	}
-	c, err = s.createConsumer(ctx, id, leasestore.TypeDurableQueue, "herald-dq-", groups, policies)
+	c, err = s.createConsumer(ctx, id, leasestore.TypeDurableQueue, "herald-dq-", groups, q.Policies)
 	if herr.CodeOf(err) == herr.AlreadyExists {
 		// Another caller created it between our read and our write.
 		c, err := s.existingQueue(ctx, id)
@@ -259,11 +270,7 @@ func (s *Service) existingQueue(ctx context.Context, id string) (*leasestore.Con
 // createConsumer makes a broker subscription named prefix+UUID at the head
 // of the stream, then the consumer record. When the record cannot be
 // written the subscription is deleted again.
-func (s *Service) createConsumer(ctx context.Context, id, typ, prefix string, groups filter.Groups, pol ...leasestore.Policies) (*leasestore.Consumer, error) {
-	policies, err := creationPolicies(pol)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) createConsumer(ctx context.Context, id, typ, prefix string, groups filter.Groups, policies leasestore.Policies) (*leasestore.Consumer, error) {
 	sub := prefix + uuid.NewString()
 	if err := s.cfg.Broker.CreateSubscription(ctx, sub, groups); err != nil {
 		return nil, brokerErr(err)

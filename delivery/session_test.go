@@ -22,7 +22,7 @@ import (
 // openDurable creates durable queue "q" and opens a session on it.
 func openDurable(t *testing.T, b *bundle) *delivery.SessionState {
 	t.Helper()
-	_, err := b.svc.CreateQueue(t.Context(), root, "q", nil)
+	_, err := b.svc.CreateQueue(t.Context(), root, delivery.CreateQueueParams{ID: "q"})
 	require.NoError(t, err)
 	opened, err := b.svc.OpenSession(t.Context(), root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, 0)
 	st, created := opened.State, opened.Created
@@ -301,7 +301,7 @@ func TestSessionTTLLapse(t *testing.T) {
 	clock := testkit.NewClock(time.Now())
 	b := setup(t, setupOpts{now: clock.Now})
 	ctx := t.Context()
-	_, err := b.svc.CreateQueue(ctx, root, "q", nil)
+	_, err := b.svc.CreateQueue(ctx, root, delivery.CreateQueueParams{ID: "q"})
 	require.NoError(t, err)
 	opened, err := b.svc.OpenSession(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, time.Minute)
 	st := opened.State
@@ -367,7 +367,7 @@ func TestSessionPrincipalFilter(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	ctx := t.Context()
-	_, err := b.svc.CreateQueue(ctx, root, "q", nil)
+	_, err := b.svc.CreateQueue(ctx, root, delivery.CreateQueueParams{ID: "q"})
 	require.NoError(t, err)
 	orders := &auth.Principal{ID: "orders", Permissions: []string{auth.PermConsumeDurableQueues, "receive:orders.*"}}
 	opened, err := b.svc.OpenSession(ctx, orders, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"}, 0)

@@ -234,7 +234,7 @@ func (s *Service) streamQueue(ctx context.Context, p *auth.Principal, r StreamRe
 		return nil, false, err
 	}
 	if r.ReconnectToken == "" {
-		c, err := s.createConsumer(ctx, "nd-"+uuid.NewString(), leasestore.TypeNonDurableQueue, "herald-nd-", r.FilterGroups)
+		c, err := s.createConsumer(ctx, "nd-"+uuid.NewString(), leasestore.TypeNonDurableQueue, "herald-nd-", r.FilterGroups, leasestore.Policies{})
 		return c, err == nil, err
 	}
 	field := r.TokenField

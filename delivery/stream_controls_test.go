@@ -20,7 +20,7 @@ func TestStreamExtendAndDelayedNack(t *testing.T) {
 	clock := testkit.NewClock(time.Now())
 	b := setup(t, setupOpts{now: clock.Now, streams: delivery.StreamConfig{SessionTTL: 24 * time.Hour, Batch: 10}})
 	ctx := t.Context()
-	_, err := b.svc.CreateQueue(ctx, root, "q", nil)
+	_, err := b.svc.CreateQueue(ctx, root, delivery.CreateQueueParams{ID: "q"})
 	require.NoError(t, err)
 	st, err := b.svc.OpenStream(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"})
 	require.NoError(t, err)

@@ -76,7 +76,7 @@ func TestStreamUpdateFiltersErrors(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	ctx := t.Context()
-	_, err := b.svc.CreateQueue(ctx, root, "q", nil)
+	_, err := b.svc.CreateQueue(ctx, root, delivery.CreateQueueParams{ID: "q"})
 	require.NoError(t, err)
 	durable, err := b.svc.OpenStream(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"})
 	require.NoError(t, err)

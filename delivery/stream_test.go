@@ -137,7 +137,7 @@ func TestSettleSemantics(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{streams: delivery.StreamConfig{Batch: 1}})
 	ctx := t.Context()
-	q, err := b.svc.CreateQueue(ctx, root, "q", nil)
+	q, err := b.svc.CreateQueue(ctx, root, delivery.CreateQueueParams{ID: "q"})
 	require.NoError(t, err)
 	require.True(t, q.Created)
 	st, err := b.svc.OpenStream(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"})
@@ -210,7 +210,7 @@ func TestStreamQueueGone(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	ctx := t.Context()
-	_, err := b.svc.CreateQueue(ctx, root, "q", nil)
+	_, err := b.svc.CreateQueue(ctx, root, delivery.CreateQueueParams{ID: "q"})
 	require.NoError(t, err)
 	st, err := b.svc.OpenStream(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"})
 	require.NoError(t, err)
@@ -233,7 +233,7 @@ func TestConcurrentCreateLeavesNoOrphan(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			var q delivery.CreateQueueResult
-			q, errs[i] = b.svc.CreateQueue(t.Context(), root, "same", filter.Groups{{EventType: fmt.Sprintf("t%d", i)}})
+			q, errs[i] = b.svc.CreateQueue(t.Context(), root, delivery.CreateQueueParams{ID: "same", FilterGroups: filter.Groups{{EventType: fmt.Sprintf("t%d", i)}}})
 			if q.Created {
 				created.Add(1)
 			}
@@ -268,7 +268,7 @@ func TestRandomizedNacksAndDisconnects(t *testing.T) {
 	b := setup(t, setupOpts{deliveryLimit: limit, streams: delivery.StreamConfig{Batch: 5}})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	_, err := b.svc.CreateQueue(ctx, root, "rq", nil)
+	_, err := b.svc.CreateQueue(ctx, root, delivery.CreateQueueParams{ID: "rq"})
 	require.NoError(t, err)
 	b.publish(t, "a.b", 0, events)
 
@@ -402,7 +402,7 @@ func TestStreamReapedUnderIt(t *testing.T) {
 		PollWait: time.Hour, SessionTTL: time.Hour, IdleWindow: time.Minute, // no heartbeat, no poll: the stream waits at the broker
 	}})
 	ctx := t.Context()
-	_, err := b.svc.CreateQueue(ctx, root, "q", nil)
+	_, err := b.svc.CreateQueue(ctx, root, delivery.CreateQueueParams{ID: "q"})
 	require.NoError(t, err)
 	st, err := b.svc.OpenStream(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "q"})
 	require.NoError(t, err)
@@ -494,7 +494,7 @@ func TestPoisonDeadLetteredAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	ctx := t.Context()
-	_, err := b.svc.CreateQueue(ctx, root, "pq", nil)
+	_, err := b.svc.CreateQueue(ctx, root, delivery.CreateQueueParams{ID: "pq"})
 	require.NoError(t, err)
 	require.NoError(t, b.broker.Send(ctx, &pubsubx.Message{Body: []byte("not a cloud event \xff"), Metadata: map[string]string{pubsubx.AttrEventType: "a.b"}}))
 	b.publish(t, "a.b", 1, 1)

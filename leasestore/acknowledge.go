@@ -86,9 +86,9 @@ type AckResult struct {
 // that block (a failed acknowledgement also lowers the block's hint in the
 // head, so that the next pull finds the lease).
 func (s *Store) Acknowledge(ctx context.Context, p AckParams) (*AckResult, error) {
-	start := time.Now()
+	ctx, op := telemetry.StartStore(ctx, "acknowledge")
 	res, err := s.acknowledge(ctx, p)
-	telemetry.StoreOperation(ctx, "acknowledge", start, err)
+	op.End(ctx, err)
 	return res, err
 }
 

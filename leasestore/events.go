@@ -62,9 +62,9 @@ import (
 // session that is not attached; *WindowFullError when MaxInFlight events
 // are held and none can be handed out; the source's errors.
 func (s *Store) PullEvents(ctx context.Context, p PullParams) ([]*Lease, error) {
-	start := time.Now()
+	ctx, op := telemetry.StartStore(ctx, "pull_events")
 	ls, err := s.pullEvents(ctx, p)
-	telemetry.StoreOperation(ctx, "pull_events", start, err)
+	op.End(ctx, err)
 	return ls, err
 }
 
@@ -394,9 +394,9 @@ type SettleParams struct {
 // the settlement; then it goes ahead of new work as any nacked event. A
 // delay outside 0–MaxRetryAfter is herr.OutOfRange and settles nothing.
 func (s *Store) SettleWith(ctx context.Context, consumer string, p SettleParams) (SettleResult, error) {
-	start := time.Now()
+	ctx, op := telemetry.StartStore(ctx, "settle")
 	res, err := s.settle(ctx, consumer, p)
-	telemetry.StoreOperation(ctx, "settle", start, err)
+	op.End(ctx, err)
 	return res, err
 }
 
@@ -549,9 +549,9 @@ func (s *Store) settle(ctx context.Context, consumer string, p SettleParams) (Se
 // dead-lettered; herr.InvalidArgument for another reason, herr.NotFound
 // for an unknown consumer.
 func (s *Store) Reject(ctx context.Context, consumer string, refs []EventRef, reason string) (int, error) {
-	start := time.Now()
+	ctx, op := telemetry.StartStore(ctx, "reject")
 	n, err := s.reject(ctx, consumer, refs, reason)
-	telemetry.StoreOperation(ctx, "reject", start, err)
+	op.End(ctx, err)
 	return n, err
 }
 
@@ -642,9 +642,9 @@ type ExtendEventsResult struct {
 // millisecond; herr.NotFound for an unknown consumer; the store's errors
 // (the call may be repeated).
 func (s *Store) ExtendEvents(ctx context.Context, consumer string, refs []EventRef, visibility time.Duration) (ExtendEventsResult, error) {
-	start := time.Now()
+	ctx, op := telemetry.StartStore(ctx, "extend")
 	res, err := s.extendEvents(ctx, consumer, refs, visibility)
-	telemetry.StoreOperation(ctx, "extend", start, err)
+	op.End(ctx, err)
 	return res, err
 }
 

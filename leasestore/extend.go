@@ -50,9 +50,9 @@ type ExtendResult struct {
 // and the one block the lease id names and writes only that block: a
 // later expiry keeps the head's hints valid.
 func (s *Store) Extend(ctx context.Context, p ExtendParams) (*ExtendResult, error) {
-	start := time.Now()
+	ctx, op := telemetry.StartStore(ctx, "extend")
 	res, err := s.extend(ctx, p)
-	telemetry.StoreOperation(ctx, "extend", start, err)
+	op.End(ctx, err)
 	return res, err
 }
 

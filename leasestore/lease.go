@@ -119,9 +119,9 @@ func (e *WindowFullError) WindowState() (inFlight, committed, dispatched int64) 
 //
 // It returns (nil, nil) when the consumer is caught up.
 func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
-	start := time.Now()
+	ctx, op := telemetry.StartStore(ctx, "pull")
 	l, err := s.pull(ctx, p)
-	telemetry.StoreOperation(ctx, "pull", start, err)
+	op.End(ctx, err)
 	return l, err
 }
 

@@ -51,7 +51,7 @@ func serve(t *testing.T) *fixture {
 	clock := testkit.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 	svc := inmem.New(t, inmem.Options{Config: delivery.Config{Now: clock.Now}})
 	ctx := t.Context()
-	c, err := svc.CreateDestination(ctx, admin, leasestore.TypeDurableConsumer, nil)
+	c, err := svc.CreateDestination(ctx, admin, delivery.CreateDestinationParams{Type: leasestore.TypeDurableConsumer})
 	require.NoError(t, err)
 	for i := range 3 {
 		_, err := svc.Publish(ctx, admin, delivery.Event{EventType: "orders.created", Message: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
@@ -211,7 +211,7 @@ func TestAcknowledgeRefused(t *testing.T) {
 
 	a = f.do("a%07b", "acknowledge", "worker", ackBody(l.ID, l.Generation, "ok"))
 	requireError(t, a, http.StatusBadRequest, "malformed", "the event destination id must be valid UTF-8 without control characters (U+0000–U+001F, U+007F–U+009F)")
-	_, err := f.svc.CreateQueue(t.Context(), admin, "dq", nil)
+	_, err := f.svc.CreateQueue(t.Context(), admin, delivery.CreateQueueParams{ID: "dq"})
 	require.NoError(t, err)
 	a = f.do("dq", "acknowledge", "worker", ackBody(l.ID, l.Generation, "ok"))
 	requireError(t, a, http.StatusBadRequest, "malformed", "the event destination is of type DURABLE_QUEUE; pull and acknowledge are only supported for durable consumer destinations (type DURABLE_CONSUMER)")

@@ -119,7 +119,7 @@ func (f *fixture) act(actions ...deadletters.Outcome) []deadletters.Outcome {
 func (f *fixture) deadLetter(n int) string {
 	f.t.Helper()
 	ctx := f.t.Context()
-	c, err := f.svc.CreateDestination(ctx, admin, leasestore.TypeDurableConsumer, nil)
+	c, err := f.svc.CreateDestination(ctx, admin, delivery.CreateDestinationParams{Type: leasestore.TypeDurableConsumer})
 	require.NoError(f.t, err)
 	for i := range n {
 		_, err := f.svc.Publish(ctx, admin, delivery.Event{

@@ -127,11 +127,11 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p *auth.Princip
 	if err != nil {
 		return httpx.Answer{}, err
 	}
-	pol, err := req.PolicyFields.Apply(leasestore.Policies{}, false)
+	pol, err := req.PolicyFields.Apply(leasestore.Policies{}, leasestore.TypeDurableConsumer)
 	if err != nil {
 		return httpx.Answer{}, err
 	}
-	c, err := h.Service.CreateDestination(r.Context(), p, req.Type, req.FilterGroups, pol)
+	c, err := h.Service.CreateDestination(r.Context(), p, delivery.CreateDestinationParams{Type: req.Type, FilterGroups: req.FilterGroups, Policies: pol})
 	if err != nil {
 		return httpx.Answer{}, err
 	}

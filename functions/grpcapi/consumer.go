@@ -51,7 +51,7 @@ func (h *Consumer) CreateDurableQueue(ctx context.Context, req *connect.Request[
 	if err != nil {
 		return nil, Error(ctx, procedure, err)
 	}
-	q, err := h.Service.CreateQueue(ctx, p, req.Msg.GetQueueId(), toGroups(req.Msg.GetFilterGroups()))
+	q, err := h.Service.CreateQueue(ctx, p, delivery.CreateQueueParams{ID: req.Msg.GetQueueId(), FilterGroups: toGroups(req.Msg.GetFilterGroups())})
 	if err != nil {
 		return nil, Error(ctx, procedure, err)
 	}

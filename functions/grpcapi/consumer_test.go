@@ -357,6 +357,20 @@ func (h *grpcHerald) ndStream(t *testing.T, ctx context.Context, first *cpb.Cons
 	return s, res.GetReconnectToken()
 }
 
+// waitDetached waits until no stream session is attached to the queue
+// (GET /v1/event-destinations/{id}, live_sessions).
+func (h *grpcHerald) waitDetached(t *testing.T, queue string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var d struct {
+			LiveSessions *int `json:"live_sessions"`
+		}
+		h.rest(t, "GET", "/v1/event-destinations/"+queue, nil, http.StatusOK, &d)
+		require.NotNil(t, d.LiveSessions)
+		return *d.LiveSessions == 0
+	}, timeout, 5*time.Millisecond)
+}
+
 // recvND receives one event response and returns its token and n.
 func recvND(t *testing.T, s grpc.ClientStream) (string, float64) {
 	t.Helper()
@@ -383,6 +397,11 @@ func TestGRPCNonDurable(t *testing.T) {
 	require.Equal(t, token, got)
 	require.Equal(t, 1.0, n)
 	cancel()
+	// Until the server has seen the cancel, the dropped stream still
+	// reads the queue, and an event it sends is acknowledged (the
+	// notifications API: this RPC acknowledges on send; at-least-once
+	// takes ConsumeDurableEventsWithAcks). Publish once it has left.
+	h.waitDetached(t, token)
 
 	h.publish(t, "shop.order.placed", 2) // buffered for the reconnect
 	s, got = h.ndStream(t, h.ctx(t, h.Token), &cpb.ConsumeNonDurableEventsRequest{ReconnectToken: &token})

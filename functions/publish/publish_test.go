@@ -57,7 +57,7 @@ func serve(t *testing.T) *fixture {
 		Wrap:   faultbroker.Wrap(refuseBroken),
 		Config: delivery.Config{Logger: slog.New(slog.DiscardHandler)}, // the broken broker's warnings
 	})
-	c, err := svc.CreateDestination(t.Context(), admin, leasestore.TypeDurableConsumer, nil)
+	c, err := svc.CreateDestination(t.Context(), admin, delivery.CreateDestinationParams{Type: leasestore.TypeDurableConsumer})
 	require.NoError(t, err)
 	h := &publish.Handler{Service: svc.Service}
 	mux := http.NewServeMux()

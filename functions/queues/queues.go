@@ -102,11 +102,11 @@ func (h *Handler) create(_ http.ResponseWriter, r *http.Request, p *auth.Princip
 	if err != nil {
 		return httpx.Answer{}, err
 	}
-	pol, err := req.PolicyFields.Apply(leasestore.Policies{}, true)
+	pol, err := req.PolicyFields.Apply(leasestore.Policies{}, leasestore.TypeDurableQueue)
 	if err != nil {
 		return httpx.Answer{}, err
 	}
-	q, err := h.Service.CreateQueue(r.Context(), p, req.QueueID, req.FilterGroups, pol)
+	q, err := h.Service.CreateQueue(r.Context(), p, delivery.CreateQueueParams{ID: req.QueueID, FilterGroups: req.FilterGroups, Policies: pol})
 	if err != nil {
 		return httpx.Answer{}, err
 	}

@@ -35,7 +35,7 @@ func PublishBatchKeepsOrder(t *testing.T, broker *pubsubx.Broker) {
 	svc := delivery.New(delivery.Config{Broker: broker, Store: leasestore.New(coll, leasestore.Options{}), ReceiveWait: time.Second})
 	ctx := t.Context()
 	admin := &auth.Principal{ID: "admin", Permissions: []string{auth.PermAll}}
-	c, err := svc.CreateDestination(ctx, admin, leasestore.TypeDurableConsumer, nil)
+	c, err := svc.CreateDestination(ctx, admin, delivery.CreateDestinationParams{Type: leasestore.TypeDurableConsumer})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = svc.DeleteDestination(t.Context(), admin, c.ID) })
 

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/heraldevents/herald/cloudevent"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx"
 	"github.com/heraldevents/herald/pubsubx/driver"
@@ -140,7 +141,9 @@ func TestBatchPublishIsOneSpan(t *testing.T) {
 	}
 	require.Equal(t, map[string]int64{"ok/": 2, "error/unavailable": 1}, byOutcome)
 
-	event := []byte(`{"traceparent":"` + parent + `","data":{}}`)
+	event, err := cloudevent.Encode(cloudevent.Input{ID: "1", Source: "/s", Type: "a.b", Time: time.Unix(1, 0), PublishedAt: time.Unix(2, 0),
+		Data: []byte(`{}`), TraceParent: parent})
+	require.NoError(t, err)
 	rctx, recv := StartReceive(context.Background(), "pull")
 	recv.Delivered(rctx, [][]byte{event, event, event}, 0)
 	recv.End(rctx, nil)

@@ -248,7 +248,7 @@ func (o *Op) Delivered(ctx context.Context, events [][]byte, redelivered int) {
 	var linked []trace.SpanContext
 	var last []byte // the traceparent text of the event before
 	for _, e := range events {
-		tp := rawField(e, `"traceparent":"`)
+		tp, _ := traceFields(e)
 		if tp == nil || bytes.Equal(tp, last) {
 			continue
 		}
@@ -261,41 +261,79 @@ func (o *Op) Delivered(ctx context.Context, events [][]byte, redelivered int) {
 }
 
 // producer returns the span context in an encoded event's traceparent
-// and tracestate extension attributes, or an invalid one. It scans rather
-// than decodes: Herald's encoder writes the extensions before data, so the
-// first "traceparent" key is the event's own, and a value that is not a
-// W3C traceparent is refused by the propagator.
+// and tracestate extension attributes, or an invalid one. A value that is
+// not a W3C traceparent is refused by the propagator.
 func producer(event []byte) trace.SpanContext {
-	tp := stringField(event, `"traceparent":"`)
-	if tp == "" {
+	tp, ts := traceFields(event)
+	if tp == nil {
 		return trace.SpanContext{}
 	}
-	c := propagation.MapCarrier{KeyTraceParent: tp}
-	if ts := stringField(event, `"tracestate":"`); ts != "" {
-		c[KeyTraceState] = ts
+	c := propagation.MapCarrier{KeyTraceParent: string(tp)}
+	if ts != nil {
+		c[KeyTraceState] = string(ts)
 	}
 	return trace.SpanContextFromContext(propagator.Extract(context.Background(), c))
 }
 
-// stringField returns the JSON string after the first key (given with its
-// opening quote of the value), or "" when absent or escaped.
-func stringField(b []byte, key string) string {
-	return string(rawField(b, key))
+// traceFields returns the texts of an encoded event's traceparent and
+// tracestate extension attributes as slices of event, nil when absent or
+// escaped. It reads the event's tail rather than decoding it: Herald's
+// encoder (cloudevent.Encode, member for member the CloudEvents SDK's
+// order) writes the extensions after data, in name order, and these two
+// sort last, so the event ends `,"traceparent":"…"}` or
+// `,"traceparent":"…","tracestate":"…"}`. Anything else — a traceparent
+// inside data, say — is not the event's own and reads as none. Searching
+// from the end also keeps the cost off the size of data.
+func traceFields(event []byte) (traceparent, tracestate []byte) {
+	b := bytes.TrimRight(event, " \t\r\n")
+	if !bytes.HasSuffix(b, []byte(`"}`)) {
+		return nil, nil
+	}
+	key, value := lastMember(b[:len(b)-2])
+	if key == keyTraceState {
+		if tracestate = value; !plain(tracestate) {
+			tracestate = nil
+		}
+		// What is left ends with the traceparent's closing quote.
+		b = b[:len(b)-2-len(value)-len(keyTraceState)]
+		if !bytes.HasSuffix(b, []byte(`"`)) {
+			return nil, nil
+		}
+		key, value = lastMember(b[:len(b)-1])
+	}
+	if key != keyTraceParent || !plain(value) {
+		return nil, nil
+	}
+	return value[:len(value):len(value)], tracestate
 }
 
-// rawField is stringField's text as a slice of b, nil when absent or
-// escaped.
-func rawField(b []byte, key string) []byte {
-	i := bytes.Index(b, []byte(key))
+// The members traceFields reads, each up to the opening quote of its value.
+const keyTraceParent, keyTraceState = `,"traceparent":"`, `,"tracestate":"`
+
+// lastMember splits off the string value that b ends with (b is an
+// encoded event up to the closing quote of its last member's value) and
+// names the member by which of keyTraceParent or keyTraceState precedes
+// it; "" for any other.
+func lastMember(b []byte) (key string, value []byte) {
+	i := bytes.LastIndexByte(b, '"')
 	if i < 0 {
-		return nil
+		return "", nil
 	}
-	rest := b[i+len(key):]
-	j := bytes.IndexByte(rest, '"')
-	if j < 0 || j > 512 || bytes.IndexByte(rest[:j], '\\') >= 0 {
-		return nil
+	value, head := b[i+1:], b[:i+1]
+	switch {
+	case bytes.HasSuffix(head, []byte(keyTraceParent)):
+		return keyTraceParent, value
+	case bytes.HasSuffix(head, []byte(keyTraceState)):
+		return keyTraceState, value
 	}
-	return rest[:j:j]
+	return "", nil
+}
+
+// plain reports whether s can be the whole text of a JSON string as
+// Herald writes trace context: not empty, at most 512 bytes, no quote or
+// escape.
+func plain(s []byte) bool {
+	return len(s) > 0 && len(s) <= 512 && !bytes.ContainsAny(s, `"\`)
 }
 
 // SetQueueKind names the kind of queue (durable, non_durable) a stream

@@ -31,6 +31,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Environment variables Herald reads itself; autoexport and the SDK read
@@ -94,7 +96,7 @@ func setup(ctx context.Context, lookup func(string) (string, bool)) (*Telemetry,
 			return nil, fmt.Errorf("%s: %w", EnvTracesExporter, err)
 		}
 		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-		otel.SetTracerProvider(t.tp)
+		otel.SetTracerProvider(filteredProvider{TracerProvider: t.tp})
 		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	}
 	if metrics {
@@ -103,7 +105,7 @@ func setup(ctx context.Context, lookup func(string) (string, bool)) (*Telemetry,
 			_ = t.Shutdown(ctx)
 			return nil, fmt.Errorf("%s: %w", EnvMetricsExporter, err)
 		}
-		t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(r), sdkmetric.WithResource(res))
+		t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(r), sdkmetric.WithResource(res), sdkmetric.WithView(dropGoCloud))
 		otel.SetMeterProvider(t.mp)
 	}
 	return t, nil
@@ -152,4 +154,35 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 		errs = append(errs, t.mp.Shutdown(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// untracedScopePrefix marks the instrumentation scopes Herald keeps out
+// of its telemetry: gocloud.dev's docstore makes a span and a latency
+// sample of every store call, several per lease-store operation, which
+// cost more than the operation's own telemetry and say less than the one
+// "store <op>" span and herald.store.operation.duration Herald records
+// per operation (StartStore).
+const untracedScopePrefix = "gocloud.dev/"
+
+// filteredProvider is the SDK's tracer provider with the tracers of
+// untracedScopePrefix scopes replaced by no-op ones.
+type filteredProvider struct {
+	*sdktrace.TracerProvider
+}
+
+// Tracer returns the SDK's tracer for name, or a no-op one for a scope
+// Herald does not trace.
+func (p filteredProvider) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	if strings.HasPrefix(name, untracedScopePrefix) {
+		return noop.NewTracerProvider().Tracer(name)
+	}
+	return p.TracerProvider.Tracer(name, opts...)
+}
+
+// dropGoCloud drops the instruments of untracedScopePrefix scopes.
+func dropGoCloud(i sdkmetric.Instrument) (sdkmetric.Stream, bool) {
+	if strings.HasPrefix(i.Scope.Name, untracedScopePrefix) {
+		return sdkmetric.Stream{Aggregation: sdkmetric.AggregationDrop{}}, true
+	}
+	return sdkmetric.Stream{}, false
 }

@@ -23,6 +23,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/leasestore/pgdocstore"
 	"github.com/heraldevents/herald/leasestore/storetest"
@@ -207,29 +208,13 @@ func testFirestoreURL(t *testing.T, h *storeurltest.Firestore) {
 	require.Equal(t, "consumer", doc["kind"])
 }
 
-// fixedClock is a clock that moves only when told; no test here sleeps.
-type fixedClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFixedClock() *fixedClock {
-	return &fixedClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fixedClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
 // fixture is one fresh collection with n clients, a Store on each, and a
 // consumer.
 type fixture struct {
 	ctx      context.Context
 	colls    []*docstore.Collection
 	stores   []*leasestore.Store
-	clock    *fixedClock
+	clock    *testkit.Clock
 	consumer string
 }
 
@@ -239,7 +224,7 @@ func newFixture(t *testing.T, b backend, n int, opts leasestore.Options) *fixtur
 	colls, err := b.harness.MakeCollections(ctx, t, n)
 	require.NoError(t, err)
 	require.Len(t, colls, n)
-	f := &fixture{ctx: ctx, colls: colls, clock: newFixedClock(), consumer: uuid.NewString()}
+	f := &fixture{ctx: ctx, colls: colls, clock: testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), consumer: uuid.NewString()}
 	opts.Now = f.clock.Now
 	closed := map[*docstore.Collection]bool{}
 	for _, c := range colls {

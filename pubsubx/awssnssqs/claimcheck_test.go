@@ -44,10 +44,13 @@ func TestClaimCheckLargestEvent(t *testing.T) {
 	admin := &auth.Principal{ID: "admin", Permissions: []string{auth.PermAll}}
 
 	resource := strings.Repeat("r", delivery.MaxResourceIDBytes)
-	c, err := svc.CreateDestination(ctx, admin, leasestore.TypeDurableConsumer, filter.Groups{{
-		EventType: "orders.created",
-		Filters:   []filter.ResourceFilter{{FilterType: filter.Eq, ResourceID: resource}},
-	}})
+	c, err := svc.CreateDestination(ctx, admin, delivery.CreateDestinationParams{
+		Type: leasestore.TypeDurableConsumer,
+		FilterGroups: filter.Groups{{
+			EventType: "orders.created",
+			Filters:   []filter.ResourceFilter{{FilterType: filter.Eq, ResourceID: resource}},
+		}},
+	})
 	require.NoError(t, err)
 
 	pad := delivery.MaxMessageBytes - len(`{"pad":"","n":1}`)
