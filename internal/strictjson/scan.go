@@ -2,6 +2,7 @@ package strictjson
 
 import (
 	"bytes"
+	"encoding/binary"
 	"sync"
 	"unicode/utf8"
 )
@@ -91,6 +92,13 @@ var stringClass = func() (t [256]uint8) {
 
 // skipSpace skips whitespace, noting that there was some.
 func (s *scanner) skipSpace() {
+	if s.i < len(s.data) && s.data[s.i] > ' ' {
+		return // compact JSON: the usual case, kept inlinable
+	}
+	s.skipSpaces()
+}
+
+func (s *scanner) skipSpaces() {
 	start := s.i
 	for s.i < len(s.data) {
 		switch s.data[s.i] {
@@ -257,43 +265,92 @@ func (s *scanner) array(depth int) bool {
 // returns the string's value for the repeat check: the bytes between the
 // quotes when there is no escape (no copy), else the unescaped value.
 func (s *scanner) str(wantName bool) ([]byte, bool) {
-	s.i++ // '"'
-	start := s.i
+	data := s.data
+	i := s.i + 1 // '"'
+	start := i
 	escaped := false
-	for s.i < len(s.data) {
-		switch stringClass[s.data[s.i]] {
-		case plain:
-			s.i++
+	for {
+		i = plainRun(data, i)
+		if i >= len(data) {
+			return nil, false
+		}
+		switch stringClass[data[i]] {
 		case quote:
-			raw := s.data[start:s.i]
-			s.i++
+			s.i = i + 1
+			raw := data[start:i]
 			if wantName && escaped {
 				return unescape(raw), true
 			}
 			return raw, true
 		case backslash:
+			s.i = i
 			if !s.escape() {
 				return nil, false
 			}
+			i = s.i
 			escaped = true
 		case control:
 			return nil, false
 		case htmlChar:
 			s.html = true
-			s.i++
+			i++
 		case nonASCII:
-			r, size := utf8.DecodeRune(s.data[s.i:])
+			r, size := utf8.DecodeRune(data[i:])
 			if r == utf8.RuneError && size == 1 {
 				return nil, false
 			}
 			if r == '\u2028' || r == '\u2029' {
 				s.html = true
 			}
-			s.i += size
+			i += size
 		}
 	}
-	return nil, false
 }
+
+// plainRun returns the index of the first byte of data at or after i
+// that is not plain inside a string (see stringClass), or len(data). It
+// tests eight bytes at a time (SWAR: the classic "has a zero byte" and
+// "has a byte below n" tests on a uint64), since a message is mostly
+// string contents and a byte-by-byte loop was over half of a scan.
+func plainRun(data []byte, i int) int {
+	for i+8 <= len(data) {
+		if notPlain(binary.LittleEndian.Uint64(data[i:])) {
+			break
+		}
+		i += 8
+	}
+	for i < len(data) && stringClass[data[i]] == plain {
+		i++
+	}
+	return i
+}
+
+// Bytes repeated in every lane of a uint64, for notPlain.
+const (
+	lanes01   = 0x0101010101010101
+	lanes80   = 0x8080808080808080
+	lanesQuot = '"' * lanes01
+	lanesBack = '\\' * lanes01
+	lanesLt   = '<' * lanes01
+	lanesGt   = '>' * lanes01
+	lanesAmp  = '&' * lanes01
+)
+
+// notPlain reports whether any of the eight bytes in x is not plain: a
+// control character (below 0x20), non-ASCII (0x80 and up), '"', '\\',
+// '<', '>' or '&'. Exact as a whole (no false positives or negatives),
+// though not which byte it is.
+func notPlain(x uint64) bool {
+	// A byte below 0x20 borrows when 0x20 is taken from it; the &^x keeps
+	// that to bytes that were below 0x80.
+	below := (x - 0x20*lanes01) &^ x
+	return (x|below|hasZero(x^lanesQuot)|hasZero(x^lanesBack)|
+		hasZero(x^lanesLt)|hasZero(x^lanesGt)|hasZero(x^lanesAmp))&lanes80 != 0
+}
+
+// hasZero has the top bit of a lane set, in some lane, exactly when some
+// byte of v is zero (the lanes' top bits are not otherwise meaningful).
+func hasZero(v uint64) uint64 { return (v - lanes01) &^ v }
 
 // escape reads the escape at s.i (its backslash). A \u escape of a high
 // surrogate must be followed by one of a low surrogate; a lone low

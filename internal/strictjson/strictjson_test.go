@@ -3,6 +3,7 @@ package strictjson_test
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -253,4 +254,38 @@ func BenchmarkScanRealistic(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestPlainRunMatchesByteByByte holds the eight-bytes-at-a-time scan of
+// string contents to the byte table: every byte value at every lane of a
+// word, then random texts dense in the bytes that end a plain run (and in
+// their neighbours, where a borrow between lanes could hide one).
+func TestPlainRunMatchesByteByByte(t *testing.T) {
+	byteByByte := func(b []byte, i int) int {
+		for i < len(b) && strictjson.IsPlain(b[i]) {
+			i++
+		}
+		return i
+	}
+	for c := range 256 {
+		for at := range 16 {
+			b := bytes.Repeat([]byte{'a'}, 16)
+			b[at] = byte(c)
+			require.Equal(t, byteByByte(b, 0), strictjson.PlainRun(b, 0), "byte %#x at %d", c, at)
+		}
+	}
+	edges := []byte{0x00, 0x1f, 0x20, 0x21, '"', '#', '[', '\\', ']', '<', '=', '>', '&', '%', '\'', 0x7f, 0x80, 0xc3, 0xff, 'a', 'z'}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20_000 {
+		b := make([]byte, 1+rng.IntN(40))
+		for i := range b {
+			if rng.IntN(3) == 0 {
+				b[i] = edges[rng.IntN(len(edges))]
+			} else {
+				b[i] = 'a' + byte(rng.IntN(26))
+			}
+		}
+		start := rng.IntN(len(b))
+		require.Equal(t, byteByByte(b, start), strictjson.PlainRun(b, start), "%q from %d", b, start)
+	}
 }

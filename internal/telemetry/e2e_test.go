@@ -362,7 +362,7 @@ func TestPublishPullAckTelemetry(t *testing.T) {
 	n, found := sample("herald_broker_operation_duration", dto.MetricType_HISTOGRAM, map[string]string{"messaging_operation_name": "send", "herald_broker": "mem"})
 	require.True(t, found)
 	require.Equal(t, 3.0, n, "one broker send per publish request")
-	n, found = sample("herald_store_operation_duration", dto.MetricType_HISTOGRAM, map[string]string{"herald_store_operation": "acknowledge", "herald_outcome": "ok"})
+	n, found = sample("herald_store_operation_duration", dto.MetricType_HISTOGRAM, map[string]string{"herald_store_operation": "acknowledge", "herald_outcome": "ok", "messaging_system": "herald"})
 	require.True(t, found, "lease-store operation durations")
 	require.Equal(t, 3.0, n, "one store acknowledgement per acknowledge request")
 	_, found = sample("herald_store_operation_duration", dto.MetricType_HISTOGRAM, map[string]string{"herald_store_operation": "pull", "herald_outcome": "ok"})

@@ -71,10 +71,13 @@ func storeAttrs(op, outcome string) attribute.Set {
 	if v, ok := storeAttrSets.Load(k); ok {
 		return v.(attribute.Set)
 	}
-	set := attribute.NewSet(attribute.String(attrStoreOp, op), attribute.String(attrOutcome, outcome))
+	set := attribute.NewSet(system, attribute.String(attrStoreOp, op), attribute.String(attrOutcome, outcome))
 	storeAttrSets.Store(k, set)
 	return set
 }
+
+// conflictAttrs is the one attribute set of herald.store.conflicts.
+var conflictAttrs = attribute.NewSet(system)
 
 // StoreConflict counts one retry of a lease-store operation after a fresh
 // read (a conditional write lost a race, or what it read changed under
@@ -82,6 +85,6 @@ func storeAttrs(op, outcome string) attribute.Set {
 // nothing when telemetry is off.
 func StoreConflict(ctx context.Context) {
 	if Enabled() {
-		ins.storeConflicts.Add(ctx, 1)
+		ins.storeConflicts.Add(ctx, 1, metric.WithAttributeSet(conflictAttrs))
 	}
 }
