@@ -27,6 +27,7 @@ targets=(
   ./internal/structjson:FuzzDecodeMatchesProtojson
   ./internal/structjson:FuzzWireMatchesDecode
   ./internal/structjson:FuzzEncodeMatchesProtojson
+  ./internal/structjson:FuzzFromWireMatchesUnmarshal
   ./leasestore:FuzzRecordCodecs
   ./pubsubx/mem:FuzzOpenURL
   ./pubsubx/rabbit:FuzzOpenURL

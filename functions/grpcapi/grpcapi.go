@@ -130,7 +130,7 @@ func Mounts(svc *delivery.Service, a auth.Authenticator, s Services) []Mount {
 	var names []string
 	if s.Publisher {
 		path, h := publisherv1betaconnect.NewEventPublishingServiceHandler(&Publisher{Service: svc},
-			append(unaryTimeout(s.UnaryTimeout), readLimits(), compressLarge, telemetry.ConnectHandlerOption())...)
+			append(unaryTimeout(s.UnaryTimeout), readLimits(), compressLarge, connect.WithCodec(publishCodec{}), telemetry.ConnectHandlerOption())...)
 		mounts = append(mounts, Mount{path, Authenticate(a, h)})
 		names = append(names, publisherv1betaconnect.EventPublishingServiceName)
 	}

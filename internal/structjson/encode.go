@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -20,7 +21,27 @@ import (
 // string that is not UTF-8) gets protojson's own error.
 // TestEncodeMatchesProtojson and FuzzEncodeMatchesProtojson hold the two
 // equal.
+//
+// A Struct that carries encoded fields (Lazy, Wire) is encoded as the
+// Struct it marshals to: Encode(s) is Encode of proto.Unmarshal of
+// proto.Marshal(s), where protojson would see only its Go fields.
 func Encode(s *structpb.Struct) ([]byte, error) {
+	if unknown := s.ProtoReflect().GetUnknown(); len(unknown) > 0 {
+		if len(s.GetFields()) == 0 {
+			return FromWire(unknown)
+		}
+		raw, err := proto.Marshal(s)
+		if err != nil {
+			return nil, err
+		}
+		return FromWire(raw)
+	}
+	return encodeFields(s)
+}
+
+// encodeFields is Encode of s's Go fields; unknown fields are ignored, as
+// protojson ignores them.
+func encodeFields(s *structpb.Struct) ([]byte, error) {
 	if b, ok := appendStruct(make([]byte, 0, 256), s, 1); ok {
 		return b, nil
 	}
@@ -141,26 +162,31 @@ func appendString(b []byte, s string) ([]byte, bool) {
 			continue
 		}
 		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\b':
-			b = append(b, `\b`...)
-		case '\f':
-			b = append(b, `\f`...)
-		case '\n':
-			b = append(b, `\n`...)
-		case '\r':
-			b = append(b, `\r`...)
-		case '\t':
-			b = append(b, `\t`...)
-		default:
-			const hex = "0123456789abcdef"
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
+		b = appendEscape(b, c)
 		i++
 		start = i
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"'), true
+}
+
+// appendEscape writes the escape of c, a '"', '\\' or control character,
+// as protojson writes it.
+func appendEscape(b []byte, c byte) []byte {
+	switch c {
+	case '"', '\\':
+		return append(b, '\\', c)
+	case '\b':
+		return append(b, `\b`...)
+	case '\f':
+		return append(b, `\f`...)
+	case '\n':
+		return append(b, `\n`...)
+	case '\r':
+		return append(b, `\r`...)
+	case '\t':
+		return append(b, `\t`...)
+	}
+	const hex = "0123456789abcdef"
+	return append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 }

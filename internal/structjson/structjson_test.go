@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -263,4 +264,143 @@ func FuzzEncodeMatchesProtojson(f *testing.F) {
 		}
 		requireEncodeSame(t, s)
 	})
+}
+
+// requireFromWireSame requires FromWire(raw) to be Encode of the Struct
+// proto.Unmarshal makes of raw, or to fail when either refuses; and a
+// Struct Lazy takes from raw to marshal back to raw and encode the same.
+func requireFromWireSame(t *testing.T, raw []byte) {
+	t.Helper()
+	got, err := FromWire(raw)
+	s := &structpb.Struct{}
+	if uerr := proto.Unmarshal(raw, s); uerr != nil {
+		require.Error(t, err, "%x: proto.Unmarshal refuses it: %v", raw, uerr)
+		_, ok := Lazy(raw)
+		require.False(t, ok, "%x: Lazy took what proto.Unmarshal refuses", raw)
+		return
+	}
+	want, werr := encodeFields(s)
+	if werr != nil {
+		require.Error(t, err, "%x: Encode refuses it: %v", raw, werr)
+		_, ok := Lazy(raw)
+		require.False(t, ok, "%x: Lazy took what Encode refuses", raw)
+		return
+	}
+	require.NoError(t, err, "%x", raw)
+	require.Equal(t, string(want), string(got), "%x", raw)
+	if l, ok := Lazy(raw); ok {
+		b, err := proto.Marshal(l)
+		require.NoError(t, err)
+		require.Equal(t, string(raw), string(b), "a lazy Struct marshals to what it holds")
+		enc, err := Encode(l)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(enc))
+	}
+}
+
+// entry is the encoding of one Struct member: a map entry of key and the
+// encoded Value v.
+func entry(key string, v []byte) []byte {
+	var e []byte
+	e = protowire.AppendTag(e, 1, protowire.BytesType)
+	e = protowire.AppendString(e, key)
+	e = protowire.AppendTag(e, 2, protowire.BytesType)
+	e = protowire.AppendBytes(e, v)
+	out := protowire.AppendTag(nil, 1, protowire.BytesType)
+	return protowire.AppendBytes(out, e)
+}
+
+func marshalValue(t *testing.T, v *structpb.Value) []byte {
+	t.Helper()
+	b, err := proto.Marshal(v)
+	require.NoError(t, err)
+	return b
+}
+
+// TestFromWireMatchesUnmarshal: for the encodings of random Structs, of
+// those bytes with bytes changed, and of the encodings no encoder writes
+// but proto.Unmarshal takes (a repeated key, a value of two kinds or of
+// none, unknown fields, fields out of order), FromWire gives what
+// proto.Unmarshal then Encode give; and Lazy takes every Struct an
+// encoder writes from a JSON message.
+func TestFromWireMatchesUnmarshal(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(55, 89))
+	for range 2000 {
+		var sb strings.Builder
+		sb.WriteByte('{')
+		for i := range r.IntN(6) {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, `"k%d":`, i)
+			randomJSON(r, &sb, 4)
+		}
+		sb.WriteByte('}')
+		s, err := Decode([]byte(sb.String()))
+		if err != nil {
+			continue
+		}
+		raw, err := proto.Marshal(s)
+		require.NoError(t, err)
+		_, ok := Lazy(raw)
+		require.True(t, ok, "Lazy refused the encoding of %s", sb.String())
+		requireFromWireSame(t, raw)
+		for range 3 {
+			if len(raw) == 0 {
+				break
+			}
+			changed := bytes.Clone(raw)
+			changed[r.IntN(len(changed))] = byte(r.IntN(256))
+			requireFromWireSame(t, changed)
+			requireFromWireSame(t, changed[:r.IntN(len(changed))])
+		}
+	}
+	str := marshalValue(t, structpb.NewStringValue("x"))
+	num := marshalValue(t, structpb.NewNumberValue(1.5))
+	odd := [][]byte{
+		nil,
+		append(entry("a", num), entry("a", str)...),                               // a repeated key: the last wins
+		append(entry("b", str), entry("a", num)...),                               // out of key order
+		entry("a", append(str, num...)),                                           // two kinds: the last wins
+		entry("a", nil),                                                           // no kind
+		entry("\xff", num),                                                        // a key that is not UTF-8
+		entry("a", append([]byte{0x1a, 1}, 0xff)),                                 // a string that is not UTF-8
+		entry("a", marshalValue(t, structpb.NewNumberValue(math.Inf(-1)))),        // not finite
+		entry("a", []byte{0x08, 0x05}),                                            // null with an unknown enum number
+		entry("a", []byte{0x20, 0x02}),                                            // true as 2
+		entry("a", []byte{0x20, 0x80, 0x00}),                                      // a varint longer than it needs
+		entry("a", []byte{0x38, 0x01}),                                            // only an unknown field: no kind
+		append(entry("a", num), 0x10, 0x01),                                       // an unknown field in the Struct
+		append(protowire.AppendTag(nil, 1, protowire.BytesType), 2, 0x12, 0),      // an entry with a value, no key
+		append(protowire.AppendTag(nil, 1, protowire.BytesType), 3, 0x0a, 1, 'a'), // a key, no value
+		entry("a", append([]byte{0x32, 4, 0x0a, 2}, num[:2]...)),                  // a list cut short
+	}
+	nested := &structpb.Struct{}
+	for range maxDepth + 4 {
+		nested = &structpb.Struct{Fields: map[string]*structpb.Value{"a": structpb.NewStructValue(nested), "l": structpb.NewListValue(&structpb.ListValue{})}}
+	}
+	raw, err := proto.Marshal(nested)
+	require.NoError(t, err)
+	odd = append(odd, raw)
+	for _, b := range odd {
+		requireFromWireSame(t, b)
+	}
+}
+
+// FuzzFromWireMatchesUnmarshal: FromWire never panics and agrees with
+// proto.Unmarshal and Encode, and Lazy with both.
+func FuzzFromWireMatchesUnmarshal(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":[1,{"b":null}],"c":"é","d":true}`, `{"s":"\u0000<\u2028","n":1e-7}`} {
+		st, err := Decode([]byte(s))
+		if err != nil {
+			f.Fatal(err)
+		}
+		raw, err := proto.Marshal(st)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) { requireFromWireSame(t, raw) })
 }
