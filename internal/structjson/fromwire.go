@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"slices"
+	"sync"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -34,8 +35,10 @@ import (
 // It checks raw in one pass that builds nothing; Encode of the Struct
 // then needs a second (FromWire).
 func Lazy(raw []byte) (*structpb.Struct, bool) {
-	var r wireReader
-	if !r.structBody(raw, 1) {
+	r := newWireReader(raw, nil)
+	ok := r.structBody(raw, 1)
+	r.release()
+	if !ok {
 		return nil, false
 	}
 	s := &structpb.Struct{}
@@ -51,9 +54,12 @@ func Lazy(raw []byte) (*structpb.Struct, bool) {
 // TestFromWireMatchesUnmarshal and FuzzFromWireMatchesUnmarshal hold the
 // two equal.
 func FromWire(raw []byte) ([]byte, error) {
-	r := wireReader{out: make([]byte, 0, len(raw)), emit: true}
-	if r.structBody(raw, 1) {
-		return r.out, nil
+	r := newWireReader(raw, make([]byte, 0, len(raw)))
+	ok := r.structBody(raw, 1)
+	out := r.out
+	r.release()
+	if ok {
+		return out, nil
 	}
 	s := &structpb.Struct{}
 	if err := proto.Unmarshal(raw, s); err != nil {
@@ -66,14 +72,44 @@ func FromWire(raw []byte) ([]byte, error) {
 // it and, with emit, appending its JSON to out. Any input off the fast
 // path makes its methods return false.
 type wireReader struct {
+	raw     []byte // the Struct's encoding, which every slice read is part of
 	out     []byte
 	emit    bool
 	entries []wireEntry // the members of the open Structs, innermost last
 }
 
-// wireEntry is one member of a Struct: its key and the encoding of its
-// Value.
-type wireEntry struct{ key, value []byte }
+// wireEntry is one member of a Struct: where in wireReader.raw its key
+// and the encoding of its Value are. Offsets rather than slices: the
+// entries hold no pointers, so appending them needs no write barriers
+// and the collector does not scan them.
+type wireEntry struct{ key, keyEnd, value, valueEnd int32 }
+
+// readers keeps the entry stacks of wireReaders: a message has dozens of
+// members, and a fresh stack grown per message cost more than its reading.
+var readers = sync.Pool{New: func() any { return &wireReader{entries: make([]wireEntry, 0, 64)} }}
+
+// newWireReader returns a reader of raw that appends to out, emitting
+// JSON unless out is nil. raw must be at most 2 GiB (a gRPC message is
+// far smaller).
+func newWireReader(raw, out []byte) *wireReader {
+	r := readers.Get().(*wireReader)
+	r.raw, r.out, r.emit = raw, out, out != nil
+	return r
+}
+
+func (r *wireReader) release() {
+	r.raw, r.out, r.entries = nil, nil, r.entries[:0]
+	readers.Put(r)
+}
+
+// span is the offsets of b, a part of r.raw, in r.raw.
+func (r *wireReader) span(b []byte) (start, end int32) {
+	start = int32(cap(r.raw) - cap(b))
+	return start, start + int32(len(b))
+}
+
+func (r *wireReader) keyOf(e wireEntry) []byte   { return r.raw[e.key:e.keyEnd] }
+func (r *wireReader) valueOf(e wireEntry) []byte { return r.raw[e.value:e.valueEnd] }
 
 func (r *wireReader) structBody(b []byte, depth int) bool {
 	if depth > maxDepth {
@@ -105,12 +141,15 @@ func (r *wireReader) structBody(b []byte, depth int) bool {
 		if n < 0 || 1+n != len(entry) {
 			return false
 		}
-		r.entries = append(r.entries, wireEntry{key, value})
+		var e wireEntry
+		e.key, e.keyEnd = r.span(key)
+		e.value, e.valueEnd = r.span(value)
+		r.entries = append(r.entries, e)
 	}
 	mine := r.entries[base:]
-	slices.SortFunc(mine, func(a, b wireEntry) int { return bytes.Compare(a.key, b.key) })
+	slices.SortFunc(mine, func(a, b wireEntry) int { return bytes.Compare(r.keyOf(a), r.keyOf(b)) })
 	for i := 1; i < len(mine); i++ {
-		if bytes.Equal(mine[i-1].key, mine[i].key) {
+		if bytes.Equal(r.keyOf(mine[i-1]), r.keyOf(mine[i])) {
 			return false // proto keeps the last; leave that to proto
 		}
 	}
@@ -120,9 +159,9 @@ func (r *wireReader) structBody(b []byte, depth int) bool {
 			r.put(',')
 		}
 		e := r.entries[i] // not mine[i]: nested members may grow r.entries
-		r.str(e.key)
+		r.str(r.keyOf(e))
 		r.put(':')
-		if !r.value(e.value, depth) {
+		if !r.value(r.valueOf(e), depth) {
 			return false
 		}
 	}

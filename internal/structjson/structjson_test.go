@@ -404,3 +404,43 @@ func FuzzFromWireMatchesUnmarshal(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) { requireFromWireSame(t, raw) })
 }
+
+// BenchmarkFromWire measures what a gRPC publish does with one message:
+// from its encoding to its JSON, through a decoded Struct (what the
+// default codec and Encode do) and straight from the wire (Lazy's check,
+// then FromWire).
+func BenchmarkFromWire(b *testing.B) {
+	msg := []byte(`{"order":"A-1","customer":{"name":"Ada Lovelace","email":"ada@example.com"},"items":[` + strings.Repeat(`{"sku":"X-123","qty":2,"price":12.5},`, 20) + `{"sku":"Y","qty":1,"price":1}]}`)
+	s, err := Decode(msg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := proto.Marshal(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("decoded", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			st := &structpb.Struct{}
+			if err := proto.Unmarshal(raw, st); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := Encode(st); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("wire", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			st, ok := Lazy(raw)
+			if !ok {
+				b.Fatal("not lazy")
+			}
+			if _, err := Encode(st); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
