@@ -33,6 +33,12 @@ type ConsumerEvent struct {
 	PublishedAt       time.Time       `json:"published_at"`
 	Message           json.RawMessage `json:"message"`
 	ResourceID        string          `json:"-"`
+	// MessageChecked reports that Message is one JSON object, nested at
+	// most MaxMessageDepth deep with nothing after it, that
+	// strictjson.ScanObject has found sound while the event was decoded:
+	// a transport that re-encodes it (gRPC's Struct) need not check it
+	// again.
+	MessageChecked bool `json:"-"`
 }
 
 // storedEvent is the part of an encoded CloudEvent a consumer sees.
@@ -63,7 +69,7 @@ func DecodeConsumerEvent(body []byte) (*ConsumerEvent, error) {
 	}
 	out := &ConsumerEvent{
 		EventType: s.Type, PrincipalIdentity: s.PrincipalIdentity,
-		Message: s.Data, ResourceID: s.Subject,
+		Message: s.Data, ResourceID: s.Subject, MessageChecked: ok,
 	}
 	if len(out.Message) == 0 || string(out.Message) == "null" {
 		out.Message = json.RawMessage("{}")

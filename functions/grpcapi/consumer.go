@@ -470,7 +470,11 @@ func toConsumerEvent(e *delivery.ConsumerEvent) (*pb.Event, error) {
 		out.Message = &structpb.Struct{}
 		return out, nil
 	}
-	m, err := structjson.Wire(e.Message)
+	wire := structjson.Wire
+	if e.MessageChecked {
+		wire = structjson.WireChecked
+	}
+	m, err := wire(e.Message)
 	if err != nil {
 		return nil, herr.Wrap(herr.Internal, err, "a stored event's message is not a JSON object")
 	}

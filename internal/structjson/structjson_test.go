@@ -15,6 +15,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/heraldevents/herald/internal/strictjson"
 )
 
 // requireSame decodes b with Decode and with protojson and requires the
@@ -142,6 +144,24 @@ func BenchmarkDecode(b *testing.B) {
 	})
 }
 
+// requireWireCheckedSame requires WireChecked(b), for b that ScanObject
+// finds sound, to marshal to what Wire(b) marshals to.
+func requireWireCheckedSame(t *testing.T, b []byte) {
+	t.Helper()
+	if sc, ok := strictjson.ScanObject(b, 32); !ok || sc.Len != len(b) {
+		return
+	}
+	want, err := Wire(b)
+	require.NoError(t, err, "%q", b)
+	got, err := WireChecked(b)
+	require.NoError(t, err, "%q", b)
+	wantBytes, err := proto.Marshal(want)
+	require.NoError(t, err)
+	gotBytes, err := proto.Marshal(got)
+	require.NoError(t, err)
+	require.Equal(t, wantBytes, gotBytes, "%q", b)
+}
+
 // requireWireSame requires Wire(b) to marshal to bytes that decode to
 // Decode(b)'s Struct, or both to fail alike.
 func requireWireSame(t *testing.T, b []byte) {
@@ -177,6 +197,7 @@ func TestWireMatchesDecode(t *testing.T) {
 		}
 		sb.WriteByte('}')
 		requireWireSame(t, []byte(sb.String()))
+		requireWireCheckedSame(t, []byte(sb.String()))
 	}
 	long := `{"s":"` + strings.Repeat("x", 70000) + `","n":{"deep":[` + strings.Repeat(`"y",`, 500) + `1]}}`
 	requireWireSame(t, []byte(long))
@@ -190,7 +211,10 @@ func FuzzWireMatchesDecode(f *testing.F) {
 	for _, s := range []string{`{}`, `{"a":[1,{"b":null}],"c":"é"}`, `{"a":1,"a":2}`, `{"x":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`} {
 		f.Add([]byte(s))
 	}
-	f.Fuzz(func(t *testing.T, b []byte) { requireWireSame(t, b) })
+	f.Fuzz(func(t *testing.T, b []byte) {
+		requireWireSame(t, b)
+		requireWireCheckedSame(t, b)
+	})
 }
 
 // requireEncodeSame requires Encode(s) to be json.Compact of

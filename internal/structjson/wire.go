@@ -1,6 +1,7 @@
 package structjson
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"strconv"
@@ -32,6 +33,20 @@ func Wire(b []byte) (*structpb.Struct, error) {
 		return s, nil
 	}
 	return Decode(b)
+}
+
+// WireChecked is Wire for a JSON object b the caller has found sound
+// with strictjson.ScanObject, at most 64 deep and with nothing after it
+// (delivery.ConsumerEvent.MessageChecked): it skips Wire's own check of
+// b, the larger half of its time. Any other b may make it panic.
+func WireChecked(b []byte) (*structpb.Struct, error) {
+	w := wireWriter{b: make([]byte, 0, len(b)+len(b)/4), in: b, i: 1}
+	if !w.members() {
+		return Decode(b)
+	}
+	s := &structpb.Struct{}
+	s.ProtoReflect().SetUnknown(protoreflect.RawFields(w.b))
+	return s, nil
 }
 
 // wireFast encodes the JSON object b as the fields of a Struct: b is
@@ -213,18 +228,22 @@ func numberByte(c byte) bool {
 func (w *wireWriter) str(tag byte) bool {
 	w.i++ // '"'
 	start := w.i
-	for w.in[w.i] != '"' && w.in[w.i] != '\\' {
-		w.i++
+	// The closing quote, then any escape before it: two vectorised
+	// searches, where a byte loop was most of an encoding's time.
+	rest := w.in[start:]
+	q := bytes.IndexByte(rest, '"')
+	if q < 0 {
+		return false
 	}
-	if w.in[w.i] == '"' {
+	if bytes.IndexByte(rest[:q], '\\') < 0 {
 		w.b = append(w.b, tag)
-		w.b = protowire.AppendVarint(w.b, uint64(w.i-start))
-		w.b = append(w.b, w.in[start:w.i]...)
-		w.i++
+		w.b = protowire.AppendVarint(w.b, uint64(q))
+		w.b = append(w.b, rest[:q]...)
+		w.i = start + q + 1
 		return true
 	}
 	// An escape: find the end, then decode (rare in messages).
-	end := w.i
+	end := start + bytes.IndexByte(rest, '\\')
 	for {
 		switch w.in[end] {
 		case '\\':
