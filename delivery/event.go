@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/internal/jsonappend"
+	"github.com/heraldevents/herald/internal/strictjson"
 )
 
 // ConsumerEvent is the notifications API's consumer-side Event ("Consumer gRPC API",
@@ -33,12 +34,17 @@ type ConsumerEvent struct {
 	PublishedAt       time.Time       `json:"published_at"`
 	Message           json.RawMessage `json:"message"`
 	ResourceID        string          `json:"-"`
-	// MessageChecked reports that Message is one JSON object, nested at
-	// most MaxMessageDepth deep with nothing after it, that
-	// strictjson.ScanObject has found sound while the event was decoded:
-	// a transport that re-encodes it (gRPC's Struct) need not check it
-	// again.
-	MessageChecked bool `json:"-"`
+	// scan is strictjson.ScanObject's result for Message (at
+	// MaxMessageDepth) when the event was decoded in one pass, else zero.
+	scan strictjson.Scan
+}
+
+// MessageChecked reports that Message is one JSON object, nested at most
+// MaxMessageDepth deep with nothing after it, that strictjson.ScanObject
+// found sound while the event was decoded: a transport that re-encodes
+// it (gRPC's Struct, structjson.WireChecked) need not check it again.
+func (e *ConsumerEvent) MessageChecked() bool {
+	return e.scan.Len > 0 && e.scan.Len == len(e.Message)
 }
 
 // storedEvent is the part of an encoded CloudEvent a consumer sees.
@@ -49,6 +55,7 @@ type storedEvent struct {
 	PublishedAt       string          `json:"publishedat"`
 	PrincipalIdentity string          `json:"principalidentity"`
 	Data              json.RawMessage `json:"data"`
+	scan              strictjson.Scan // parseStored's check of Data
 }
 
 // lenientStored decodes a stored event as encoding/json would (a repeated
@@ -63,13 +70,14 @@ var lenientStored = []jsonv2.Options{jsontext.AllowInvalidUTF8(true), jsontext.A
 func DecodeConsumerEvent(body []byte) (*ConsumerEvent, error) {
 	s, ok := parseStored(body)
 	if !ok {
+		s = storedEvent{} // nothing of the one-pass reading, its scan least of all
 		if err := jsonv2.Unmarshal(body, &s, lenientStored...); err != nil || s.Type == "" {
 			return nil, herr.Wrap(herr.Internal, err, "a stored event is not a CloudEvent")
 		}
 	}
 	out := &ConsumerEvent{
 		EventType: s.Type, PrincipalIdentity: s.PrincipalIdentity,
-		Message: s.Data, ResourceID: s.Subject, MessageChecked: ok,
+		Message: s.Data, ResourceID: s.Subject, scan: s.scan,
 	}
 	if len(out.Message) == 0 || string(out.Message) == "null" {
 		out.Message = json.RawMessage("{}")
@@ -124,7 +132,9 @@ func (e *ConsumerEvent) deliverable() error {
 	if len(e.Message) == 0 || string(e.Message) == "null" {
 		return nil
 	}
-	return (&Event{EventType: e.EventType, Message: e.Message}).Validate()
+	// A message the decoding has scanned is not scanned again: the scan
+	// is the one Validate runs.
+	return (&Event{EventType: e.EventType, Message: e.Message}).ValidateScanned(e.scan)
 }
 
 // AppendJSON appends e's JSON form to dst: byte for byte what json.Marshal

@@ -38,6 +38,7 @@ func parseStored(body []byte) (s storedEvent, ok bool) {
 				return s, false
 			}
 			s.Data = json.RawMessage(p.b[p.i : p.i+sc.Len : p.i+sc.Len])
+			s.scan = sc
 			p.i += sc.Len
 		default:
 			v, ok := p.plain()

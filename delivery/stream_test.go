@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -496,7 +497,19 @@ func TestPoisonDeadLetteredAtOnce(t *testing.T) {
 	ctx := t.Context()
 	_, err := b.svc.CreateQueue(ctx, root, delivery.CreateQueueParams{ID: "pq"})
 	require.NoError(t, err)
-	require.NoError(t, b.broker.Send(ctx, &pubsubx.Message{Body: []byte("not a cloud event \xff"), Metadata: map[string]string{pubsubx.AttrEventType: "a.b"}}))
+	// Three poisons: not a CloudEvent; and two the one-pass decoder reads
+	// (their messages scanned and sound) that still break a publish rule,
+	// a bad event type and a message over the size limit.
+	stored := func(typ, data string) []byte {
+		return []byte(`{"specversion":"1.0","id":"x","source":"/h","type":"` + typ + `","datacontenttype":"application/json","time":"2024-10-16T14:30:00Z","data":` + data + `}`)
+	}
+	for _, body := range [][]byte{
+		[]byte("not a cloud event \xff"),
+		stored("Not A Type!", `{"a":1}`),
+		stored("a.b", `{"s":"`+strings.Repeat("x", delivery.MaxMessageBytes)+`"}`),
+	} {
+		require.NoError(t, b.broker.Send(ctx, &pubsubx.Message{Body: body, Metadata: map[string]string{pubsubx.AttrEventType: "a.b"}}))
+	}
 	b.publish(t, "a.b", 1, 1)
 	st, err := b.svc.OpenStream(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "pq"})
 	require.NoError(t, err)
@@ -506,10 +519,12 @@ func TestPoisonDeadLetteredAtOnce(t *testing.T) {
 	require.Equal(t, 1, nOf(t, ds[0]))
 	dls, _, err := b.svc.ListDeadLetters(ctx, root, 10, "")
 	require.NoError(t, err)
-	require.Len(t, dls, 1)
-	require.Equal(t, "pq", dls[0].OriginQueue)
-	require.Equal(t, leasestore.ReasonDeliveryLimit, dls[0].Reason)
-	require.Equal(t, int64(1), dls[0].DeliveryCount, "dead-lettered on its first delivery, not after the delivery limit")
+	require.Len(t, dls, 3)
+	for _, dl := range dls {
+		require.Equal(t, "pq", dl.OriginQueue)
+		require.Equal(t, leasestore.ReasonDeliveryLimit, dl.Reason)
+		require.Equal(t, int64(1), dl.DeliveryCount, "dead-lettered on its first delivery, not after the delivery limit")
+	}
 	_, err = st.Ack(ctx, ds[0].Tag)
 	require.NoError(t, err)
 }

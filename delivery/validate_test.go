@@ -68,11 +68,11 @@ func TestDecodeConsumerEvent(t *testing.T) {
 	require.True(t, e.PublishedAt.Equal(time.Date(2024, 10, 16, 14, 30, 1, 500_000_000, time.UTC)))
 	require.JSONEq(t, `{"user_id":"123"}`, string(e.Message))
 	require.Equal(t, "/users/1", e.ResourceID)
-	require.True(t, e.MessageChecked, "an event as Publish stores it is read in one pass, its message checked")
+	require.True(t, e.MessageChecked(), "an event as Publish stores it is read in one pass, its message checked")
 	escaped, err := delivery.DecodeConsumerEvent([]byte(strings.Replace(body, "myapp.user.created", `myapp.user.cr\u0065ated`, 1)))
 	require.NoError(t, err)
 	require.Equal(t, "myapp.user.created", escaped.EventType)
-	require.False(t, escaped.MessageChecked, "the lenient decoder checks no message")
+	require.False(t, escaped.MessageChecked(), "the lenient decoder checks no message")
 
 	_, err = delivery.DecodeConsumerEvent([]byte(`not json`))
 	require.Equal(t, herr.Internal, herr.CodeOf(err))

@@ -471,7 +471,7 @@ func toConsumerEvent(e *delivery.ConsumerEvent) (*pb.Event, error) {
 		return out, nil
 	}
 	wire := structjson.Wire
-	if e.MessageChecked {
+	if e.MessageChecked() {
 		wire = structjson.WireChecked
 	}
 	m, err := wire(e.Message)
