@@ -660,3 +660,43 @@ func TestGRPCNonDurableReaped(t *testing.T) {
 	requireStatus(t, err, codes.NotFound, "filter_groups and no token")
 	require.NotContains(t, status.Convert(err).Message(), token)
 }
+
+// TestGRPCTriageShowsAnEventGRPCCannotCarry: a message REST accepts but
+// a google.protobuf.Struct cannot hold (a number beyond a double's
+// range) is handed back by the gRPC stream until the delivery limit
+// dead-letters it; triage over gRPC then shows it, by its type, and can
+// discard it, instead of ending the triage stream.
+func TestGRPCTriageShowsAnEventGRPCCannotCarry(t *testing.T) {
+	t.Parallel()
+	h := startConsumerGRPC(t, func(c *local.Config) { c.DeliveryLimit = 1 })
+	const typ = "shop.order.huge"
+	h.createQueue(t, "huge-q", typ)
+	body := strings.NewReader(`{"event":{"event_type":"` + typ + `","message":{"n":1e400}}}`)
+	req, err := http.NewRequestWithContext(t.Context(), "POST", h.URL+"/api/v1beta/events", body)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+h.Token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, res.Body.Close())
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	h.publish(t, typ, 1) // behind it, and delivered
+	ctx, cancel := context.WithCancel(h.ctx(t, h.Token))
+	defer cancel()
+	s := h.acksStream(t, ctx, "huge-q")
+	_, n := recvAck(t, s)
+	require.EqualValues(t, 1, n, "the event gRPC can carry arrives; the other is handed back")
+
+	triage, err := h.conn.NewStream(h.ctx(t, h.Token), &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/"+consumerName+"/ManageDeadLetteredEvents")
+	require.NoError(t, err)
+	require.NoError(t, triage.SendMsg(&cpb.ManageDeadLetteredEventsRequest{}))
+	item := &cpb.ManageDeadLetteredEventsResponse{}
+	require.NoError(t, triage.RecvMsg(item))
+	d := item.GetDeadLetteredEvent()
+	require.Equal(t, typ, d.GetEvent().GetEventType())
+	require.Equal(t, "huge-q", d.GetOriginQueue())
+	type entry = cpb.ManageDeadLetteredEventsRequest_ActionEntry
+	require.NoError(t, triage.SendMsg(&cpb.ManageDeadLetteredEventsRequest{Actions: []*entry{{DeliveryTag: d.GetDeliveryTag(), Action: cpb.ManageDeadLetteredEventsRequest_ACTION_DISCARD}}}))
+	out := recvOutcomes(t, triage, 1)[0]
+	require.Equal(t, cpb.ManageDeadLetteredEventsResponse_ActionOutcome_OUTCOME_DISCARDED, out.GetOutcome(), out.GetDetail())
+}

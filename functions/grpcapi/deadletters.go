@@ -165,8 +165,12 @@ func (s *triage) show(ctx context.Context, d *leasestore.DeadLetter) error {
 		item.DeadLetteredAt = timestamppb.New(d.DeadLetteredAt)
 	}
 	if ce, err := delivery.DecodeConsumerEvent(d.Body); err == nil {
-		if item.Event, err = toConsumerEvent(ce); err != nil {
-			return Error(ctx, s.procedure, err)
+		item.Event, err = toConsumerEvent(ce)
+		if err != nil {
+			// A message gRPC cannot carry (a number beyond a double's
+			// range, say): it is what was dead-lettered, so it is shown
+			// all the same, with its type, to be discarded or replayed.
+			item.Event = &pb.Event{EventType: d.EventType}
 		}
 	} else {
 		// Shown all the same, so that it can be discarded.

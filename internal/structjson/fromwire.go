@@ -42,7 +42,9 @@ func Lazy(raw []byte) (*structpb.Struct, bool) {
 		return nil, false
 	}
 	s := &structpb.Struct{}
-	s.ProtoReflect().SetUnknown(raw)
+	// Capped: raw is usually part of a larger buffer (the request), and
+	// an append to the Struct's unknown fields must not run into it.
+	s.ProtoReflect().SetUnknown(raw[:len(raw):len(raw)])
 	return s, true
 }
 
@@ -98,9 +100,15 @@ func newWireReader(raw, out []byte) *wireReader {
 }
 
 func (r *wireReader) release() {
+	if cap(r.entries) > maxPooledEntries {
+		return // a message of very many members: let its stack go
+	}
 	r.raw, r.out, r.entries = nil, nil, r.entries[:0]
 	readers.Put(r)
 }
+
+// maxPooledEntries bounds the entry stacks the pool keeps (16 bytes each).
+const maxPooledEntries = 4096
 
 // span is the offsets of b, a part of r.raw, in r.raw.
 func (r *wireReader) span(b []byte) (start, end int32) {

@@ -468,3 +468,16 @@ func BenchmarkFromWire(b *testing.B) {
 		}
 	})
 }
+
+// TestLazyKeepsToItsBytes: a lazy Struct made from part of a larger
+// buffer (a request) cannot write past its part: appending to its
+// unknown fields leaves the rest of the buffer as it was.
+func TestLazyKeepsToItsBytes(t *testing.T) {
+	first := entry("a", marshalValue(t, structpb.NewNumberValue(1)))
+	second := entry("b", marshalValue(t, structpb.NewStringValue("v")))
+	buf := append(append([]byte(nil), first...), second...)
+	s, ok := Lazy(buf[:len(first)])
+	require.True(t, ok)
+	s.ProtoReflect().SetUnknown(append(s.ProtoReflect().GetUnknown(), 0x10, 0x01))
+	require.Equal(t, second, buf[len(first):], "the bytes after the Struct's own are untouched")
+}
