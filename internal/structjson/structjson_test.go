@@ -76,6 +76,22 @@ func randomJSON(r *rand.Rand, sb *strings.Builder, depth int) {
 	}
 }
 
+// randomObject returns a random JSON object of up to five members
+// (k0, k1, …), each a random value nested at most four deep.
+func randomObject(r *rand.Rand) []byte {
+	var sb strings.Builder
+	sb.WriteByte('{')
+	for i := range r.IntN(6) {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `"k%d":`, i)
+		randomJSON(r, &sb, 4)
+	}
+	sb.WriteByte('}')
+	return []byte(sb.String())
+}
+
 func randomString(r *rand.Rand, sb *strings.Builder) {
 	parts := []string{"a", "key", "Ada Lovelace", `\"`, `\\`, `\n`, `\u00e9`, `\ud83d\ude00`, "é", "日本", "\u2028", `\/`, "<&>", " ", `\t`}
 	sb.WriteByte('"')
@@ -186,18 +202,9 @@ func TestWireMatchesDecode(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(5, 8))
 	for range 2000 {
-		var sb strings.Builder
-		sb.WriteByte('{')
-		for i := range r.IntN(6) {
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			fmt.Fprintf(&sb, `"k%d":`, i)
-			randomJSON(r, &sb, 4)
-		}
-		sb.WriteByte('}')
-		requireWireSame(t, []byte(sb.String()))
-		requireWireCheckedSame(t, []byte(sb.String()))
+		obj := randomObject(r)
+		requireWireSame(t, obj)
+		requireWireCheckedSame(t, obj)
 	}
 	long := `{"s":"` + strings.Repeat("x", 70000) + `","n":{"deep":[` + strings.Repeat(`"y",`, 500) + `1]}}`
 	requireWireSame(t, []byte(long))
@@ -240,17 +247,8 @@ func TestEncodeMatchesProtojson(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(21, 34))
 	for range 2000 {
-		var sb strings.Builder
-		sb.WriteByte('{')
-		for i := range r.IntN(6) {
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			fmt.Fprintf(&sb, `"k%d":`, i)
-			randomJSON(r, &sb, 4)
-		}
-		sb.WriteByte('}')
-		s, err := Decode([]byte(sb.String()))
+		obj := randomObject(r)
+		s, err := Decode(obj)
 		if err != nil {
 			continue
 		}
@@ -351,24 +349,15 @@ func TestFromWireMatchesUnmarshal(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(55, 89))
 	for range 2000 {
-		var sb strings.Builder
-		sb.WriteByte('{')
-		for i := range r.IntN(6) {
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			fmt.Fprintf(&sb, `"k%d":`, i)
-			randomJSON(r, &sb, 4)
-		}
-		sb.WriteByte('}')
-		s, err := Decode([]byte(sb.String()))
+		obj := randomObject(r)
+		s, err := Decode(obj)
 		if err != nil {
 			continue
 		}
 		raw, err := proto.Marshal(s)
 		require.NoError(t, err)
 		_, ok := Lazy(raw)
-		require.True(t, ok, "Lazy refused the encoding of %s", sb.String())
+		require.True(t, ok, "Lazy refused the encoding of %s", obj)
 		requireFromWireSame(t, raw)
 		for range 3 {
 			if len(raw) == 0 {
