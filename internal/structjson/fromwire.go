@@ -126,17 +126,27 @@ func (r *wireReader) structBody(b []byte, depth int) bool {
 	base := len(r.entries)
 	defer func() { r.entries = r.entries[:base] }()
 	for len(b) > 0 {
-		entry, rest, ok := lengthDelimited(b, tagStructFields)
-		if !ok {
+		if b[0] != tagStructFields {
 			return false
 		}
-		b = rest
-		key, entry, ok := lengthDelimited(entry, tagEntryKey)
-		if !ok || !utf8.Valid(key) {
+		entry, n := protowire.ConsumeBytes(b[1:])
+		if n < 0 {
 			return false
 		}
-		value, entry, ok := lengthDelimited(entry, tagEntryValue)
-		if !ok || len(entry) != 0 {
+		b = b[1+n:]
+		if len(entry) == 0 || entry[0] != tagEntryKey {
+			return false
+		}
+		key, n := protowire.ConsumeBytes(entry[1:])
+		if n < 0 || !utf8.Valid(key) {
+			return false
+		}
+		entry = entry[1+n:]
+		if len(entry) == 0 || entry[0] != tagEntryValue {
+			return false
+		}
+		value, n := protowire.ConsumeBytes(entry[1:])
+		if n < 0 || 1+n != len(entry) {
 			return false
 		}
 		var e wireEntry
@@ -227,11 +237,14 @@ func (r *wireReader) list(b []byte, depth int) bool {
 	}
 	r.put('[')
 	for first := true; len(b) > 0; first = false {
-		v, rest, ok := lengthDelimited(b, tagListValues)
-		if !ok {
+		if b[0] != tagListValues {
 			return false
 		}
-		b = rest
+		v, n := protowire.ConsumeBytes(b[1:])
+		if n < 0 {
+			return false
+		}
+		b = b[1+n:]
 		if !first {
 			r.put(',')
 		}
@@ -241,20 +254,6 @@ func (r *wireReader) list(b []byte, depth int) bool {
 	}
 	r.put(']')
 	return true
-}
-
-// lengthDelimited reads the field that starts b: its one-byte tag must be
-// tag and its contents length-delimited. It returns the contents and
-// what follows the field.
-func lengthDelimited(b []byte, tag byte) (v, rest []byte, ok bool) {
-	if len(b) == 0 || b[0] != tag {
-		return nil, nil, false
-	}
-	v, n := protowire.ConsumeBytes(b[1:])
-	if n < 0 {
-		return nil, nil, false
-	}
-	return v, b[1+n:], true
 }
 
 func (r *wireReader) put(c byte) {
