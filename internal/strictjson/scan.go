@@ -39,22 +39,36 @@ func ScanObject(data []byte, maxDepth int) (Scan, bool) {
 	if len(data) == 0 || data[0] != '{' {
 		return Scan{}, false
 	}
-	names := namePool.Get().(*[][]byte)
-	s := scanner{data: data, maxDepth: maxDepth, names: (*names)[:0]}
+	st := statePool.Get().(*nameState)
+	s := scanner{data: data, maxDepth: maxDepth, names: st.names[:0], unesc: st.unesc[:0]}
 	ok := s.object(1)
-	clear(s.names[:cap(s.names)]) // keep no message alive from the pool
-	*names = s.names[:0]
-	namePool.Put(names)
+	st.names, st.unesc = s.names[:0], s.unesc[:0]
+	statePool.Put(st)
 	if !ok {
 		return Scan{}, false
 	}
 	return Scan{Len: s.i, Compact: !s.space, HTMLSafe: !s.html}, true
 }
 
-// namePool holds the scanners' name stacks: a message's member names are
+// nameState is what a scanner keeps between messages: its name stack and
+// the buffer of unescaped names. Neither holds a pointer, so a pooled one
+// keeps no message alive and costs the garbage collector nothing.
+type nameState struct {
+	names []nameRef
+	unesc []byte
+}
+
+// statePool holds the scanners' name stacks: a message's member names are
 // kept while its objects are open, and a fresh stack per message would be
 // as big an allocation as the message.
-var namePool = sync.Pool{New: func() any { s := make([][]byte, 0, 4*linearNames); return &s }}
+var statePool = sync.Pool{New: func() any { return &nameState{names: make([]nameRef, 0, 4*linearNames)} }}
+
+// nameRef is a member name, by offsets: data[start:end] when the name has
+// no escape, else its unescaped value unesc[^start:end]. Offsets rather
+// than slices: appending a slice to the stack is a pointer write (with
+// the garbage collector's write barrier while it marks), and a stack of
+// slices would have to be cleared before going back to the pool.
+type nameRef struct{ start, end int }
 
 // scanner is ScanObject's state. Its methods start at s.i and leave s.i
 // just past what they read; false means the text is not valid (or too
@@ -65,7 +79,16 @@ type scanner struct {
 	maxDepth int
 	space    bool     // whitespace seen between tokens
 	html     bool     // '<', '>', '&', U+2028 or U+2029 seen in a string
-	names    [][]byte // member names of the objects open now, outermost first
+	names    []nameRef // member names of the objects open now, outermost first
+	unesc    []byte    // the unescaped values of names with escapes
+}
+
+// name returns the value of member name r.
+func (s *scanner) name(r nameRef) []byte {
+	if r.start < 0 {
+		return s.unesc[^r.start : r.end]
+	}
+	return s.data[r.start:r.end]
 }
 
 // Byte classes inside a string.
@@ -123,7 +146,7 @@ func (s *scanner) value(depth int) bool {
 	case '[':
 		return s.array(depth + 1)
 	case '"':
-		_, ok := s.str(false)
+		_, ok := s.str()
 		return ok
 	case 't':
 		return s.literal("true")
@@ -168,11 +191,18 @@ func (s *scanner) members(depth, base int) bool {
 		if s.i >= len(s.data) || s.data[s.i] != '"' {
 			return false
 		}
-		name, ok := s.str(true)
+		start := s.i + 1
+		escaped, ok := s.str()
 		if !ok {
 			return false
 		}
-		if !s.unique(base, name, &seen) {
+		ref := nameRef{start, s.i - 1}
+		if escaped {
+			from := len(s.unesc)
+			s.unesc = unescape(s.unesc, s.data[start:s.i-1])
+			ref = nameRef{^from, len(s.unesc)}
+		}
+		if !s.unique(base, ref, &seen) {
 			return false
 		}
 		s.skipSpace()
@@ -205,9 +235,10 @@ func (s *scanner) members(depth, base int) bool {
 // compares one by one before it keeps them in a map.
 const linearNames = 16
 
-// unique records name as a member of the object whose names start at
+// unique records ref as a member of the object whose names start at
 // s.names[base], and reports whether it is new there.
-func (s *scanner) unique(base int, name []byte, seen *map[string]struct{}) bool {
+func (s *scanner) unique(base int, ref nameRef, seen *map[string]struct{}) bool {
+	name := s.name(ref)
 	if *seen != nil {
 		if _, dup := (*seen)[string(name)]; dup {
 			return false
@@ -216,15 +247,15 @@ func (s *scanner) unique(base int, name []byte, seen *map[string]struct{}) bool 
 		return true
 	}
 	for _, n := range s.names[base:] {
-		if bytes.Equal(n, name) {
+		if bytes.Equal(s.name(n), name) {
 			return false
 		}
 	}
-	s.names = append(s.names, name)
+	s.names = append(s.names, ref)
 	if len(s.names)-base > linearNames {
 		*seen = make(map[string]struct{}, 2*linearNames)
 		for _, n := range s.names[base:] {
-			(*seen)[string(n)] = struct{}{}
+			(*seen)[string(s.name(n))] = struct{}{}
 		}
 	}
 	return true
@@ -261,43 +292,36 @@ func (s *scanner) array(depth int) bool {
 	}
 }
 
-// str reads the string at s.i (its opening quote). With wantName it
-// returns the string's value for the repeat check: the bytes between the
-// quotes when there is no escape (no copy), else the unescaped value.
-func (s *scanner) str(wantName bool) ([]byte, bool) {
+// str reads the string at s.i (its opening quote) and reports whether it
+// has an escape.
+func (s *scanner) str() (escaped, ok bool) {
 	data := s.data
 	i := s.i + 1 // '"'
-	start := i
-	escaped := false
 	for {
 		i = plainRun(data, i)
 		if i >= len(data) {
-			return nil, false
+			return false, false
 		}
 		switch stringClass[data[i]] {
 		case quote:
 			s.i = i + 1
-			raw := data[start:i]
-			if wantName && escaped {
-				return unescape(raw), true
-			}
-			return raw, true
+			return escaped, true
 		case backslash:
 			s.i = i
 			if !s.escape() {
-				return nil, false
+				return false, false
 			}
 			i = s.i
 			escaped = true
 		case control:
-			return nil, false
+			return false, false
 		case htmlChar:
 			s.html = true
 			i++
 		case nonASCII:
 			r, size := utf8.DecodeRune(data[i:])
 			if r == utf8.RuneError && size == 1 {
-				return nil, false
+				return false, false
 			}
 			if r == '\u2028' || r == '\u2029' {
 				s.html = true
@@ -325,27 +349,30 @@ func plainRun(data []byte, i int) int {
 	return i
 }
 
-// Bytes repeated in every lane of a uint64, for notPlain.
+// Bytes repeated in every lane of a uint64, for notPlain. '"' (0x22) and
+// '&' (0x26) differ only in bit 0x04, '<' (0x3C) and '>' (0x3E) only in
+// bit 0x02: with that bit set first, one zero test finds either of a pair.
 const (
-	lanes01   = 0x0101010101010101
-	lanes80   = 0x8080808080808080
-	lanesQuot = '"' * lanes01
-	lanesBack = '\\' * lanes01
-	lanesLt   = '<' * lanes01
-	lanesGt   = '>' * lanes01
-	lanesAmp  = '&' * lanes01
+	lanes01     = 0x0101010101010101
+	lanes80     = 0x8080808080808080
+	lanes02     = 0x02 * lanes01
+	lanes04     = 0x04 * lanes01
+	lanesQuoAmp = '&' * lanes01 // '"' | 0x04 == '&'
+	lanesLtGt   = '>' * lanes01 // '<' | 0x02 == '>'
+	lanesBack   = '\\' * lanes01
 )
 
 // notPlain reports whether any of the eight bytes in x is not plain: a
 // control character (below 0x20), non-ASCII (0x80 and up), '"', '\\',
 // '<', '>' or '&'. Exact as a whole (no false positives or negatives),
-// though not which byte it is.
+// though not which byte it is: b|0x04 is '&' only for '"' and '&', and
+// b|0x02 is '>' only for '<' and '>'.
 func notPlain(x uint64) bool {
 	// A byte below 0x20 borrows when 0x20 is taken from it; the &^x keeps
 	// that to bytes that were below 0x80.
 	below := (x - 0x20*lanes01) &^ x
-	return (x|below|hasZero(x^lanesQuot)|hasZero(x^lanesBack)|
-		hasZero(x^lanesLt)|hasZero(x^lanesGt)|hasZero(x^lanesAmp))&lanes80 != 0
+	return (x|below|hasZero((x|lanes04)^lanesQuoAmp)|hasZero((x|lanes02)^lanesLtGt)|
+		hasZero(x^lanesBack))&lanes80 != 0
 }
 
 // hasZero has the top bit of a lane set, in some lane, exactly when some
@@ -410,10 +437,9 @@ func hex4(b []byte) (rune, bool) {
 	return r, true
 }
 
-// unescape returns the value of the valid string contents raw (without
-// its quotes), escapes decoded.
-func unescape(raw []byte) []byte {
-	out := make([]byte, 0, len(raw))
+// unescape appends to out the value of the valid string contents raw
+// (without its quotes), escapes decoded.
+func unescape(out, raw []byte) []byte {
 	for i := 0; i < len(raw); {
 		c := raw[i]
 		if c != '\\' {
