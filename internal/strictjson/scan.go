@@ -77,8 +77,8 @@ type scanner struct {
 	data     []byte
 	i        int
 	maxDepth int
-	space    bool     // whitespace seen between tokens
-	html     bool     // '<', '>', '&', U+2028 or U+2029 seen in a string
+	space    bool      // whitespace seen between tokens
+	html     bool      // '<', '>', '&', U+2028 or U+2029 seen in a string
 	names    []nameRef // member names of the objects open now, outermost first
 	unesc    []byte    // the unescaped values of names with escapes
 }
@@ -86,7 +86,7 @@ type scanner struct {
 // name returns the value of member name r.
 func (s *scanner) name(r nameRef) []byte {
 	if r.start < 0 {
-		return s.unesc[^r.start : r.end]
+		return s.unesc[^r.start:r.end]
 	}
 	return s.data[r.start:r.end]
 }
