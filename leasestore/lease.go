@@ -1,6 +1,8 @@
 package leasestore
 
 import (
+	"github.com/heraldevents/herald/leasestore/internal/headcfg"
+
 	"context"
 	"errors"
 	"fmt"
@@ -317,7 +319,7 @@ func (s *Store) release(ctx context.Context, consumer string, src Source, receiv
 	if pid != "" {
 		keep := false
 		if last != nil && last.err != nil && last.start > 0 {
-			d := &consumerDoc{ID: consumer, Incarnation: last.incarnation}
+			d := &consumerDoc{Config: headcfg.Config{ID: consumer, Incarnation: last.incarnation}}
 			bs, err := s.getBlocks(bg, d, []int64{last.start})
 			switch b := bs[last.start]; {
 			case err != nil:

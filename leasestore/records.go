@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"gocloud.dev/docstore"
+
+	"github.com/heraldevents/herald/leasestore/internal/headcfg"
 )
 
 // Record kinds, stored in the "kind" field.
@@ -25,9 +27,15 @@ const (
 
 // layoutBlocks is the record layout this package writes: a small consumer
 // head and one block record per reservation of positions (see the package
-// doc). Heads of the earlier layout, which held the whole lease table,
-// have no layout field (0) and are refused (see errOldLayout).
-const layoutBlocks = 2
+// doc), the head's descriptive fields packed into one attribute (see
+// package headcfg). Heads of layoutUnpacked, the same but with those
+// fields as attributes of their own, are read and rewritten in this layout
+// at their next write. Heads of the earlier layout, which held the whole
+// lease table, have no layout field (0) and are refused (see errOldLayout).
+const (
+	layoutUnpacked = 2
+	layoutBlocks   = 3
+)
 
 // consumerDoc is the stored form of a consumer's head: what it is, its next
 // position, a floor of its cursor, its sessions and the index of its open
@@ -35,17 +43,15 @@ const layoutBlocks = 2
 type consumerDoc struct {
 	// Field names are short: DynamoDB bills attribute names with every
 	// write, and the head is written with every reservation.
-	Key          string    `docstore:"key"`
-	Kind         string    `docstore:"kind"`
-	Layout       int64     `docstore:"layout"`
-	ID           string    `docstore:"id"`
-	Type         string    `docstore:"type"`
-	Filters      string    `docstore:"filters"` // JSON of filter.Groups
-	Subscription string    `docstore:"sub"`
-	Paused       bool      `docstore:"paused"`
-	CreatedAt    time.Time `docstore:"created"`
-	Next         int64     `docstore:"next"`  // next position to hand out (first is 1)
-	Committed    int64     `docstore:"floor"` // a floor of the cursor (see Store.cursor); 0 = nothing committed
+	Key    string `docstore:"key"`
+	Kind   string `docstore:"kind"`
+	Layout int64  `docstore:"layout"`
+	// Config is what the consumer is (id, type, filters, limits,
+	// policies), one binary attribute; its fields are the head's own in
+	// Go (d.ID, d.Type, …).
+	headcfg.Config `docstore:"cfg"`
+	Next           int64 `docstore:"next"`  // next position to hand out (first is 1)
+	Committed      int64 `docstore:"floor"` // a floor of the cursor (see Store.cursor); 0 = nothing committed
 	// Blocks indexes the block records that may hold unsettled leases, by
 	// start, with hints that let a pull skip blocks it has no business
 	// reading (see blockEntry). Binary, see codec.go.
@@ -53,26 +59,57 @@ type consumerDoc struct {
 
 	Sessions     sessionList `docstore:"sessions"`    // attached sessions and recent tombstones; binary
 	LastAttached int64       `docstore:"attached_ms"` // Unix ms a session was last known attached; 0 = never
-	MessageTTL   int64       `docstore:"ttl_ms"`      // 0 = none
-	MaxLength    int64       `docstore:"max_len"`     // 0 = none
-	// The delivery policies (see Policies), absent when not set: the
-	// head is written with every reservation, and DynamoDB bills every
-	// attribute name.
-	RetryMin    int64 `docstore:"retry_min,omitempty"`   // ms
-	RetryMax    int64 `docstore:"retry_max,omitempty"`   // ms; 0 = no retry policy
-	MaxAttempts int64 `docstore:"max_tries,omitempty"`   // 0 = Options.DeliveryLimit
-	AckTimeout  int64 `docstore:"ack_timeout,omitempty"` // ms; 0 = the deployment's
-	// Incarnation tells consumers that reuse an id apart, so that their
-	// blocks and dead letters (keyed by position) never collide.
-	Incarnation string `docstore:"inc"`
 
 	DocstoreRevision any
+
+	// The descriptive fields as layoutUnpacked stored them: filled only
+	// by the read of such a head (and moved into Config by unpacked),
+	// never written (all omitempty, and zero after unpacked). Last, so
+	// that the read of a head of this layout never walks past them.
+	unpackedFields
+}
+
+// unpackedFields are the attributes of a layoutUnpacked head that this
+// layout keeps in Config.
+type unpackedFields struct {
+	OldID           string     `docstore:"id,omitempty"`
+	OldType         string     `docstore:"type,omitempty"`
+	OldFilters      string     `docstore:"filters,omitempty"`
+	OldSubscription string     `docstore:"sub,omitempty"`
+	OldPaused       bool       `docstore:"paused,omitempty"`
+	OldCreatedAt    *time.Time `docstore:"created,omitempty"`
+	OldMessageTTL   int64      `docstore:"ttl_ms,omitempty"`
+	OldMaxLength    int64      `docstore:"max_len,omitempty"`
+	OldRetryMin     int64      `docstore:"retry_min,omitempty"`
+	OldRetryMax     int64      `docstore:"retry_max,omitempty"`
+	OldMaxAttempts  int64      `docstore:"max_tries,omitempty"`
+	OldAckTimeout   int64      `docstore:"ack_timeout,omitempty"`
+	OldIncarnation  string     `docstore:"inc,omitempty"`
+}
+
+// unpacked brings a head read in layoutUnpacked to layoutBlocks in memory
+// (its next write stores it so); other heads are left alone.
+func (d *consumerDoc) unpacked() {
+	if d.Layout != layoutUnpacked {
+		return
+	}
+	o := d.unpackedFields
+	d.Config = headcfg.Config{
+		ID: o.OldID, Type: o.OldType, Filters: o.OldFilters, Subscription: o.OldSubscription, Paused: o.OldPaused,
+		MessageTTL: o.OldMessageTTL, MaxLength: o.OldMaxLength, RetryMin: o.OldRetryMin, RetryMax: o.OldRetryMax,
+		MaxAttempts: o.OldMaxAttempts, AckTimeout: o.OldAckTimeout, Incarnation: o.OldIncarnation,
+	}
+	if o.OldCreatedAt != nil {
+		d.CreatedAt = o.OldCreatedAt.UTC()
+	}
+	d.unpackedFields = unpackedFields{}
+	d.Layout = layoutBlocks
 }
 
 // headFields are the fields of consumerDoc, for reads that must not fail
 // on a record of the earlier layout (which has others).
-var headFields = []docstore.FieldPath{"key", "kind", "layout", "id", "type", "filters", "sub", "paused", "created",
-	"next", "floor", "blocks", "sessions", "attached_ms", "ttl_ms", "max_len", "inc",
+var headFields = []docstore.FieldPath{"key", "kind", "layout", "cfg", "next", "floor", "blocks", "sessions", "attached_ms",
+	"id", "type", "filters", "sub", "paused", "created", "ttl_ms", "max_len", "inc",
 	"retry_min", "retry_max", "max_tries", "ack_timeout"}
 
 // blockEntry is one entry of a head's block index. The hints are bounds

@@ -1,6 +1,8 @@
 package leasestore
 
 import (
+	"github.com/heraldevents/herald/leasestore/internal/headcfg"
+
 	"context"
 	"errors"
 	"sort"
@@ -41,7 +43,7 @@ func (s *Store) getAny(ctx context.Context, id string) (*consumerDoc, error) {
 		raw := map[string]any{"key": consumerKey(id)}
 		if rerr := s.coll.Get(ctx, raw); rerr == nil {
 			if _, old := raw["leases"]; old {
-				return &consumerDoc{Key: consumerKey(id), ID: id}, nil
+				return &consumerDoc{Key: consumerKey(id), Config: headcfg.Config{ID: id}}, nil
 			}
 		}
 	}
@@ -51,6 +53,7 @@ func (s *Store) getAny(ctx context.Context, id string) (*consumerDoc, error) {
 		}
 		return nil, storeErr(err)
 	}
+	d.unpacked()
 	return d, nil
 }
 

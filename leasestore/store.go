@@ -1,6 +1,8 @@
 package leasestore
 
 import (
+	"github.com/heraldevents/herald/leasestore/internal/headcfg"
+
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -263,11 +265,13 @@ func (s *Store) CreateConsumer(ctx context.Context, c Consumer) (*Consumer, erro
 		c.CreatedAt = s.opts.Now()
 	}
 	d := &consumerDoc{
-		Key: consumerKey(c.ID), Kind: kindConsumer, Layout: layoutBlocks, ID: c.ID, Type: c.Type,
-		Filters: string(fs), Subscription: c.Subscription, Paused: c.Paused,
-		CreatedAt: c.CreatedAt.UTC(), Next: 1,
-		MessageTTL: c.MessageTTL.Milliseconds(), MaxLength: int64(c.MaxLength),
-		Incarnation: newIncarnation(),
+		Key: consumerKey(c.ID), Kind: kindConsumer, Layout: layoutBlocks, Next: 1,
+		Config: headcfg.Config{
+			ID: c.ID, Type: c.Type, Filters: string(fs), Subscription: c.Subscription, Paused: c.Paused,
+			CreatedAt:  c.CreatedAt.UTC(),
+			MessageTTL: c.MessageTTL.Milliseconds(), MaxLength: int64(c.MaxLength),
+			Incarnation: newIncarnation(),
+		},
 	}
 	d.setPolicies(c.Policies)
 	if err := s.coll.Create(ctx, d); err != nil {
@@ -351,6 +355,7 @@ func (s *Store) ListConsumers(ctx context.Context) ([]*Consumer, error) {
 func (s *Store) listHeads(ctx context.Context) ([]*consumerDoc, error) {
 	var out []*consumerDoc
 	err := eachOfKind(ctx, s, kindConsumer, func(d *consumerDoc) error {
+		d.unpacked()
 		if d.Layout == layoutBlocks { // others are refused by every call; listing one would misread it
 			out = append(out, d)
 		}

@@ -4,12 +4,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/leasestore/internal/faults"
+	"github.com/heraldevents/herald/leasestore/internal/headcfg"
 )
 
 // The record layout's own risks (leasestore's package doc): what each
@@ -23,6 +25,7 @@ var layoutCases = []conformanceCase{
 	{"Layout/StaleHintRepaired", testLayoutStaleHint},
 	{"Layout/DeletedConsumerLeavesNothing", testLayoutDelete},
 	{"Layout/EarlierLayoutRefused", testLayoutEarlier},
+	{"Layout/UnpackedHeadRead", testLayoutUnpacked},
 	{"Layout/LookupBounds", testLayoutLookup},
 	{"Events/RejectDeadLettersAtOnce", testReject},
 }
@@ -230,4 +233,53 @@ func testLayoutEarlier(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	_, err = b.store.GetConsumer(b.ctx, id)
 	requireCode(t, herr.NotFound, err)
+}
+
+// testLayoutUnpacked: a head as the block layout stored it before its
+// descriptive fields were packed into one attribute (layout 2, each field
+// an attribute of its own) reads as it did, works, and is stored packed
+// at its next write.
+func testLayoutUnpacked(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	q := b.newQueue(t, leasestore.TypeDurableQueue, func(c *leasestore.Consumer) {
+		c.MessageTTL, c.MaxLength = time.Hour, 50
+		c.Policies = leasestore.Policies{MaxDeliveryAttempts: 7}
+	})
+	require.NoError(t, b.store.Attach(b.ctx, q, "s", sessionTTL))
+	src := NewScriptedSource(bodies("u", 3)...)
+	ls := b.pullEvents(t, q, "s", 2, src)
+	require.Len(t, ls, 2)
+	want := b.getC(t, q)
+
+	raw := map[string]any{"key": consumerKey(q)}
+	require.NoError(t, b.colls[0].Get(b.ctx, raw))
+	packed, ok := raw["cfg"].([]byte)
+	require.True(t, ok, "the head keeps its description in cfg: %v", raw)
+	var cfg headcfg.Config
+	require.NoError(t, cfg.UnmarshalBinary(packed))
+	delete(raw, "cfg")
+	delete(raw, "DocstoreRevision")
+	raw["layout"] = int64(2)
+	for k, v := range map[string]any{"id": cfg.ID, "type": cfg.Type, "filters": cfg.Filters, "sub": cfg.Subscription,
+		"paused": cfg.Paused, "created": cfg.CreatedAt, "ttl_ms": cfg.MessageTTL, "max_len": cfg.MaxLength,
+		"max_tries": cfg.MaxAttempts, "inc": cfg.Incarnation} {
+		raw[k] = v
+	}
+	require.NoError(t, b.colls[0].Put(b.ctx, raw))
+
+	got := b.getC(t, q)
+	require.True(t, want.CreatedAt.Equal(got.CreatedAt), "created %v, read back %v", want.CreatedAt, got.CreatedAt)
+	got.CreatedAt = want.CreatedAt
+	require.Equal(t, want, got, "the unpacked head reads as the packed one did")
+	require.Equal(t, 1, b.settle(t, q, refs(ls[0]), nil).Acked, "its leases are still its own")
+	more := b.pullEvents(t, q, "s", 5, src)
+	require.Len(t, more, 1, "its blocks are found through its incarnation")
+
+	after := map[string]any{"key": consumerKey(q)}
+	require.NoError(t, b.colls[0].Get(b.ctx, after))
+	require.Contains(t, after, "cfg", "the next write packs it")
+	require.NotContains(t, after, "type")
+	require.NotContains(t, after, "inc")
+	require.EqualValues(t, 3, after["layout"])
+	require.Equal(t, 2, b.settle(t, q, refs(ls[1], more[0]), nil).Acked)
 }
