@@ -29,9 +29,14 @@
 // No record written on a hot path grows with the leases, sessions or
 // acknowledged ranges a consumer holds:
 //
-//	key "c:<consumer id>"             kind "consumer"  the head: type, filters,
-//	                                  subscription, paused flag, incarnation,
-//	                                  next position, a floor of the cursor,
+//	key "c:<consumer id>"             kind "consumer"  the head: what the
+//	                                  consumer is (type, filters, subscription,
+//	                                  paused flag, limits, policies,
+//	                                  incarnation) in one binary attribute
+//	                                  (package internal/headcfg: each stored
+//	                                  attribute costs docstore allocations on
+//	                                  every read), next position, a floor of
+//	                                  the cursor,
 //	                                  the sessions, and the index of open
 //	                                  blocks (about 7 bytes each, see
 //	                                  blockEntry): a few hundred bytes
