@@ -271,6 +271,18 @@ func testLayoutUnpacked(t *testing.T, h Harness) {
 	require.True(t, want.CreatedAt.Equal(got.CreatedAt), "created %v, read back %v", want.CreatedAt, got.CreatedAt)
 	got.CreatedAt = want.CreatedAt
 	require.Equal(t, want, got, "the unpacked head reads as the packed one did")
+	list, err := b.store.ListConsumers(b.ctx)
+	require.NoError(t, err)
+	listed := false
+	for _, c := range list {
+		if c.ID == q {
+			listed = true
+			require.Equal(t, want.Subscription, c.Subscription)
+			require.Equal(t, want.MaxLength, c.MaxLength)
+			require.Equal(t, want.Policies, c.Policies)
+		}
+	}
+	require.True(t, listed, "an unpacked head is listed")
 	require.Equal(t, 1, b.settle(t, q, refs(ls[0]), nil).Acked, "its leases are still its own")
 	more := b.pullEvents(t, q, "s", 5, src)
 	require.Len(t, more, 1, "its blocks are found through its incarnation")
