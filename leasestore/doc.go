@@ -30,9 +30,10 @@
 // acknowledged ranges a consumer holds:
 //
 //	key "c:<consumer id>"             kind "consumer"  the head: what the
-//	                                  consumer is (type, filters, subscription,
-//	                                  paused flag, limits, policies,
-//	                                  incarnation) in one binary attribute
+//	                                  consumer is (id, type, filters,
+//	                                  subscription, paused flag, creation
+//	                                  time, limits, policies, incarnation)
+//	                                  in one binary attribute
 //	                                  (package internal/headcfg: each stored
 //	                                  attribute costs docstore allocations on
 //	                                  every read), next position, a floor of

@@ -9,7 +9,8 @@ import (
 )
 
 // TestRoundTrip: every field comes back as it went in, zero values and
-// extremes included; a reader ignores bytes a later version appends.
+// extremes (years far outside Unix nanoseconds' range) included; bytes
+// after the last field are refused rather than dropped at the next write.
 func TestRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	str := func() string {
@@ -34,7 +35,7 @@ func TestRoundTrip(t *testing.T) {
 	for range 200 {
 		cases = append(cases, Config{
 			ID: str(), Type: str(), Filters: str(), Subscription: str(), Incarnation: str(), Paused: rng.IntN(2) == 0,
-			CreatedAt:  time.Unix(0, rng.Int64()).UTC(),
+			CreatedAt:  time.Unix(rng.Int64N(1<<50)-1<<49, rng.Int64N(1e9)).UTC(),
 			MessageTTL: num(), MaxLength: num(), RetryMin: num(), RetryMax: num(), MaxAttempts: num(), AckTimeout: num(),
 		})
 	}
@@ -44,8 +45,9 @@ func TestRoundTrip(t *testing.T) {
 		var got Config
 		require.NoError(t, got.UnmarshalBinary(b))
 		require.Equal(t, c, got)
-		require.NoError(t, got.UnmarshalBinary(append(b, 9, 9, 9)), "a later version's fields are skipped")
-		require.Equal(t, c, got)
+		before := got
+		require.Error(t, got.UnmarshalBinary(append(b, 9)), "bytes after the last field are refused")
+		require.Equal(t, before, got)
 	}
 }
 
@@ -59,6 +61,17 @@ func TestRefusesBadEncodings(t *testing.T) {
 	for n := range len(b) {
 		got := keep
 		require.Error(t, got.UnmarshalBinary(b[:n]), "truncated to %d of %d bytes", n, len(b))
+		require.Equal(t, keep, got)
+	}
+	paused := 1 // the Paused flag's offset: after the version and five strings
+	for _, s := range []string{c.ID, c.Type, c.Filters, c.Subscription, c.Incarnation} {
+		paused += 1 + len(s)
+	}
+	for _, at := range []int{paused, paused + 1} {
+		flag := append([]byte(nil), b...)
+		flag[at] = 2
+		got := keep
+		require.Error(t, got.UnmarshalBinary(flag), "a flag byte of 2 at %d", at)
 		require.Equal(t, keep, got)
 	}
 	bad := append([]byte{2}, b[1:]...)
