@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -77,6 +78,10 @@ func main() {
 	rounds := flag.Int("rounds", 3, "runs of each server per worker count, alternating")
 	servers := flag.String("servers", "jetstream,herald,herald-grpc", "the servers to run, comma-separated: jetstream, herald (REST publish), herald-grpc (gRPC publish)")
 	workerCounts := flag.String("workers", "1,4", "the worker counts to run, comma-separated")
+	flag.BoolVar(&jetstreamFile, "jetstream-file", false, "give raw JetStream a file stream (as Herald's NATS driver makes) instead of a memory stream")
+	stacks := flag.String("stacks", "mem", "the broker and store stacks Herald runs on, comma-separated: "+strings.Join(stackNames, ", ")+" (see stack.go)")
+	procs := flag.Int("herald-procs", 1, "Herald processes sharing one broker and store; publishers and workers are spread over them")
+	flag.DurationVar(&receiveWait, "wait", 0, "server-side wait of a pull that finds nothing: HERALD_RECEIVE_WAIT for Herald, Fetch's MaxWait for JetStream (0: no wait, the client sleeps 200 µs)")
 	cpuProfile := flag.String("cpuprofile", "", "write the load generator's own CPU profile to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -95,10 +100,20 @@ func main() {
 	msgs := makeMessages(distinct)
 	fmt.Printf("workload: %d events per run, ~%d B varied JSON each, publish batches of %d by %d publishers, pull up to %d, ack each pull\n",
 		*events, avgLen(msgs), publishBatch, publishers, pullLimit)
-	fmt.Printf("%-11s %-7s %-3s %10s %13s %13s %13s %8s %9s %9s %9s %9s\n", "server", "workers", "run", "events/s", "cpu-µs/event", "client-µs/ev", "allocs/event", "ev/pull", "pull p50", "pull p99", "ack p50", "ack p99")
+	fmt.Printf("%-20s %-7s %-3s %10s %13s %13s %13s %8s %9s %9s %9s %9s\n", "server", "workers", "run", "events/s", "cpu-µs/event", "client-µs/ev", "allocs/event", "ev/pull", "pull p50", "pull p99", "ack p50", "ack p99")
 	type key struct {
 		server  string
 		workers int
+	}
+	var runs []string // server/stack names in the order they run
+	for _, sv := range strings.Split(*servers, ",") {
+		if sv == "jetstream" {
+			runs = append(runs, sv)
+			continue
+		}
+		for _, stk := range strings.Split(*stacks, ",") {
+			runs = append(runs, sv+"/"+stk)
+		}
 	}
 	all := map[key][]result{}
 	var counts []int
@@ -111,14 +126,15 @@ func main() {
 	}
 	for _, workers := range counts {
 		for r := range *rounds {
-			for _, s := range strings.Split(*servers, ",") {
+			for _, s := range runs {
 				var res result
 				var err error
-				switch s {
+				sv, stk, _ := strings.Cut(s, "/")
+				switch sv {
 				case "jetstream":
 					res, err = runNATS(*natsBin, msgs, *events, workers)
 				case "herald", "herald-grpc":
-					res, err = runHerald(*heraldBin, msgs, *events, workers, s == "herald-grpc")
+					res, err = runHerald(*heraldBin, *natsBin, stk, *procs, msgs, *events, workers, sv == "herald-grpc")
 				default:
 					log.Fatalf("peer: unknown server %q in -servers", s)
 				}
@@ -139,21 +155,26 @@ func main() {
 		}
 		jm := median(j)
 		fmt.Printf("%d worker(s): JetStream %.0f events/s, %.1f cpu-µs/event\n", workers, jm.rate, jm.cpuPerEvent)
-		for _, s := range []string{"herald", "herald-grpc"} {
+		for _, s := range runs {
 			h, ok := all[key{s, workers}]
-			if !ok {
+			if !ok || s == "jetstream" {
 				continue
 			}
 			hm := median(h)
-			fmt.Printf("  %-11s %.0f events/s, %.1f cpu-µs/event, %.1f allocs/event; throughput ratio %.2f, CPU ratio %.2f\n",
-				s, hm.rate, hm.cpuPerEvent, hm.allocsPerEvent, hm.rate/jm.rate, hm.cpuPerEvent/jm.cpuPerEvent)
+			fmt.Printf("  %-20s %.0f events/s, %.1f cpu-µs/event (all processes %.1f), %.1f allocs/event; throughput ratio %.2f, CPU ratio %.2f (all processes %.2f)\n",
+				s, hm.rate, hm.cpuPerEvent, hm.totalPerEvent, hm.allocsPerEvent, hm.rate/jm.rate, hm.cpuPerEvent/jm.cpuPerEvent, hm.totalPerEvent/jm.cpuPerEvent)
 		}
 	}
 }
 
 // result is one run's figures.
 type result struct {
-	rate, cpuPerEvent float64
+	rate float64
+	// cpuPerEvent is the Herald processes' (or nats-server's) CPU µs per
+	// event; totalPerEvent adds every other process of the stack.
+	cpuPerEvent, totalPerEvent float64
+	others   []namedFigure // CPU µs per event of each other process group
+	counters []namedFigure // the store's own operations per event
 	clientPerEvent    float64 // the load generator's CPU µs per event
 	allocsPerEvent    float64 // the server's heap allocations per event; NaN when unknown
 	perPull           float64 // events per pull that returned any
@@ -161,13 +182,34 @@ type result struct {
 	ack50, ack99      time.Duration
 }
 
+// namedFigure is one figure of a run with its name.
+type namedFigure struct {
+	name  string
+	value float64
+}
+
 func (r result) print(server string, workers, run int) {
 	allocs := "n/a"
 	if !math.IsNaN(r.allocsPerEvent) {
 		allocs = strconv.FormatFloat(r.allocsPerEvent, 'f', 1, 64)
 	}
-	fmt.Printf("%-11s %-7d %-3d %10.0f %13.1f %13.1f %13s %8.1f %9s %9s %9s %9s\n", server, workers, run, r.rate, r.cpuPerEvent, r.clientPerEvent, allocs, r.perPull,
+	fmt.Printf("%-20s %-7d %-3d %10.0f %13.1f %13.1f %13s %8.1f %9s %9s %9s %9s\n", server, workers, run, r.rate, r.cpuPerEvent, r.clientPerEvent, allocs, r.perPull,
 		r.pull50.Round(time.Microsecond), r.pull99.Round(time.Microsecond), r.ack50.Round(time.Microsecond), r.ack99.Round(time.Microsecond))
+	if len(r.others) == 0 && len(r.counters) == 0 {
+		return
+	}
+	line := fmt.Sprintf("%-20s cpu-µs/event: server %.1f", "", r.cpuPerEvent)
+	for _, o := range r.others {
+		line += fmt.Sprintf(", %s %.1f", o.name, o.value)
+	}
+	line += fmt.Sprintf(", all %.1f", r.totalPerEvent)
+	if len(r.counters) > 0 {
+		line += "; store per event:"
+		for _, c := range r.counters {
+			line += fmt.Sprintf(" %s %.3f", c.name, c.value)
+		}
+	}
+	fmt.Println(line)
 }
 
 func median(rs []result) result {
@@ -182,6 +224,7 @@ func median(rs []result) result {
 	return result{
 		rate:           pick(func(r result) float64 { return r.rate }),
 		cpuPerEvent:    pick(func(r result) float64 { return r.cpuPerEvent }),
+		totalPerEvent:  pick(func(r result) float64 { return r.totalPerEvent }),
 		allocsPerEvent: pick(func(r result) float64 { return r.allocsPerEvent }),
 	}
 }
@@ -290,9 +333,49 @@ func (s *server) stop() {
 // would otherwise leave the workers polling forever.
 const stallAfter = 30 * time.Second
 
+// receiveWait is the -wait flag, jetstreamFile the -jetstream-file flag.
+var (
+	receiveWait   time.Duration
+	jetstreamFile bool
+)
+
+// meter says what a run's figures are read from.
+type meter struct {
+	servers []int       // the server processes (Herald's, or nats-server)
+	others  []procGroup // the other processes doing the work
+	// mallocs, when not nil, reads the servers' heap allocation count.
+	mallocs func() (uint64, error)
+	// counters, when not nil, reads the store's operation counts.
+	counters func() (map[string]int64, error)
+}
+
+func (m meter) serverCPU() (time.Duration, error) {
+	var total time.Duration
+	for _, pid := range m.servers {
+		c, err := cpuOf(pid)
+		if err != nil {
+			return 0, err
+		}
+		total += c
+	}
+	return total, nil
+}
+
+func (m meter) otherCPU() ([]time.Duration, error) {
+	out := make([]time.Duration, len(m.others))
+	for i, g := range m.others {
+		c, err := g.cpu()
+		if err != nil {
+			return nil, fmt.Errorf("%s CPU: %w", g.name, err)
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
 // measure runs publish and consume concurrently and computes the figures.
-// mallocs, when not nil, reads the server's heap allocation count.
-func measure(pid, events int, publish func(batch [][]byte) error, consume func(worker int, done *atomic.Int64, lat *latencies) error, mallocs func() (uint64, error), msgs [][]byte, workers int) (result, error) {
+func measure(m meter, events int, publish func(batch [][]byte) error, consume func(worker int, done *atomic.Int64, lat *latencies) error, msgs [][]byte, workers int) (result, error) {
+	mallocs := m.mallocs
 	batches := make(chan [][]byte, events/publishBatch+1)
 	for i := 0; i < events; i += publishBatch {
 		b := make([][]byte, 0, publishBatch)
@@ -302,9 +385,19 @@ func measure(pid, events int, publish func(batch [][]byte) error, consume func(w
 		batches <- b
 	}
 	close(batches)
-	cpu0, err := cpuOf(pid)
+	cpu0, err := m.serverCPU()
 	if err != nil {
 		return result{}, err
+	}
+	others0, err := m.otherCPU()
+	if err != nil {
+		return result{}, err
+	}
+	var counts0 map[string]int64
+	if m.counters != nil {
+		if counts0, err = m.counters(); err != nil {
+			return result{}, err
+		}
 	}
 	self0, err := cpuOf(os.Getpid())
 	if err != nil {
@@ -371,9 +464,34 @@ func measure(pid, events int, publish func(batch [][]byte) error, consume func(w
 	wg.Wait()
 	close(finished)
 	elapsed := time.Since(t0)
-	cpu1, err := cpuOf(pid)
+	cpu1, err := m.serverCPU()
 	if err != nil {
 		return result{}, err
+	}
+	others1, err := m.otherCPU()
+	if err != nil {
+		return result{}, err
+	}
+	perEvent := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(events) }
+	var others []namedFigure
+	total := perEvent(cpu1 - cpu0)
+	for i, g := range m.others {
+		v := perEvent(others1[i] - others0[i])
+		others = append(others, namedFigure{g.name, v})
+		total += v
+	}
+	var counters []namedFigure
+	if m.counters != nil {
+		// PostgreSQL publishes a backend's statistics when its
+		// transaction ends, at most once a second (PGSTAT_MIN_INTERVAL).
+		time.Sleep(1500 * time.Millisecond)
+		counts1, err := m.counters()
+		if err != nil {
+			return result{}, err
+		}
+		for _, k := range slices.Sorted(maps.Keys(counts1)) {
+			counters = append(counters, namedFigure{k, float64(counts1[k]-counts0[k]) / float64(events)})
+		}
 	}
 	self1, err := cpuOf(os.Getpid())
 	if err != nil {
@@ -402,7 +520,10 @@ func measure(pid, events int, publish func(batch [][]byte) error, consume func(w
 	}
 	return result{
 		rate:           float64(events) / elapsed.Seconds(),
-		cpuPerEvent:    float64((cpu1 - cpu0).Microseconds()) / float64(events),
+		cpuPerEvent:    perEvent(cpu1 - cpu0),
+		totalPerEvent:  total,
+		others:         others,
+		counters:       counters,
 		clientPerEvent: float64((self1 - self0).Microseconds()) / float64(events),
 		allocsPerEvent: allocs,
 		perPull:        float64(events) / float64(max(1, len(lat.pull))),
@@ -452,7 +573,11 @@ func runNATS(bin string, msgs [][]byte, events, workers int) (result, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "BENCH", Subjects: []string{"bench.>"}, Storage: jetstream.MemoryStorage}); err != nil {
+	storage := jetstream.MemoryStorage
+	if jetstreamFile {
+		storage = jetstream.FileStorage
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "BENCH", Subjects: []string{"bench.>"}, Storage: storage}); err != nil {
 		return result{}, err
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, "BENCH", jetstream.ConsumerConfig{Durable: "peer", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: -1})
@@ -475,8 +600,15 @@ func runNATS(bin string, msgs [][]byte, events, workers int) (result, error) {
 	consume := func(_ int, done *atomic.Int64, lat *latencies) error {
 		for done.Load() < int64(events) {
 			t0 := time.Now()
-			// As Herald's pull (HERALD_RECEIVE_WAIT 0): what is there now.
-			b, err := cons.FetchNoWait(pullLimit)
+			// As Herald's pull: what is there now, or with -wait what
+			// arrives within it.
+			var b jetstream.MessageBatch
+			var err error
+			if receiveWait > 0 {
+				b, err = cons.Fetch(pullLimit, jetstream.FetchMaxWait(receiveWait))
+			} else {
+				b, err = cons.FetchNoWait(pullLimit)
+			}
 			if err != nil {
 				return err
 			}
@@ -488,7 +620,9 @@ func runNATS(bin string, msgs [][]byte, events, workers int) (result, error) {
 				return err
 			}
 			if len(got) == 0 {
-				time.Sleep(200 * time.Microsecond) // caught up with the publishers
+				if receiveWait == 0 {
+					time.Sleep(200 * time.Microsecond) // caught up with the publishers
+				}
 				continue
 			}
 			pull := time.Since(t0)
@@ -508,36 +642,54 @@ func runNATS(bin string, msgs [][]byte, events, workers int) (result, error) {
 		}
 		return nil
 	}
-	return measure(srv.cmd.Process.Pid, events, publish, consume, nil, msgs, workers)
+	return measure(meter{servers: []int{srv.cmd.Process.Pid}}, events, publish, consume, msgs, workers)
 }
 
-// runHerald is one Herald run: a fresh `herald serve` on in-memory
-// defaults, its batches published over REST, or over gRPC when grpc is
-// set; pulls and acknowledgements always over REST.
-func runHerald(bin string, msgs [][]byte, events, workers int, grpc bool) (result, error) {
-	addr, err := freeAddr()
+// runHerald is one Herald run: procs fresh `herald serve` processes on
+// stack (sharing its broker and store), its batches published over REST,
+// or over gRPC when grpc is set; pulls and acknowledgements always over
+// REST. Publisher i and worker w use process i and w modulo procs.
+func runHerald(bin, natsBin, stackName string, procs int, msgs [][]byte, events, workers int, grpc bool) (result, error) {
+	stk, err := openStack(stackName, natsBin)
 	if err != nil {
 		return result{}, err
 	}
-	// HERALD_PPROF_ADDR from the environment wins, so that the server can
-	// be profiled during a run; its /debug/vars gives the allocations.
-	debugAddr := os.Getenv("HERALD_PPROF_ADDR")
-	if debugAddr == "" {
-		if debugAddr, err = freeAddr(); err != nil {
+	defer stk.close()
+	var (
+		bases  []string
+		pids   []int
+		debugs []string
+	)
+	for i := range procs {
+		addr, err := freeAddr()
+		if err != nil {
 			return result{}, err
 		}
+		// HERALD_PPROF_ADDR from the environment wins for the first
+		// process, so that it can be profiled during a run; every
+		// process's /debug/vars gives its allocations.
+		debugAddr := os.Getenv("HERALD_PPROF_ADDR")
+		if debugAddr == "" || i > 0 {
+			if debugAddr, err = freeAddr(); err != nil {
+				return result{}, err
+			}
+		}
+		env := append([]string{"HERALD_ADDR=" + addr, "HERALD_DEV_TOKEN=" + token, "HERALD_LOG_LEVEL=warn", "HERALD_PPROF_ADDR=" + debugAddr,
+			"HERALD_RECEIVE_WAIT=" + receiveWait.String()}, stk.env...)
+		srv, err := start(bin, []string{"serve"}, env, os.Stderr)
+		if err != nil {
+			return result{}, err
+		}
+		defer srv.stop()
+		bases = append(bases, "http://"+addr)
+		pids = append(pids, srv.cmd.Process.Pid)
+		debugs = append(debugs, debugAddr)
 	}
-	srv, err := start(bin, []string{"serve"}, []string{"HERALD_ADDR=" + addr, "HERALD_DEV_TOKEN=" + token, "HERALD_LOG_LEVEL=warn", "HERALD_PPROF_ADDR=" + debugAddr}, io.Discard)
-	if err != nil {
-		return result{}, err
-	}
-	defer srv.stop()
-	base := "http://" + addr
 	tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: time.Minute}
-	do := func(method, path string, body []byte) ([]byte, int, error) {
-		req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
+	do := func(proc int, method, path string, body []byte) ([]byte, int, error) {
+		req, err := http.NewRequest(method, bases[proc%len(bases)]+path, bytes.NewReader(body))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -558,13 +710,18 @@ func runHerald(bin string, msgs [][]byte, events, workers int, grpc bool) (resul
 	}
 	var body []byte
 	var status int
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if body, status, err = do("POST", "/v1/event-destinations", []byte(`{"type":"DURABLE_CONSUMER"}`)); err == nil {
-			break
+	for p := range procs {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if body, status, err = do(p, "GET", "/health", nil); err == nil && status == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				return result{}, fmt.Errorf("herald did not start: %v (status %d)", err, status)
+			}
 		}
-		if time.Now().After(deadline) {
-			return result{}, fmt.Errorf("herald did not start: %w", err)
-		}
+	}
+	if body, status, err = do(0, "POST", "/v1/event-destinations", []byte(`{"type":"DURABLE_CONSUMER"}`)); err != nil {
+		return result{}, err
 	}
 	var d struct {
 		ID string `json:"id"`
@@ -572,18 +729,23 @@ func runHerald(bin string, msgs [][]byte, events, workers int, grpc bool) (resul
 	if err := json.Unmarshal(body, &d); err != nil || status != http.StatusCreated || d.ID == "" {
 		return result{}, fmt.Errorf("create destination: status %d: %.200s", status, body)
 	}
-	var pub publisherv1betaconnect.EventPublishingServiceClient
+	// Deleting the destination deletes its broker subscription.
+	defer func() { _, _, _ = do(0, "DELETE", "/v1/event-destinations/"+d.ID, nil) }()
+	var published atomic.Int64 // batches, to spread publishers over the processes
+	var pubs []publisherv1betaconnect.EventPublishingServiceClient
 	var structs map[*byte]*structpb.Struct
 	if grpc {
 		h2c := &http.Transport{Protocols: new(http.Protocols)}
 		h2c.Protocols.SetUnencryptedHTTP2(true)
 		defer h2c.CloseIdleConnections()
-		pub = publisherv1betaconnect.NewEventPublishingServiceClient(&http.Client{Transport: h2c, Timeout: time.Minute}, base, connect.WithGRPC(),
-			// Like grpc-go's and the Python client's defaults, the
-			// publisher does not offer to take gzip, so the echo comes
-			// back as it is.
-			connect.WithAcceptCompression("gzip", nil, nil),
-			connect.WithInterceptors(bearer(token)))
+		for _, base := range bases {
+			pubs = append(pubs, publisherv1betaconnect.NewEventPublishingServiceClient(&http.Client{Transport: h2c, Timeout: time.Minute}, base, connect.WithGRPC(),
+				// Like grpc-go's and the Python client's defaults, the
+				// publisher does not offer to take gzip, so the echo
+				// comes back as it is.
+				connect.WithAcceptCompression("gzip", nil, nil),
+				connect.WithInterceptors(bearer(token))))
+		}
 		// A gRPC publisher holds its messages as Structs already: build
 		// each once, as the REST publisher's JSON is built once.
 		if structs, err = toStructs(msgs); err != nil {
@@ -591,8 +753,9 @@ func runHerald(bin string, msgs [][]byte, events, workers int, grpc bool) (resul
 		}
 	}
 	publish := func(batch [][]byte) error {
+		proc := int(published.Add(1)) % procs
 		if grpc {
-			return publishGRPC(pub, structs, batch)
+			return publishGRPC(pubs[proc], structs, batch)
 		}
 		// Built as a publisher that cares builds it: appended into one
 		// buffer of about the right size.
@@ -615,7 +778,7 @@ func runHerald(bin string, msgs [][]byte, events, workers int, grpc bool) (resul
 			buf = append(buf, '}')
 		}
 		buf = append(buf, `]}`...)
-		res, status, err := do("POST", "/api/v1beta/events/batch", buf)
+		res, status, err := do(proc, "POST", "/api/v1beta/events/batch", buf)
 		if err != nil {
 			return err
 		}
@@ -624,19 +787,31 @@ func runHerald(bin string, msgs [][]byte, events, workers int, grpc bool) (resul
 		}
 		return nil
 	}
-	mallocs := func() (uint64, error) { return heapMallocs("http://" + debugAddr + "/debug/vars") }
+	mallocs := func() (uint64, error) {
+		var total uint64
+		for _, a := range debugs {
+			n, err := heapMallocs("http://" + a + "/debug/vars")
+			if err != nil {
+				return 0, err
+			}
+			total += n
+		}
+		return total, nil
+	}
 	pullPath := "/v1/event-destinations/" + d.ID + "/pull?limit=" + strconv.Itoa(pullLimit)
 	ackPath := "/v1/event-destinations/" + d.ID + "/acknowledge"
 	consume := func(w int, done *atomic.Int64, lat *latencies) error {
 		path := pullPath + "&workerId=peer-" + strconv.Itoa(w)
 		for done.Load() < int64(events) {
 			t0 := time.Now()
-			res, status, err := do("POST", path, nil)
+			res, status, err := do(w, "POST", path, nil)
 			if err != nil {
 				return err
 			}
 			if status == http.StatusNoContent {
-				time.Sleep(200 * time.Microsecond) // caught up with the publishers
+				if receiveWait == 0 {
+					time.Sleep(200 * time.Microsecond) // caught up with the publishers
+				}
 				continue
 			}
 			if status != http.StatusOK {
@@ -649,7 +824,7 @@ func runHerald(bin string, msgs [][]byte, events, workers int, grpc bool) (resul
 			}
 			t0 = time.Now()
 			ack := fmt.Appendf(nil, `{"leaseId":%q,"generation":%d,"status":"ok"}`, l.leaseID, l.generation)
-			res, status, err = do("POST", ackPath, ack)
+			res, status, err = do(w, "POST", ackPath, ack)
 			if err != nil {
 				return err
 			}
@@ -661,7 +836,7 @@ func runHerald(bin string, msgs [][]byte, events, workers int, grpc bool) (resul
 		}
 		return nil
 	}
-	return measure(srv.cmd.Process.Pid, events, publish, consume, mallocs, msgs, workers)
+	return measure(meter{servers: pids, others: stk.others, mallocs: mallocs, counters: stk.counters}, events, publish, consume, msgs, workers)
 }
 
 // lease is what a worker needs of a pull's answer to acknowledge it.
