@@ -173,13 +173,13 @@ type result struct {
 	// cpuPerEvent is the Herald processes' (or nats-server's) CPU µs per
 	// event; totalPerEvent adds every other process of the stack.
 	cpuPerEvent, totalPerEvent float64
-	others   []namedFigure // CPU µs per event of each other process group
-	counters []namedFigure // the store's own operations per event
-	clientPerEvent    float64 // the load generator's CPU µs per event
-	allocsPerEvent    float64 // the server's heap allocations per event; NaN when unknown
-	perPull           float64 // events per pull that returned any
-	pull50, pull99    time.Duration
-	ack50, ack99      time.Duration
+	others                     []namedFigure // CPU µs per event of each other process group
+	counters                   []namedFigure // the store's own operations per event
+	clientPerEvent             float64       // the load generator's CPU µs per event
+	allocsPerEvent             float64       // the server's heap allocations per event; NaN when unknown
+	perPull                    float64       // events per pull that returned any
+	pull50, pull99             time.Duration
+	ack50, ack99               time.Duration
 }
 
 // namedFigure is one figure of a run with its name.
@@ -712,7 +712,7 @@ func runHerald(bin, natsBin, stackName string, procs int, msgs [][]byte, events,
 	var status int
 	for p := range procs {
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if body, status, err = do(p, "GET", "/health", nil); err == nil && status == http.StatusOK {
+			if _, status, err = do(p, "GET", "/health", nil); err == nil && status == http.StatusOK {
 				break
 			}
 			if time.Now().After(deadline) {

@@ -32,10 +32,10 @@ import (
 // a database, a JetStream stream and an exchange of its own, dropped after.
 type stack struct {
 	name   string
-	env    []string        // HERALD_* variables for each Herald process
-	others []procGroup     // the processes besides Herald doing the work
-	close  func()          // drops what the run made
-	nats   *server         // the nats-server this run started, if any
+	env    []string    // HERALD_* variables for each Herald process
+	others []procGroup // the processes besides Herald doing the work
+	close  func()      // drops what the run made
+	nats   *server     // the nats-server this run started, if any
 	// counters reads the store's own operation counts (PostgreSQL's
 	// pg_stat_database for the run's database); nil for other stores.
 	counters func() (map[string]int64, error)
