@@ -16,7 +16,11 @@ import (
 //   - a TypeDurableQueue once idle has passed since LastAttached.
 //
 // A queue that never had a session counts from its CreatedAt. A queue with
-// a live session is never reaped, and TypeDurableConsumer never is.
+// a live session is never reaped, and TypeDurableConsumer never is. A hub
+// queue (Consumer.Home) that is not shared is its home's to reap while its
+// home is alive (Options.ProcessTTL); once the home is dead or gone its
+// idle time counts from the home's last heartbeat, and a released one's
+// from its release.
 // Publishing to a queue does not keep it alive; only attached sessions do.
 //
 // Each deletion is a conditional delete of the consumer record as read, so
@@ -43,17 +47,28 @@ func (s *Store) ReapIdle(ctx context.Context, grace, idle time.Duration) ([]*Con
 		all = append(all, c)
 	}
 	var (
-		out  []*Consumer
-		errs []error
+		out   []*Consumer
+		errs  []error
+		homes map[string]*Process // read once, when a hub queue needs it
 	)
 	for _, c := range all {
 		if window(c.Type, grace, idle) < 0 {
 			continue
 		}
-		if !s.idle(c, grace, idle) {
+		if c.Home != "" && homes == nil {
+			ps, err := s.ListProcesses(ctx)
+			if err != nil {
+				return nil, err
+			}
+			homes = make(map[string]*Process, len(ps))
+			for _, p := range ps {
+				homes[p.ID] = p
+			}
+		}
+		if !s.idle(c, grace, idle, homes) {
 			continue
 		}
-		reaped, err := s.reapOne(ctx, c.ID, grace, idle)
+		reaped, err := s.reapOne(ctx, c.ID, grace, idle, homes)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -77,23 +92,34 @@ func window(typ string, grace, idle time.Duration) time.Duration {
 	return -1
 }
 
-// idle reports whether c (as viewed now) is past its idle window.
-func (s *Store) idle(c *Consumer, grace, idle time.Duration) bool {
+// idle reports whether c (as viewed now) is past its idle window; homes
+// holds the process records (needed for hub queues only).
+func (s *Store) idle(c *Consumer, grace, idle time.Duration, homes map[string]*Process) bool {
 	w := window(c.Type, grace, idle)
 	if w < 0 || c.LiveSessions > 0 {
 		return false
 	}
+	now := s.opts.Now()
 	since := c.CreatedAt
 	if c.LastAttached.After(since) {
 		since = c.LastAttached
 	}
-	return !s.opts.Now().Before(since.Add(w))
+	if c.Home != "" && c.Home != ReleasedHome && !c.Shared {
+		p := homes[c.Home]
+		if s.ProcessAlive(p, now) {
+			return false
+		}
+		if p != nil && p.Heartbeat.After(since) {
+			since = p.Heartbeat
+		}
+	}
+	return !now.Before(since.Add(w))
 }
 
 // reapOne deletes consumer id if it is still idle: a conditional delete on
 // the revision read. It returns the deleted consumer, or nil when it is
 // gone or no longer idle.
-func (s *Store) reapOne(ctx context.Context, id string, grace, idle time.Duration) (*Consumer, error) {
+func (s *Store) reapOne(ctx context.Context, id string, grace, idle time.Duration, homes map[string]*Process) (*Consumer, error) {
 	var (
 		d    *consumerDoc
 		view *Consumer
@@ -111,7 +137,7 @@ func (s *Store) reapOne(ctx context.Context, id string, grace, idle time.Duratio
 		if err != nil {
 			return false, err
 		}
-		if !s.idle(c, grace, idle) {
+		if !s.idle(c, grace, idle, homes) {
 			return true, nil
 		}
 		ok, err := s.commit(ctx, id, write{doc: d, delete: true})

@@ -60,6 +60,11 @@ type consumerDoc struct {
 	Sessions     sessionList `docstore:"sessions"`    // attached sessions and recent tombstones; binary
 	LastAttached int64       `docstore:"attached_ms"` // Unix ms a session was last known attached; 0 = never
 
+	// Home and Shared place a hub queue (see Consumer.Home); both absent
+	// for every other consumer, so they cost its reads nothing.
+	Home   string `docstore:"home,omitempty"`
+	Shared bool   `docstore:"shared,omitempty"`
+
 	DocstoreRevision any
 
 	// The descriptive fields as layoutUnpacked stored them: filled only
@@ -108,7 +113,7 @@ func (d *consumerDoc) unpacked() {
 
 // headFields are the fields of consumerDoc, for reads that must not fail
 // on a record of the earlier layout (which has others).
-var headFields = []docstore.FieldPath{"key", "kind", "layout", "cfg", "next", "floor", "blocks", "sessions", "attached_ms",
+var headFields = []docstore.FieldPath{"key", "kind", "layout", "cfg", "next", "floor", "blocks", "sessions", "attached_ms", "home", "shared",
 	"id", "type", "filters", "sub", "paused", "created", "ttl_ms", "max_len", "inc",
 	"retry_min", "retry_max", "max_tries", "ack_timeout"}
 

@@ -79,7 +79,16 @@ type Options struct {
 	// bills down; a store whose records cost nothing per byte (memdocstore,
 	// the local default) saves the CPU instead.
 	Uncompressed bool
+	// ProcessTTL is how long a process record may go without a heartbeat
+	// before the process counts as dead (default DefaultProcessTTL): its
+	// hub queues can then be taken over, and ReapIdle counts their idle
+	// time from its last heartbeat.
+	ProcessTTL time.Duration
 }
+
+// DefaultProcessTTL is Options.ProcessTTL's default: five of the hub's
+// default 2 s heartbeats.
+const DefaultProcessTTL = 10 * time.Second
 
 // Store is the lease state machine over one docstore collection whose key
 // field is "key" and whose revision field is docstore's default. It is safe
@@ -106,6 +115,9 @@ func New(coll *docstore.Collection, opts Options) *Store {
 	}
 	if opts.DeliveryLimit <= 0 {
 		opts.DeliveryLimit = DefaultDeliveryLimit
+	}
+	if opts.ProcessTTL <= 0 {
+		opts.ProcessTTL = DefaultProcessTTL
 	}
 	return &Store{coll: coll, opts: opts}
 }
@@ -159,6 +171,18 @@ type Consumer struct {
 	// delivery limit, ack timeout); zero values take the Store's and the
 	// deployment's defaults.
 	Policies
+
+	// Home, when set, makes the consumer a hub queue: a non-durable queue
+	// held in the memory of the process Home names (a process record, see
+	// Process), fed by that process's hub subscription instead of a
+	// subscription of its own (Subscription is then empty). "" for every
+	// other consumer, and for a hub queue its home released
+	// (ReleasedHome). See docs/streams-at-scale.md.
+	Home string
+	// Shared reports that a hub queue is read by sessions on several
+	// processes: its home writes its events into the store (Spill) and
+	// sessions take them with PullEvents, as from any other queue.
+	Shared bool
 }
 
 // view returns the consumer as callers see it at nowMs, from its head and
@@ -169,6 +193,7 @@ type Consumer struct {
 func (d *consumerDoc) view(nowMs int64, blocks map[int64]*blockDoc, committed int64) (*Consumer, error) {
 	d.pruneSessions(nowMs)
 	c := &Consumer{
+		Home: d.Home, Shared: d.Shared,
 		ID: d.ID, Type: d.Type, Subscription: d.Subscription, Paused: d.Paused,
 		CreatedAt: d.CreatedAt, Committed: max(committed, d.Committed), LiveSessions: d.liveSessions(nowMs),
 		MessageTTL: time.Duration(d.MessageTTL) * time.Millisecond, MaxLength: int(d.MaxLength),
@@ -233,15 +258,19 @@ func (s *Store) fullView(ctx context.Context, d *consumerDoc) (*Consumer, error)
 
 // CreateConsumer stores a new consumer at the head of its stream (nothing
 // committed, first position 1). c.ID, c.Type and c.Subscription are
-// required; c.Filters, c.Paused, c.CreatedAt (default: now), c.MessageTTL,
-// c.MaxLength and c.Policies are stored as given; the other fields are
-// ignored. It fails with herr.AlreadyExists if the id is taken (by a
+// required, except that a hub queue (c.Home set, c.Type
+// TypeNonDurableQueue) has no subscription; c.Filters, c.Paused,
+// c.CreatedAt (default: now), c.MessageTTL, c.MaxLength, c.Policies and
+// c.Home are stored as given; the other fields are ignored. It fails with herr.AlreadyExists if the id is taken (by a
 // consumer of any type), and with herr.InvalidArgument for a missing
 // field, a negative MessageTTL, a MaxLength outside 0–MaxInFlight, or
 // policies outside their ranges (Policies.Validate).
 func (s *Store) CreateConsumer(ctx context.Context, c Consumer) (*Consumer, error) {
-	if c.ID == "" || c.Type == "" || c.Subscription == "" {
+	if c.ID == "" || c.Type == "" || (c.Subscription == "" && c.Home == "") {
 		return nil, herr.New(herr.InvalidArgument, "consumer needs an id, a type and a subscription")
+	}
+	if c.Home != "" && (c.Type != TypeNonDurableQueue || c.Subscription != "") {
+		return nil, herr.New(herr.InvalidArgument, "only a non-durable queue without a subscription can have a home")
 	}
 	// Record keys embed the id; Firestore reads '/' in a document id as a
 	// path separator, so every backend refuses it alike.
@@ -274,6 +303,7 @@ func (s *Store) CreateConsumer(ctx context.Context, c Consumer) (*Consumer, erro
 		},
 	}
 	d.setPolicies(c.Policies)
+	d.Home = c.Home
 	if err := s.coll.Create(ctx, d); err != nil {
 		if gcerrors.Code(err) == gcerrors.AlreadyExists {
 			return nil, herr.New(herr.AlreadyExists, "consumer %q already exists", c.ID)

@@ -92,6 +92,7 @@ var conformanceCases = concat(
 	layoutCases,
 	controlCases,
 	streamControlCases,
+	hubCases,
 )
 
 func concat[T any](lists ...[]T) []T {
