@@ -86,6 +86,8 @@ type Service struct {
 	// warnings rate-limits repeated failure warnings (a broker outage
 	// fails every publish the same way).
 	warnings *lograte.Limiter
+	// hub, once StartHub ran, serves non-durable streams from memory.
+	hub atomic.Pointer[Hub]
 }
 
 // New returns a Service.

@@ -289,6 +289,9 @@ func (s *Service) createConsumer(ctx context.Context, id, typ, prefix string, gr
 // deleteSubscription deletes sub at the broker; a failure is logged, since
 // the consumer it served is gone and a leftover only costs storage.
 func (s *Service) deleteSubscription(ctx context.Context, sub string) bool {
+	if sub == "" {
+		return true // a hub queue has none of its own
+	}
 	if err := s.cfg.Broker.DeleteSubscription(ctx, sub); err != nil && herr.CodeOf(err) != herr.NotFound {
 		s.cfg.Logger.WarnContext(ctx, "delete subscription failed", "subscription", sub, "err", err)
 		return false
@@ -372,7 +375,10 @@ func (s *Service) setFilters(ctx context.Context, c *leasestore.Consumer, field 
 	if !SameGroups(c.Filters, current) {
 		return herr.InField(herr.New(herr.InvalidArgument, "%s does not match the filters the queue has", field), field)
 	}
-	if err := s.cfg.Broker.UpdateSubscription(ctx, c.Subscription, next); err != nil {
+	if c.Subscription == "" {
+		// A hub queue: its home's hub judges events by the record's
+		// filters (shared queues only reach here).
+	} else if err := s.cfg.Broker.UpdateSubscription(ctx, c.Subscription, next); err != nil {
 		if herr.CodeOf(err) == herr.NotFound {
 			return herr.New(herr.NotFound, "the queue's subscription is gone; the queue is being deleted")
 		}
@@ -421,6 +427,35 @@ type ReapReport struct {
 	// Claims counts the claim-check claims deleted for being older than
 	// Config.ClaimRetention (claims.go).
 	Claims int
+	// Processes counts the records of dead processes deleted, with their
+	// hub subscriptions (docs/streams-at-scale.md).
+	Processes int
+}
+
+// reapProcesses deletes the hub subscription and the record of every
+// process dead for longer than the reconnect grace window: its queues
+// have been taken over or reaped by then, and nothing reads its
+// subscription. A process that beats again meanwhile keeps its record.
+func (s *Service) reapProcesses(ctx context.Context) (int, error) {
+	ps, err := s.cfg.Store.ListProcesses(ctx)
+	if err != nil {
+		return 0, err
+	}
+	now := s.cfg.Now()
+	n := 0
+	var errs []error
+	for _, p := range ps {
+		if s.cfg.Store.ProcessAlive(p, now.Add(-s.cfg.Streams.ReconnectGrace)) {
+			continue
+		}
+		s.deleteSubscription(ctx, p.Subscription)
+		if err := s.cfg.Store.DeleteProcess(ctx, p.ID, p.Heartbeat); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }
 
 // ReapIdleQueues runs the idle-queue reaper (the notifications API, "Durable Queue
@@ -444,8 +479,15 @@ func (s *Service) ReapIdleQueues(ctx context.Context, p *auth.Principal) (*ReapR
 		if !s.deleteSubscription(ctx, c.Subscription) {
 			rep.Failed++
 		}
+		if c.Home != "" && c.Home != leasestore.ReleasedHome {
+			// Its home was taken for dead; should it still run, it ends
+			// the queue's streams as a deleted queue's.
+			_ = s.cfg.Store.Notify(ctx, c.Home, leasestore.Notice{Kind: leasestore.NoticeGone, Queue: c.ID})
+		}
 	}
+	procs, perr := s.reapProcesses(ctx)
+	rep.Processes = procs
 	n, cerr := s.reapClaims(ctx)
 	rep.Claims = n
-	return rep, errors.Join(err, cerr)
+	return rep, errors.Join(err, perr, cerr)
 }

@@ -22,6 +22,9 @@ func (s *Service) RestoreSubscriptions(ctx context.Context) (int, error) {
 	}
 	created := 0
 	for _, c := range cs {
+		if c.Subscription == "" {
+			continue // a hub queue reads its home's hub subscription
+		}
 		err := s.cfg.Broker.CreateSubscription(ctx, c.Subscription, c.Filters)
 		switch {
 		case err == nil:

@@ -176,6 +176,12 @@ type Stream struct {
 	// batcher settles what SettleAsync takes, grouped (see
 	// leasestore.Batcher).
 	batcher *leasestore.Batcher
+
+	// hq, when set, is the hub queue the stream reads from memory (see
+	// docs/streams-at-scale.md), and hubTags its unsettled events by tag;
+	// src, batcher and tags are then unused.
+	hq      *hubQueue
+	hubTags map[int64]hubEntry
 }
 
 // OpenStream opens a stream session (see Stream).
@@ -192,6 +198,13 @@ type Stream struct {
 // UpdateQueueFilters; a mismatch is herr.InvalidArgument naming
 // previous_filter_groups), unless it already has FilterGroups.
 func (s *Service) OpenStream(ctx context.Context, p *auth.Principal, r StreamRequest) (*Stream, error) {
+	if h := s.hub.Load(); h != nil && r.Kind == NonDurable {
+		st, err := h.openStream(ctx, p, r)
+		if !errors.Is(err, errNotHubQueue) {
+			return st, err
+		}
+		// A queue served from the store: made without a hub, or shared.
+	}
 	c, created, err := s.streamQueue(ctx, p, r)
 	if err != nil {
 		return nil, err
@@ -369,6 +382,9 @@ func (st *Stream) Next(ctx context.Context) ([]Delivery, error) {
 	defer cancel()
 	stop := context.AfterFunc(st.life, cancel)
 	defer stop()
+	if st.hq != nil {
+		return st.hubNext(ctx)
+	}
 	cfg := st.svc.cfg.Streams
 	failures := 0
 	for {
@@ -443,7 +459,7 @@ func (st *Stream) check(ctx context.Context) error {
 func (st *Stream) room(ctx context.Context) int {
 	for {
 		st.mu.Lock()
-		n := st.svc.cfg.Streams.MaxUnsettled - len(st.tags)
+		n := st.svc.cfg.Streams.MaxUnsettled - len(st.tags) - len(st.hubTags)
 		wake := st.settled
 		st.mu.Unlock()
 		if n > 0 {
@@ -508,6 +524,11 @@ func (st *Stream) SettleDelayed(ctx context.Context, acks, nacks []int64, delay 
 	if delay != nil && (*delay < 0 || *delay > MaxNackDelay) {
 		return SettleReport{}, herr.New(herr.OutOfRange, "delay must be between 0 and %d seconds", int(MaxNackDelay/time.Second))
 	}
+	if st.hq != nil {
+		// A hub queue applies no delay: a nacked event goes back at once
+		// (the notifications API's own rule for nacks).
+		return st.hubSettle(acks, nacks), nil
+	}
 	st.mu.Lock()
 	ackRefs, nackRefs, taken, rep := takeTags(st.tags, acks, nacks)
 	st.mu.Unlock()
@@ -551,6 +572,11 @@ func (st *Stream) SettleDelayed(ctx context.Context, acks, nacks []int64, delay 
 // (herr.OutOfRange); the WebSocket frame checks 1–600 s. Store errors are
 // as Settle's; the call may be repeated.
 func (st *Stream) Extend(ctx context.Context, tags []int64, d time.Duration) (ExtendReport, error) {
+	if st.hq != nil {
+		// A hub queue's events stay with the stream until it settles
+		// them or ends: there is no ack timeout to extend.
+		return ExtendReport{Extended: len(tags)}, nil
+	}
 	st.mu.Lock()
 	refs, rep := tagRefs(st.tags, tags)
 	st.mu.Unlock()
@@ -565,6 +591,10 @@ func (st *Stream) Extend(ctx context.Context, tags []int64, d time.Duration) (Ex
 // stay unsettled and come back after their visibility, a duplicate at
 // most). Close waits for the groups in flight before it detaches.
 func (st *Stream) SettleAsync(ctx context.Context, acks, nacks []int64) {
+	if st.hq != nil {
+		st.hubSettle(acks, nacks)
+		return
+	}
 	st.mu.Lock()
 	ackRefs, nackRefs, taken, _ := takeTags(st.tags, acks, nacks)
 	if len(taken) > 0 {
@@ -592,7 +622,7 @@ func (st *Stream) settledAsync(res leasestore.SettleResult, err error) {
 func (st *Stream) Unsettled() int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return len(st.tags)
+	return len(st.tags) + len(st.hubTags)
 }
 
 // Close ends the session: it stops the heartbeat and detaches, which puts
@@ -612,13 +642,19 @@ func (st *Stream) Close(ctx context.Context) error {
 		st.sessionClosed()
 	}
 	st.cancel()
+	if st.hq != nil {
+		st.hubClose()
+		return nil
+	}
 	<-st.hbDone
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	// Settlements in flight go first: detaching before them would hand
 	// acknowledged events to the next session again.
 	_ = st.batcher.Wait(ctx)
-	if err := st.src.async.release(ctx, st.svc.cfg.Broker, st.src.sub); err != nil && herr.CodeOf(err) != herr.NotFound {
+	if st.src.sub == "" {
+		// Nothing received from a broker (a shared hub queue).
+	} else if err := st.src.async.release(ctx, st.svc.cfg.Broker, st.src.sub); err != nil && herr.CodeOf(err) != herr.NotFound {
 		// They come back once the broker's ack deadline passes.
 		st.svc.cfg.Logger.Warn("stream could not hand received events back to the broker", queueAttr(st.kind, st.queue), errAttr(st.kind, st.queue, err))
 	}
@@ -658,6 +694,12 @@ type streamSource struct {
 
 func (s *streamSource) Receive(ctx context.Context, max int) ([]leasestore.Incoming, error) {
 	wait := s.wait
+	if s.sub == "" {
+		// A shared hub queue: its home writes its events into the store,
+		// where the pull finds them; there is no subscription to wait on.
+		_ = sleep(ctx, wait)
+		return nil, nil
+	}
 	var msgs []*pubsubx.Message
 	var err error
 	if s.async != nil {
@@ -712,6 +754,9 @@ func (s *streamSource) Receive(ctx context.Context, max int) ([]leasestore.Incom
 }
 
 func (s *streamSource) Settle(ctx context.Context, in []leasestore.Incoming, taken int) error {
+	if s.sub == "" {
+		return nil
+	}
 	return (&brokerSource{broker: s.svc.cfg.Broker, sub: s.sub}).Settle(ctx, in, taken)
 }
 

@@ -47,6 +47,9 @@ func (st *Stream) UpdateFilters(ctx context.Context, previous, next filter.Group
 	if err := previous.Validate("previous_filter_groups"); err != nil {
 		return err
 	}
+	if st.hq != nil {
+		return st.hubUpdateFilters(ctx, previous, next)
+	}
 	c, err := st.svc.cfg.Store.GetConsumer(ctx, st.queue)
 	if err != nil {
 		return st.sessionErr(err)

@@ -48,6 +48,9 @@ const (
 	// NoticeEvict: end the streams of hub queue Queue as the broker
 	// cancelling their consumer would (EvictSessions of a hub queue).
 	NoticeEvict = "evict"
+	// NoticeGone: hub queue Queue was deleted (the reaper took its home
+	// for dead): end its streams as a deleted queue's.
+	NoticeGone = "gone"
 )
 
 // Notice is a message from one process to another through the store.

@@ -131,7 +131,21 @@ func (s *Store) Detach(ctx context.Context, consumer, sessionID string) error {
 // tests use it to produce that case. It returns how many attached sessions
 // it removed (ids that are not attached are ignored), or herr.NotFound for
 // an unknown consumer.
+//
+// A hub queue that is not shared (Consumer.Home) keeps its sessions in its
+// home's memory: EvictSessions posts its home a NoticeEvict instead, and
+// the home ends every stream of the queue at its next heartbeat; it
+// returns 0 then (the store removed none itself).
 func (s *Store) EvictSessions(ctx context.Context, consumer string, sessionIDs ...string) (int, error) {
+	if d, err := s.get(ctx, consumer); err != nil {
+		return 0, err
+	} else if d.Home != "" && d.Home != ReleasedHome && !d.Shared {
+		err := s.Notify(ctx, d.Home, Notice{Kind: NoticeEvict, Queue: consumer})
+		if herr.CodeOf(err) == herr.NotFound {
+			err = nil // its home is gone: so are its streams
+		}
+		return 0, err
+	}
 	want := map[string]bool{}
 	for _, id := range sessionIDs {
 		want[workerKey(id)] = true

@@ -65,6 +65,9 @@ type App struct {
 	// unregisterGauges stops the consumer gauges (telemetry.
 	// RegisterConsumerGauges); nil when none were registered.
 	unregisterGauges func() error
+	// hub serves non-durable streams from memory (HERALD_PROCESS_HEARTBEAT;
+	// docs/streams-at-scale.md); nil when off, and on Lambda.
+	hub *delivery.Hub
 }
 
 // minLevel drops records below min (HERALD_LOG_LEVEL) before the wrapped
@@ -135,6 +138,8 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 			// Compression saves what a cloud store bills per byte; an
 			// in-memory store bills nothing, so it keeps the CPU instead.
 			Uncompressed: strings.HasPrefix(cfg.StoreURL, "mem://"),
+			// A process is dead after five missed heartbeats.
+			ProcessTTL: 5 * cfg.ProcessHeartbeat,
 		})
 		a.store = store
 		if cfg.Function == config.Jobs || cfg.Function == config.All {
@@ -155,6 +160,12 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		},
 		Now: opts.Now, Logger: opts.Logger,
 	})
+	if cfg.Profile != config.Lambda && cfg.ProcessHeartbeat > 0 && a.broker != nil && store != nil && (cfg.Function == config.Pull || cfg.Function == config.All) {
+		if a.hub, err = a.svc.StartHub(ctx, delivery.HubConfig{Heartbeat: cfg.ProcessHeartbeat}); err != nil {
+			_ = a.Close()
+			return nil, fmt.Errorf("start the stream hub: %w", err)
+		}
+	}
 	chain := auth.Chain{Static: cfg.Authenticator()}
 	if cfg.JWTEnabled() {
 		jc := cfg.JWT
@@ -239,8 +250,15 @@ func (a *App) RunJob(ctx context.Context, name string) (*jobs.Result, error) {
 }
 
 // Close releases the broker and the store (saving a file-backed store).
+// The hub goes first: it hands its non-durable queues, with what they
+// hold, back to the store, within 10 s.
 func (a *App) Close() error {
 	var errs []error
+	if a.hub != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errs = append(errs, a.hub.Close(ctx))
+		cancel()
+	}
 	if a.unregisterGauges != nil {
 		errs = append(errs, a.unregisterGauges())
 	}

@@ -82,6 +82,9 @@ type Config struct {
 	// connection may go without a frame before the server PINGs it; 0
 	// sends no PINGs (local and Cloud Run).
 	HTTP2PingInterval time.Duration
+	// ProcessHeartbeat is HERALD_PROCESS_HEARTBEAT: the hub's heartbeat
+	// (delivery.HubConfig.Heartbeat); 0 runs no hub (local and Cloud Run).
+	ProcessHeartbeat time.Duration
 	// LogLevel is HERALD_LOG_LEVEL: the least severe level logged (the
 	// zero value is slog.LevelInfo, the default).
 	LogLevel slog.Level

@@ -40,6 +40,9 @@ const (
 	EnvWSPingInterval = "HERALD_WS_PING_INTERVAL"
 	// EnvHTTP2PingInterval is read by the servers (local, Cloud Run).
 	EnvHTTP2PingInterval = "HERALD_HTTP2_PING_INTERVAL"
+	// EnvProcessHeartbeat is read by the servers (local, Cloud Run): the
+	// hub's heartbeat, 0 to serve non-durable streams without a hub.
+	EnvProcessHeartbeat = "HERALD_PROCESS_HEARTBEAT"
 	// EnvLogLevel is read by every entrypoint.
 	EnvLogLevel = "HERALD_LOG_LEVEL"
 	// The identity-provider variables (package auth/jwtauth, docs/auth.md).
@@ -168,6 +171,15 @@ const (
 	// gRPC stream is never quiet for long enough to be cut. The notifications API defines
 	// no keep-alive message; see package functions/grpcapi, "Keep-alive".
 	DefaultHTTP2PingInterval = 30 * time.Second
+	// DefaultProcessHeartbeat is the hub's heartbeat
+	// (docs/streams-at-scale.md); MinProcessHeartbeat and
+	// MaxProcessHeartbeat bound a non-zero HERALD_PROCESS_HEARTBEAT. The
+	// store counts a process dead after five missed heartbeats of the
+	// default (leasestore.DefaultProcessTTL), so a longer heartbeat needs
+	// a longer TTL: the bound keeps three within it.
+	DefaultProcessHeartbeat = delivery.DefaultHubHeartbeat
+	MinProcessHeartbeat     = 100 * time.Millisecond
+	MaxProcessHeartbeat     = 3 * time.Second
 	// MinHTTP2PingInterval and MaxHTTP2PingInterval bound a non-zero
 	// HERALD_HTTP2_PING_INTERVAL ("0s" turns the PINGs off).
 	MinHTTP2PingInterval = time.Second
@@ -320,6 +332,10 @@ var vars = []Var{
 		Meaning:  "how long GET /api/v1beta/events/stream-durable waits after writing an event before it acknowledges it; 0s = at once (0s–1m)",
 		profiles: allProfiles, uses: usesStream,
 		field: duration("SSEAckDelay", func(c *Config) *time.Duration { return &c.SSEAckDelay }, 0, MaxSSEAckDelay)},
+	{Name: EnvProcessHeartbeat, LocalDefault: FormatDuration(DefaultProcessHeartbeat), CloudDefault: FormatDuration(DefaultProcessHeartbeat), Unit: "Go duration",
+		Meaning:  "servers (local, Cloud Run): how often the process writes its process record and reads the notices other processes left it; non-durable streams are served from the process's memory through one broker subscription per process (docs/streams-at-scale.md), and a reconnect on another process waits for the home's next heartbeat; 0s serves them from the store, a subscription per stream, as the Lambda functions do (0s, or 100ms–3s)",
+		profiles: []Profile{Local, CloudRun}, uses: usesStream,
+		field:    orOff(duration("ProcessHeartbeat", func(c *Config) *time.Duration { return &c.ProcessHeartbeat }, MinProcessHeartbeat, MaxProcessHeartbeat))},
 	{Name: EnvHTTP2PingInterval, LocalDefault: FormatDuration(DefaultHTTP2PingInterval), CloudDefault: FormatDuration(DefaultHTTP2PingInterval), Unit: "Go duration",
 		Meaning:  "servers (local, Cloud Run): an HTTP/2 connection (gRPC) that has sent no frame for this long gets a PING from the server, so idle streams survive load balancers' idle timeouts; 0s = none (0s, or 1s–10m)",
 		profiles: []Profile{Local, CloudRun},

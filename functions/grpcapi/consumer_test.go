@@ -626,13 +626,17 @@ func TestGRPCManageDeadLettersErrors(t *testing.T) {
 
 // TestGRPCNonDurableReaped: once its queue is reaped (the session lapsed
 // and the reconnect-grace window passed), a running stream ends
-// NOT_FOUND, and so does a reconnect with its token.
+// NOT_FOUND, and so does a reconnect with its token. Sessions lapse in the
+// store-backed path (no hub: HERALD_PROCESS_HEARTBEAT=0, and the Lambda
+// functions); a hub queue is reaped when its home dies
+// (delivery's TestHubDeadHomeReaped).
 func TestGRPCNonDurableReaped(t *testing.T) {
 	t.Parallel()
 	clk := testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	h := startConsumerGRPC(t, local.WithClock(clk.Now), func(c *local.Config) {
 		c.ReapInterval = config.MaxReapInterval
 		c.SessionTTL = time.Hour // no heartbeat during the test
+		c.ProcessHeartbeat = 0
 	})
 	s, token := h.ndStream(t, h.ctx(t, h.Token), &cpb.ConsumeNonDurableEventsRequest{
 		FilterGroups: []*cpb.FilterGroup{{EventType: "shop.order.placed"}},
