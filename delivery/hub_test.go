@@ -128,13 +128,6 @@ func requireQuiet(t *testing.T, st *delivery.Stream) {
 	require.ErrorIs(t, err, context.DeadlineExceeded, "want nothing, got %d events", len(ds))
 }
 
-func seq(from, to int) []int {
-	var out []int
-	for i := from; i <= to; i++ {
-		out = append(out, i)
-	}
-	return out
-}
 
 // One event reaches every stream whose filters it passes, through one
 // subscription per process and none per stream.

@@ -335,7 +335,7 @@ var vars = []Var{
 	{Name: EnvProcessHeartbeat, LocalDefault: FormatDuration(DefaultProcessHeartbeat), CloudDefault: FormatDuration(DefaultProcessHeartbeat), Unit: "Go duration",
 		Meaning:  "servers (local, Cloud Run): how often the process writes its process record and reads the notices other processes left it; non-durable streams are served from the process's memory through one broker subscription per process (docs/streams-at-scale.md), and a reconnect on another process waits for the home's next heartbeat; 0s serves them from the store, a subscription per stream, as the Lambda functions do (0s, or 100ms–3s)",
 		profiles: []Profile{Local, CloudRun}, uses: usesStream,
-		field:    orOff(duration("ProcessHeartbeat", func(c *Config) *time.Duration { return &c.ProcessHeartbeat }, MinProcessHeartbeat, MaxProcessHeartbeat))},
+		field: orOff(duration("ProcessHeartbeat", func(c *Config) *time.Duration { return &c.ProcessHeartbeat }, MinProcessHeartbeat, MaxProcessHeartbeat))},
 	{Name: EnvHTTP2PingInterval, LocalDefault: FormatDuration(DefaultHTTP2PingInterval), CloudDefault: FormatDuration(DefaultHTTP2PingInterval), Unit: "Go duration",
 		Meaning:  "servers (local, Cloud Run): an HTTP/2 connection (gRPC) that has sent no frame for this long gets a PING from the server, so idle streams survive load balancers' idle timeouts; 0s = none (0s, or 1s–10m)",
 		profiles: []Profile{Local, CloudRun},
