@@ -111,6 +111,7 @@ var conformanceTests = []conformanceTest{
 	{"EverySubscriptionDelivers", testEverySubscriptionDelivers},
 	{"LargestEvent", testLargestEvent},
 	{"ConcurrentReceivers", testConcurrentReceivers},
+	{"ConcurrentFirstUse", testConcurrentFirstUse},
 	{"PublishOrder", testPublishOrder},
 	{"BatchSendOrder", testBatchSendOrder},
 	{"BatchSendResults", testBatchSendResults},

@@ -36,7 +36,10 @@
 //
 // The topic is created on first use when it does not exist (that needs
 // the pubsub.topics.create permission; without it, create the topic
-// beforehand). Subscriptions retain unacknowledged messages for 7 days
+// beforehand). Concurrent first calls of one broker share one CreateTopic
+// and wait for it, so a burst of streams opening on a fresh deployment
+// all succeed; a call that still finds the topic missing right after it
+// was created answers herr.Unavailable, never NotFound. Subscriptions retain unacknowledged messages for 7 days
 // (MessageRetention).
 //
 // # Names
