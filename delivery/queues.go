@@ -421,6 +421,9 @@ type ReapReport struct {
 	// Claims counts the claim-check claims deleted for being older than
 	// Config.ClaimRetention (claims.go).
 	Claims int
+	// Intake is what taking in the broker backlog of the queues with a
+	// maximum length and no attached session did (backlog.go).
+	Intake IntakeTotals
 }
 
 // ReapIdleQueues runs the idle-queue reaper (the notifications API, "Durable Queue
@@ -430,22 +433,32 @@ type ReapReport struct {
 // what they hold; then their broker subscriptions are deleted. Afterwards
 // every call on a reaped queue answers NOT_FOUND, and a durable queue can
 // be created again with the same id. It also deletes the claim-check
-// claims older than Config.ClaimRetention (claims.go). When some deletions
-// fail it returns the report so far with the errors joined. Needs
-// run:jobs.
+// claims older than Config.ClaimRetention (claims.go). Then, for every
+// remaining queue with a maximum length and no attached session, it takes
+// the broker's backlog into the queue, dead-lettering the oldest events
+// past the maximum with reason MAXLEN (backlog.go), so that a queue nobody
+// reads holds at most its maximum length. When some steps fail it returns
+// the report so far with the errors joined. Needs run:jobs.
 func (s *Service) ReapIdleQueues(ctx context.Context, p *auth.Principal) (*ReapReport, error) {
 	if err := p.Require(auth.PermRunJobs); err != nil {
 		return nil, err
 	}
 	cs, err := s.cfg.Store.ReapIdle(ctx, s.cfg.Streams.ReconnectGrace, s.cfg.Streams.IdleWindow)
 	rep := &ReapReport{}
+	reaped := make(map[string]bool, len(cs))
 	for _, c := range cs {
 		rep.Queues++
+		reaped[c.ID] = true
 		if !s.deleteSubscription(ctx, c.Subscription) {
 			rep.Failed++
 		}
 	}
 	n, cerr := s.reapClaims(ctx)
 	rep.Claims = n
-	return rep, errors.Join(err, cerr)
+	all, lerr := s.cfg.Store.ListConsumers(ctx)
+	var ierr error
+	if lerr == nil {
+		rep.Intake, ierr = s.takeInIdleBacklogs(ctx, all, reaped)
+	}
+	return rep, errors.Join(err, cerr, lerr, ierr)
 }
