@@ -95,7 +95,8 @@ type StreamConfig struct {
 	// MaxLength: when a queue holds more undelivered and unsettled events
 	// than this, the oldest are dead-lettered with reason MAXLEN
 	// (HERALD_QUEUE_MAX_LENGTH; 0 = none, at most leasestore.MaxInFlight).
-	// It counts what Herald holds for the queue, not the broker backlog.
+	// It counts what Herald holds for the queue and the broker backlog,
+	// which ReapIdleQueues and a stream's attach take in (backlog.go).
 	MaxLength int
 }
 

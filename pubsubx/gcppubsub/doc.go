@@ -147,6 +147,13 @@
 //     is filter.MaxResourceIDLength.
 //   - Filter expressions: 256 bytes, pushed down partially beyond that.
 //   - Ack deadline: 10–600 s on Pub/Sub.
+//   - Backlog: Pub/Sub bounds a subscription's backlog by nothing but
+//     time: a message nobody acknowledges is dropped after the
+//     subscription's message retention (MessageRetention, 7 days, or the
+//     expiration when shorter), not dead-lettered. So a subscription
+//     nobody reads holds at most what is published to it in 7 days.
+//     Herald takes the backlog of a queue with a maximum length into the
+//     lease store well before (package delivery).
 //   - Old generations: an overlap of at least the ack deadline plus 10 s
 //     after an update, with possible duplicates.
 //   - A process that deletes an old generation cannot see messages that
