@@ -161,7 +161,17 @@ func (s *Store) intake(ctx context.Context, p IntakeParams) (IntakeResult, error
 		}
 		n := int64(min(s.fit(received), len(received)))
 		n = min(n, fits)
-		over := max(leased+waiting+n-maxLen, 0)
+		// Events that arrive past the TTL leave as EXPIRED: they do not
+		// count towards the length.
+		ttl := d.MessageTTL
+		expired := func(j int64) bool { return ttl > 0 && published[j] > 0 && nowMs-published[j] >= ttl }
+		stay := n
+		for j := range n {
+			if expired(j) {
+				stay--
+			}
+		}
+		over := max(leased+waiting+stay-maxLen, 0)
 		evictOld := min(over, waiting)
 		evictNew := over - evictOld
 
@@ -207,7 +217,6 @@ func (s *Store) intake(ctx context.Context, p IntakeParams) (IntakeResult, error
 		for b := range dirty {
 			extra = append(extra, blockWrite(b))
 		}
-		ttl := d.MessageTTL
 		var nb *blockDoc
 		last = &reservation{
 			incarnation: d.Incarnation, count: n, checkRoom: true, nowMs: nowMs,
@@ -217,13 +226,15 @@ func (s *Store) intake(ctx context.Context, p IntakeParams) (IntakeResult, error
 					Key: blockKey(d.ID, d.Incarnation, start), Kind: kindBlock, Consumer: d.ID,
 					Start: start, Count: n, Payload: pid, Leases: make(blockLeases, 0, n),
 				}
+				evicting := evictNew
 				for j := range n {
 					l := leaseRec{Start: start + j, Count: 1, Tag: newTag()}
 					switch {
-					case j < evictNew:
-						l.Dying, l.Expires = ReasonMaxLen, nowMs
-					case ttl > 0 && published[j] > 0 && nowMs-published[j] >= ttl:
+					case expired(j):
 						l.Dying, l.Expires = ReasonExpired, nowMs
+					case evicting > 0:
+						l.Dying, l.Expires = ReasonMaxLen, nowMs
+						evicting--
 					default:
 						l.Requeued = true // waiting for its first delivery
 					}

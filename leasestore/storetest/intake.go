@@ -20,6 +20,7 @@ var intakeCases = []conformanceCase{
 	{"Intake/NeverEvictsLeased", testIntakeKeepsLeased},
 	{"Intake/InSmallSteps", testIntakeSmallSteps},
 	{"Intake/FullWindow", testIntakeFullWindow},
+	{"Intake/ExpiredDoNotCount", testIntakeExpired},
 	{"Intake/NoLossOnFailure", testIntakeNoLoss},
 	{"Intake/Errors", testIntakeErrors},
 }
@@ -163,6 +164,30 @@ func testIntakeFullWindow(t *testing.T, h Harness) {
 	b.attach(t, q, "s1")
 	got := b.pullEvents(t, q, "s1", 1, src)
 	require.Equal(t, []string{"m-0006"}, eventBodies(got))
+	requireSourceSane(t, src)
+}
+
+// testIntakeExpired: events that arrive past the queue's message TTL are
+// dead-lettered EXPIRED and do not count towards the length, so they
+// push nothing out.
+func testIntakeExpired(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	const ttl = time.Minute
+	q := b.newQueue(t, leasestore.TypeDurableQueue, func(c *leasestore.Consumer) { c.MaxLength, c.MessageTTL = 2, ttl })
+	now := b.clock.Now()
+	src := NewScriptedSource()
+	src.AddAt(now.Add(-2*ttl), []byte("stale-1"), []byte("stale-2"))
+	src.AddAt(now, []byte("fresh-1"), []byte("fresh-2"), []byte("fresh-3"))
+	require.Equal(t, leasestore.IntakeResult{Received: 5, TakenIn: 5, Evicted: 1}, b.intake(t, q, src, 100))
+	reasons := map[string]string{}
+	for _, d := range b.deadLettersOf(t, q) {
+		reasons[string(d.Body)] = d.Reason
+	}
+	require.Equal(t, map[string]string{
+		"stale-1": leasestore.ReasonExpired, "stale-2": leasestore.ReasonExpired, "fresh-1": leasestore.ReasonMaxLen,
+	}, reasons)
+	b.attach(t, q, "s1")
+	require.Equal(t, []string{"fresh-2", "fresh-3"}, eventBodies(b.pullEvents(t, q, "s1", 10, src)))
 	requireSourceSane(t, src)
 }
 
