@@ -189,11 +189,11 @@ func receiveOne(ctx context.Context, b *pubsubx.Broker, sub, want string, sent m
 	for {
 		batch, err := b.Receive(ctx, sub, pubsubx.ReceiveParams{Max: 10, Wait: pollWait})
 		if err != nil {
-			return fmt.Errorf("Receive: %w (before message %s arrived)", err, want)
+			return fmt.Errorf("receive: %w (before message %s arrived)", err, want)
 		}
 		if len(batch) > 0 {
 			if err := b.Ack(ctx, sub, batch); err != nil {
-				return fmt.Errorf("Ack: %w", err)
+				return fmt.Errorf("ack: %w", err)
 			}
 		}
 		found := false
