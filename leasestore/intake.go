@@ -54,9 +54,10 @@ type IntakeResult struct {
 // rest are in the dead-letter queue with delivery count 0.
 //
 // No event is lost: the received events are written to the store (the
-// evicted ones marked for the dead-letter queue) before they are acked at
-// the source, and their dead-letter records are written before they leave
-// the queue (see DeadLetter); a failure in between leaves them marked, and
+// evicted ones marked for the dead-letter queue), then the evicted ones'
+// dead-letter records are written and they leave the queue (see
+// DeadLetter), and only then are the events acked at the source. A
+// failure of the dead-letter write leaves them marked in the queue, and
 // the next operation on the queue finishes the move. Events that arrive
 // past MessageTTL are dead-lettered with ReasonExpired instead, as
 // PullEvents does.
@@ -247,10 +248,6 @@ func (s *Store) intake(ctx context.Context, p IntakeParams) (IntakeResult, error
 		if last.err != nil || !last.ok {
 			return false, last.err
 		}
-		// Custody of the first n has passed to the queue: only now ack
-		// them at the source (a failed ack means a duplicate later).
-		s.settleSource(ctx, p.Source, received, int(n))
-		received = nil
 		res.TakenIn = int(n)
 		evicted += int(marked + evictNew)
 		for b := range dirty {
@@ -259,7 +256,14 @@ func (s *Store) intake(ctx context.Context, p IntakeParams) (IntakeResult, error
 		if nb.hasDying() {
 			dirty[nb] = true
 		}
+		// Custody of the first n has passed to the queue. The evicted
+		// ones' dead-letter records are written before the source is
+		// acked (a failure leaves them marked in the queue, for the next
+		// operation to finish); a crash before the ack means duplicates
+		// later, which at-least-once allows.
 		s.finishMarked(ctx, d, dirty, nil)
+		s.settleSource(ctx, p.Source, received, int(n))
+		received = nil
 		return true, nil
 	})
 	release()

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -47,11 +48,14 @@ func testIntakeBacklog(t *testing.T, h Harness) {
 	b := setup(t, h, setupOptions{})
 	q := b.maxLenQueue(t, 5)
 	all := bodies("m", 8)
-	src := NewScriptedSource(all...)
+	scripted := NewScriptedSource(all...)
+	var atAck []string
+	src := &settleProbe{ScriptedSource: scripted, before: func() { atAck = dlBodies(b.deadLettersOf(t, q)) }}
 
 	r := b.intake(t, q, src, 100)
+	require.Equal(t, []string{"m-0001", "m-0002", "m-0003"}, atAck, "the dead letters are written before the source is acked")
 	require.Equal(t, leasestore.IntakeResult{Received: 8, TakenIn: 8, Evicted: 3}, r)
-	cnt := src.Counts()
+	cnt := scripted.Counts()
 	require.Equal(t, []int{8, 0, 0}, []int{cnt.Acked, cnt.Available, cnt.Outstanding}, "every event is acked at the source once the queue holds it")
 	dls := b.deadLettersOf(t, q)
 	require.Equal(t, []string{"m-0001", "m-0002", "m-0003"}, dlBodies(dls))
@@ -75,7 +79,19 @@ func testIntakeBacklog(t *testing.T, h Harness) {
 		require.Equal(t, int64(1), l.Attempt, "a first delivery")
 	}
 	require.Equal(t, int64(8), b.settle(t, q, refs(got...), nil).Committed)
-	requireSourceSane(t, src)
+	requireSourceSane(t, scripted)
+}
+
+// settleProbe is a ScriptedSource that runs before at the start of every
+// Settle: to look at the store at the moment of the broker ack.
+type settleProbe struct {
+	*ScriptedSource
+	before func()
+}
+
+func (p *settleProbe) Settle(ctx context.Context, in []leasestore.Incoming, taken int) error {
+	p.before()
+	return p.ScriptedSource.Settle(ctx, in, taken)
 }
 
 // testIntakeEvictsWaiting: events already waiting in the queue are older
