@@ -95,7 +95,8 @@ type StreamConfig struct {
 	// MaxLength: when a queue holds more undelivered and unsettled events
 	// than this, the oldest are dead-lettered with reason MAXLEN
 	// (HERALD_QUEUE_MAX_LENGTH; 0 = none, at most leasestore.MaxInFlight).
-	// It counts what Herald holds for the queue, not the broker backlog.
+	// It counts what Herald holds for the queue and the broker backlog,
+	// which ReapIdleQueues and a stream's attach take in (backlog.go).
 	MaxLength int
 }
 
@@ -430,6 +431,9 @@ type ReapReport struct {
 	// Processes counts the records of dead processes deleted, with their
 	// hub subscriptions (docs/streams-at-scale.md).
 	Processes int
+	// Intake is what taking in the broker backlog of the queues with a
+	// maximum length and no attached session did (backlog.go).
+	Intake IntakeTotals
 }
 
 // reapProcesses deletes the hub subscription and the record of every
@@ -465,17 +469,22 @@ func (s *Service) reapProcesses(ctx context.Context) (int, error) {
 // what they hold; then their broker subscriptions are deleted. Afterwards
 // every call on a reaped queue answers NOT_FOUND, and a durable queue can
 // be created again with the same id. It also deletes the claim-check
-// claims older than Config.ClaimRetention (claims.go). When some deletions
-// fail it returns the report so far with the errors joined. Needs
-// run:jobs.
+// claims older than Config.ClaimRetention (claims.go). Then, for every
+// remaining queue with a maximum length and no attached session, it takes
+// the broker's backlog into the queue, dead-lettering the oldest events
+// past the maximum with reason MAXLEN (backlog.go), so that a queue nobody
+// reads holds at most its maximum length. When some steps fail it returns
+// the report so far with the errors joined. Needs run:jobs.
 func (s *Service) ReapIdleQueues(ctx context.Context, p *auth.Principal) (*ReapReport, error) {
 	if err := p.Require(auth.PermRunJobs); err != nil {
 		return nil, err
 	}
 	cs, err := s.cfg.Store.ReapIdle(ctx, s.cfg.Streams.ReconnectGrace, s.cfg.Streams.IdleWindow)
 	rep := &ReapReport{}
+	reaped := make(map[string]bool, len(cs))
 	for _, c := range cs {
 		rep.Queues++
+		reaped[c.ID] = true
 		if !s.deleteSubscription(ctx, c.Subscription) {
 			rep.Failed++
 		}
@@ -489,5 +498,10 @@ func (s *Service) ReapIdleQueues(ctx context.Context, p *auth.Principal) (*ReapR
 	rep.Processes = procs
 	n, cerr := s.reapClaims(ctx)
 	rep.Claims = n
-	return rep, errors.Join(err, perr, cerr)
+	all, lerr := s.cfg.Store.ListConsumers(ctx)
+	var ierr error
+	if lerr == nil {
+		rep.Intake, ierr = s.takeInIdleBacklogs(ctx, all, reaped)
+	}
+	return rep, errors.Join(err, perr, cerr, lerr, ierr)
 }

@@ -78,6 +78,7 @@ func (s *Service) OpenSession(ctx context.Context, p *auth.Principal, r StreamRe
 	if err := s.cfg.Store.Attach(ctx, st.Queue, st.Session, s.sessionTTL(ttl)); err != nil {
 		return OpenedSession{}, sessionErr(st.Kind, st.Queue, err)
 	}
+	s.takeInOnAttach(ctx, c)
 	return OpenedSession{State: st, Created: created}, nil
 }
 

@@ -220,6 +220,7 @@ func (s *Service) OpenStream(ctx context.Context, p *auth.Principal, r StreamReq
 	if err := s.cfg.Store.Attach(ctx, st.queue, st.session, s.cfg.Streams.SessionTTL); err != nil {
 		return nil, st.sessionErr(err)
 	}
+	s.takeInOnAttach(ctx, c)
 	st.life, st.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	st.batcher = s.cfg.Store.NewBatcher(st.queue, st.settledAsync)
 	st.sessionClosed = telemetry.SessionOpened(st.life, r.Kind.telemetryName())

@@ -18,6 +18,9 @@
 // The notifications API's queues are read by streams: a stream attaches as a session
 // (Attach, heartbeats with Attach, Detach), takes single-event leases
 // (PullEvents) and settles them one by one, acks before nacks (Settle).
+// A queue with a maximum length also takes its broker backlog in ahead of
+// delivery (Intake), which dead-letters the oldest past the maximum
+// (ReasonMaxLen).
 // A lease's Attempt is its events' lifetime delivery count: it grows on
 // every redelivery, whatever requeued it (a failed or nacked lease, an
 // expired visibility timeout, a session that detached, was evicted or let

@@ -43,9 +43,10 @@ import (
 //     session are not aged: TTL applies to events on their way out.
 //   - ReasonMaxLen (consumers with a MaxLength): the queue's length is the
 //     number of events Herald holds for it, leased plus waiting for
-//     redelivery (Consumer.InFlight, less those being dead-lettered); the
-//     broker's backlog is not counted, since not every broker can count it.
-//     A pull on such a queue takes in up to p.Limit new events whenever
+//     redelivery (Consumer.InFlight, less those being dead-lettered). The
+//     broker's backlog counts once it is taken in: Intake does that for a
+//     queue no session pulls (the caller runs it), and a pull on such a
+//     queue takes in up to p.Limit new events whenever
 //     the leased events leave room under MaxLength, even when it has
 //     redeliveries to hand out (the ones it does not hand out wait, with
 //     delivery count 0); when the length would then pass MaxLength, the

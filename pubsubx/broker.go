@@ -178,6 +178,12 @@ func (b *Broker) SendBatch(ctx context.Context, msgs []*Message) []error {
 // CreateSubscription creates subscription name, positioned at the head
 // of the topic: only messages sent after it returns are delivered.
 // groups is pushed down as far as the broker can filter.
+//
+// It never answers herr.NotFound: the subscription is what it creates, so
+// a NotFound from the driver names a broker resource under it (a topic,
+// an exchange, a stream) that is missing or still being made by a
+// concurrent caller, which is herr.Unavailable (retry) and must not reach
+// a client as a 404.
 func (b *Broker) CreateSubscription(ctx context.Context, name string, groups filter.Groups) error {
 	if err := b.check(ctx); err != nil {
 		return err
@@ -185,7 +191,11 @@ func (b *Broker) CreateSubscription(ctx context.Context, name string, groups fil
 	if err := checkName(name); err != nil {
 		return err
 	}
-	return b.d.CreateSubscription(ctx, name, groups)
+	err := b.d.CreateSubscription(ctx, name, groups)
+	if herr.CodeOf(err) == herr.NotFound {
+		return herr.Wrap(herr.Unavailable, err, "pubsubx: the broker could not create the subscription yet: a resource it needs is missing or being created; retry")
+	}
+	return err
 }
 
 // UpdateSubscription replaces the filter of an existing subscription

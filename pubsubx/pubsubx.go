@@ -51,6 +51,16 @@
 // reference before they hand the event out (package delivery, the
 // claim-check). Drivers without a cap below that size state 0.
 //
+// # Backlog bounds
+//
+// A subscription nobody reads must not grow its broker without limit, so
+// every driver bounds what one subscription holds: by count where the
+// broker can count (the in-memory broker, RabbitMQ, NATS JetStream: the
+// max_pending, max_pending_bytes and overflow URL parameters, see Bounds
+// and QueryBounds), by retention time where it cannot (SQS, Pub/Sub). At a
+// count bound a Send fails with herr.ResourceExhausted by default
+// (overflow=reject-publish). Each driver's # Limits states its bound.
+//
 // # Errors
 //
 // Every method returns herr-coded errors: herr.NotFound for a subscription

@@ -2,13 +2,19 @@
 // Lambda schedule and Cloud Scheduler all call the same way:
 //
 //	POST /v1/jobs/lease-expiry      → 200 {"job":"lease-expiry","consumers":3,"requeued_leases":1,"requeued_events":20,"failed":0}
-//	POST /v1/jobs/reap-idle-queues  → 200 {"job":"reap-idle-queues","consumers":0,"requeued_leases":0,"requeued_events":0,"failed":0,"reaped_queues":2,"reaped_connections":0,"reaped_claims":1}
+//	POST /v1/jobs/reap-idle-queues  → 200 {"job":"reap-idle-queues","consumers":0,"requeued_leases":0,"requeued_events":0,"failed":0,"reaped_queues":2,"reaped_connections":0,"reaped_claims":1,"taken_in":8,"maxlen_dead_letters":3}
 //
 // reap-idle-queues deletes the non-durable queues whose last stream left
 // more than HERALD_RECONNECT_GRACE ago and the durable queues without an
 // attached consumer for HERALD_QUEUE_IDLE_WINDOW, with their broker
-// subscriptions (the notifications API, "Durable Queue Lifetime"); failed counts
-// subscriptions it could not delete. It also removes the connection
+// subscriptions (the notifications API, "Durable Queue Lifetime"). Then
+// it takes the broker backlog of every other queue with a maximum length
+// (HERALD_QUEUE_MAX_LENGTH) and no attached consumer into the queue
+// (taken_in), and dead-letters the oldest events past the maximum with
+// reason MAXLEN (maxlen_dead_letters), so that a queue nobody reads holds
+// at most its maximum length (see delivery.Service.ReapIdleQueues); failed
+// counts subscriptions it could not delete and queues whose backlog it
+// could not take in. It also removes the connection
 // records of the API Gateway WebSocket function that are older than 2
 // hours (Options.CloseStaleConnections, which the Lambda bootstrap sets to
 // wslambda.CloseStale; reaped_connections), ending their sessions,
@@ -70,6 +76,14 @@ type Result struct {
 	// ReapedClaims is set by reap-idle-queues only: the claim-check claims
 	// older than HERALD_CLAIM_RETENTION it deleted.
 	ReapedClaims *int `json:"reaped_claims,omitempty"`
+	// TakenIn is set by reap-idle-queues only: the events it moved from
+	// the broker into queues with a maximum length and no attached
+	// consumer.
+	TakenIn *int `json:"taken_in,omitempty"`
+	// MaxLenDeadLetters is set by reap-idle-queues only: the events it
+	// dead-lettered with reason MAXLEN, the oldest past a queue's maximum
+	// length.
+	MaxLenDeadLetters *int `json:"maxlen_dead_letters,omitempty"`
 }
 
 // ConnectionCloser removes the connection records of the API Gateway
@@ -115,7 +129,10 @@ func Run(ctx context.Context, svc *delivery.Service, p *auth.Principal, name str
 		if o.CloseStaleConnections != nil {
 			conns, cerr = o.CloseStaleConnections(ctx, svc, p)
 		}
-		return &Result{Job: name, Failed: rep.Failed, ReapedQueues: &rep.Queues, ReapedConnections: &conns, ReapedClaims: &rep.Claims}, errors.Join(err, cerr)
+		return &Result{
+			Job: name, Failed: rep.Failed + rep.Intake.Failed, ReapedQueues: &rep.Queues, ReapedConnections: &conns, ReapedClaims: &rep.Claims,
+			TakenIn: &rep.Intake.TakenIn, MaxLenDeadLetters: &rep.Intake.Evicted,
+		}, errors.Join(err, cerr)
 	default:
 		return nil, herr.New(herr.NotFound, "no such job %q (known: %s, %s)", name, LeaseExpiry, ReapIdleQueues)
 	}

@@ -131,6 +131,12 @@
 //   - Subscriptions per topic: 12,500,000; filter policies per topic: 200
 //     by default (see Filters for what happens beyond).
 //   - In-flight (received, unsettled) messages per queue: 120,000.
+//   - Backlog: SQS bounds a queue's length by nothing but time: a message
+//     nobody receives is deleted after MessageRetention (14 days, set on
+//     every queue), not dead-lettered. So a subscription nobody reads
+//     holds at most what is published to it in 14 days. Herald takes the
+//     backlog of a queue with a maximum length into the lease store well
+//     before (package delivery).
 //
 // # IAM
 //
@@ -195,8 +201,10 @@ const (
 	// MaxAttributes is how many attributes SQS delivers with a message.
 	MaxAttributes = 10
 
-	// retentionPeriod is SQS's longest message retention: 14 days.
-	retentionPeriod = 14 * 24 * time.Hour
+	// MessageRetention is how long a subscription's queue keeps a message
+	// nobody receives: SQS's longest retention, 14 days. It is the bound
+	// of a subscription's backlog (see # Limits).
+	MessageRetention = 14 * 24 * time.Hour
 	// maxWaitTimeSeconds is SQS's longest long poll.
 	maxWaitTimeSeconds = 20
 	// maxBatch is SQS's largest receive and settle batch.

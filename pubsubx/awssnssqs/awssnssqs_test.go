@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/internal/emulators"
@@ -99,7 +101,31 @@ func (h *harness) Features() drivertest.Features {
 		PublishOrder:    false, // SQS standard queues do not keep order
 		MaxMessageBytes: awssnssqs.MaxMessageBytes,
 		AckDeadline:     awssnssqs.DefaultAckDeadline,
+
+		BacklogRetention: awssnssqs.MessageRetention,
 	}
+}
+
+// Retention implements drivertest.RetainedBacklog: the
+// MessageRetentionPeriod of the subscription's queue, as SQS reports it.
+func (h *harness) Retention(ctx context.Context, t testing.TB, b *pubsubx.Broker, name string) (time.Duration, error) {
+	h.mu.Lock()
+	o, ok := h.opts[b]
+	h.mu.Unlock()
+	require.True(t, ok, "Retention: broker was not made by this harness")
+	_, client := awsClients(h.endpoint)
+	q, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(awssnssqs.QueueName(o.Topic, name))})
+	if err != nil {
+		return 0, err
+	}
+	qa, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameMessageRetentionPeriod},
+	})
+	if err != nil {
+		return 0, err
+	}
+	secs, err := strconv.Atoi(qa.Attributes[string(sqstypes.QueueAttributeNameMessageRetentionPeriod)])
+	return time.Duration(secs) * time.Second, err
 }
 
 // newHarness starts one moto_server for the top-level test or benchmark.

@@ -57,7 +57,7 @@ func (b *broker) CreateSubscription(ctx context.Context, name string, groups fil
 		QueueName: aws.String(qname),
 		Attributes: map[string]string{
 			string(sqstypes.QueueAttributeNameVisibilityTimeout):      strconv.Itoa(int(b.ackDeadline)),
-			string(sqstypes.QueueAttributeNameMessageRetentionPeriod): strconv.Itoa(int(retentionPeriod / time.Second)),
+			string(sqstypes.QueueAttributeNameMessageRetentionPeriod): strconv.Itoa(int(MessageRetention / time.Second)),
 			string(sqstypes.QueueAttributeNamePolicy):                 policy,
 		},
 		Tags: tags,

@@ -3,12 +3,14 @@ package drivertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/pubsubx"
 )
 
@@ -106,4 +108,103 @@ func testPublishOrder(t *testing.T, f *fixture) {
 	}
 	require.Equal(t, ids(sent), ids(got), "a single receiver should see send order")
 	f.expectEmpty(b, sub)
+}
+
+// Sizes of the concurrent-first-use test: as many creators at once as a
+// burst of streams opening on a fresh deployment makes.
+const (
+	firstUseCreators = 40 // split over two clients
+	firstUseSenders  = 4
+)
+
+// testConcurrentFirstUse: on a fresh topic (nothing created on the broker
+// yet), 40 subscriptions are created at once from two clients while
+// messages are sent. Every call succeeds: a broker resource that a driver
+// makes lazily (the topic, an exchange, a stream) is made once and the
+// concurrent callers wait for it; none fails, and none answers NotFound
+// for a resource another caller is still making. Then every subscription
+// delivers a message sent after they all exist.
+func testConcurrentFirstUse(t *testing.T, f *fixture) {
+	b := f.broker()
+	clients := []*pubsubx.Broker{b, f.secondClient(b)}
+	names := make([]string, firstUseCreators)
+	for i := range names {
+		names[i] = subName("first-use")
+		f.deleteAtCleanup(b, names[i])
+	}
+	early := f.messages(firstUseSenders, "herald.test", "/first-use/early")
+	start := make(chan struct{})
+	createErrs := make([]error, len(names))
+	sendErrs := make([]error, len(early))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		c := clients[i%len(clients)]
+		wg.Go(func() {
+			<-start
+			createErrs[i] = c.CreateSubscription(f.ctx, name, nil)
+		})
+	}
+	for i, m := range early {
+		c := clients[i%len(clients)]
+		wg.Go(func() {
+			<-start
+			sendErrs[i] = c.Send(f.ctx, m)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range createErrs {
+		require.NoError(t, err, "CreateSubscription %d of %d, made at once on a fresh topic (code %s)", i+1, len(names), herr.CodeOf(err))
+	}
+	for i, err := range sendErrs {
+		require.NoError(t, err, "Send %d of %d, made while the first subscriptions were created (code %s)", i+1, len(early), herr.CodeOf(err))
+	}
+
+	// Each subscription delivers what is sent now (and perhaps some of the
+	// early messages, which raced with its creation). The subscriptions
+	// are read at once, each until the message arrives.
+	later := f.message("herald.test", "/first-use/later")
+	f.send(b, later)
+	sent := map[string]bool{eventID(later): true}
+	for _, m := range early {
+		sent[eventID(m)] = true
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, livenessBound)
+	defer cancel()
+	recvErrs := make([]error, len(names))
+	for i, name := range names {
+		c := clients[i%len(clients)]
+		wg.Go(func() { recvErrs[i] = receiveOne(ctx, c, name, eventID(later), sent) })
+	}
+	wg.Wait()
+	for i, err := range recvErrs {
+		require.NoError(t, err, "subscription %d of %d (%s)", i+1, len(names), names[i])
+	}
+}
+
+// receiveOne receives from sub, acking what arrives, until the message
+// with event id want did; a message whose id is not in sent, or a
+// failed call, is an error.
+func receiveOne(ctx context.Context, b *pubsubx.Broker, sub, want string, sent map[string]bool) error {
+	for {
+		batch, err := b.Receive(ctx, sub, pubsubx.ReceiveParams{Max: 10, Wait: pollWait})
+		if err != nil {
+			return fmt.Errorf("receive: %w (before message %s arrived)", err, want)
+		}
+		if len(batch) > 0 {
+			if err := b.Ack(ctx, sub, batch); err != nil {
+				return fmt.Errorf("ack: %w", err)
+			}
+		}
+		found := false
+		for _, m := range batch {
+			if !sent[eventID(m)] {
+				return fmt.Errorf("delivered message %s, which was never sent", eventID(m))
+			}
+			found = found || eventID(m) == want
+		}
+		if found {
+			return nil
+		}
+	}
 }

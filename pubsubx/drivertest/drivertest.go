@@ -74,6 +74,17 @@ type Features struct {
 	// LargestEvent check by design (it must then fail Send cleanly).
 	MaxMessageBytes int
 
+	// BacklogRetention is, for a RetainedBacklog driver, the longest a
+	// subscription keeps a message nobody receives (its bound); 0 for
+	// others.
+	BacklogRetention time.Duration
+
+	// SharedBacklogBound: the count bound of a BoundedBacklog driver is
+	// the topic's, shared by its subscriptions (NATS: the stream's),
+	// rather than each subscription's own; a full subscription then
+	// refuses a message for every subscription.
+	SharedBacklogBound bool
+
 	// AckDeadline is how long a broker from MakeBroker keeps a received,
 	// unsettled message hidden before redelivering it; 0 means unknown or
 	// none. The redelivery test uses MakeBroker when the harness is not a
@@ -111,6 +122,8 @@ var conformanceTests = []conformanceTest{
 	{"EverySubscriptionDelivers", testEverySubscriptionDelivers},
 	{"LargestEvent", testLargestEvent},
 	{"ConcurrentReceivers", testConcurrentReceivers},
+	{"ConcurrentFirstUse", testConcurrentFirstUse},
+	{"BoundedBacklog", testBoundedBacklog},
 	{"PublishOrder", testPublishOrder},
 	{"BatchSendOrder", testBatchSendOrder},
 	{"BatchSendResults", testBatchSendResults},

@@ -36,7 +36,10 @@
 //
 // The topic is created on first use when it does not exist (that needs
 // the pubsub.topics.create permission; without it, create the topic
-// beforehand). Subscriptions retain unacknowledged messages for 7 days
+// beforehand). Concurrent first calls of one broker share one CreateTopic
+// and wait for it, so a burst of streams opening on a fresh deployment
+// all succeed; a call that still finds the topic missing right after it
+// was created answers herr.Unavailable, never NotFound. Subscriptions retain unacknowledged messages for 7 days
 // (MessageRetention).
 //
 // # Names
@@ -144,6 +147,13 @@
 //     is filter.MaxResourceIDLength.
 //   - Filter expressions: 256 bytes, pushed down partially beyond that.
 //   - Ack deadline: 10–600 s on Pub/Sub.
+//   - Backlog: Pub/Sub bounds a subscription's backlog by nothing but
+//     time: a message nobody acknowledges is dropped after the
+//     subscription's message retention (MessageRetention, 7 days, or the
+//     expiration when shorter), not dead-lettered. So a subscription
+//     nobody reads holds at most what is published to it in 7 days.
+//     Herald takes the backlog of a queue with a maximum length into the
+//     lease store well before (package delivery).
 //   - Old generations: an overlap of at least the ack deadline plus 10 s
 //     after an update, with possible duplicates.
 //   - A process that deletes an old generation cannot see messages that

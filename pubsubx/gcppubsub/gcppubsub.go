@@ -10,6 +10,7 @@ import (
 
 	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
 	pb "cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"golang.org/x/sync/singleflight"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc/codes"
 
@@ -186,6 +187,10 @@ type broker struct {
 	retireGrace  time.Duration
 	createdSlack time.Duration
 
+	// topicFlight makes concurrent creators of the topic share one
+	// CreateTopic (ensureTopic).
+	topicFlight singleflight.Group
+
 	mu     sync.Mutex
 	closed bool
 	subs   map[string]*subState // by base id; a cache, see subState
@@ -316,32 +321,55 @@ func refusedWhole(err error) bool {
 }
 
 // withTopic runs call with rpcTimeout; if it fails because the topic does
-// not exist, it creates the topic and runs call once more. Creating on
-// demand keeps Open free of RPCs, and a publish to a topic that did not
-// exist has no subscription to deliver to anyway.
+// not exist, it makes sure the topic exists (ensureTopic) and runs call
+// once more. Creating on demand keeps Open free of RPCs, and a publish to
+// a topic that did not exist has no subscription to deliver to anyway.
+//
+// call must be a publish or a subscription create, for which NotFound
+// means the topic. A NotFound of the second attempt (the topic deleted
+// again in between) is herr.Unavailable: nothing the caller named is
+// missing, so it must not read as a 404.
 func (b *broker) withTopic(ctx context.Context, call func(ctx context.Context) error) error {
 	err := b.rpc(ctx, call)
-	if codeOf(err) != codes.NotFound || !b.topicMissing(ctx) {
+	if codeOf(err) != codes.NotFound {
 		return err
 	}
-	err = b.rpc(ctx, func(ctx context.Context) error {
-		_, err := b.pub.CreateTopic(ctx, &pb.Topic{Name: b.topicPath})
-		return err
-	})
-	if err != nil && codeOf(err) != codes.AlreadyExists {
+	if err := b.ensureTopic(ctx); err != nil {
 		return err
 	}
-	return b.rpc(ctx, call)
+	err = b.rpc(ctx, call)
+	if codeOf(err) == codes.NotFound {
+		return herr.Wrap(herr.Unavailable, err, "gcppubsub: the topic is missing although it was just created; retry")
+	}
+	return err
 }
 
-// topicMissing reports whether the topic does not exist (rather than,
-// say, a subscription of the failed call).
-func (b *broker) topicMissing(ctx context.Context) bool {
-	err := b.rpc(ctx, func(ctx context.Context) error {
-		_, err := b.pub.GetTopic(ctx, &pb.GetTopicRequest{Topic: b.topicPath})
-		return err
+// ensureTopic creates the topic unless it exists. Concurrent callers of
+// one broker share one CreateTopic (singleflight), so a burst of first
+// calls on a fresh deployment makes one request; each waits for it until
+// its own ctx ends. The shared request runs detached from any one
+// caller's context, bounded by rpcTimeout, so that a caller who gives up
+// does not fail the others. Before, each caller that found the topic
+// missing checked again with GetTopic and, finding that another caller
+// had created it meanwhile, returned its own first NotFound: a 404 for a
+// race between creators.
+func (b *broker) ensureTopic(ctx context.Context) error {
+	ch := b.topicFlight.DoChan(b.topicPath, func() (any, error) {
+		err := b.rpc(context.Background(), func(ctx context.Context) error {
+			_, err := b.pub.CreateTopic(ctx, &pb.Topic{Name: b.topicPath})
+			return err
+		})
+		if codeOf(err) == codes.AlreadyExists {
+			err = nil
+		}
+		return nil, err
 	})
-	return codeOf(err) == codes.NotFound
+	select {
+	case r := <-ch:
+		return r.Err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // rpc runs call under rpcTimeout.

@@ -120,10 +120,37 @@ func (h *harness) Features() drivertest.Features {
 		PublishOrder:    false, // no ordering keys: Pub/Sub is unordered
 		MaxMessageBytes: h.maxBody,
 		AckDeadline:     DefaultAckDeadline,
+
+		BacklogRetention: MessageRetention,
 	}
 }
 
-var _ drivertest.ShortAckDeadline = (*harness)(nil)
+// Retention implements drivertest.RetainedBacklog: the message retention
+// duration of the subscription's generations, as the server reports it
+// (the longest, if they differ).
+func (h *harness) Retention(ctx context.Context, t testing.TB, b *pubsubx.Broker, name string) (time.Duration, error) {
+	d := b.Driver().(*broker)
+	base := baseID(d.opts.Topic, name)
+	gens, err := d.listGens(ctx, base)
+	if err != nil {
+		return 0, err
+	}
+	require.NotEmpty(t, gens, "subscription %s has no generation", name)
+	var longest time.Duration
+	for _, g := range gens {
+		s, err := d.sub.GetSubscription(ctx, &pb.GetSubscriptionRequest{Subscription: d.path(base, g)})
+		if err != nil {
+			return 0, err
+		}
+		longest = max(longest, s.GetMessageRetentionDuration().AsDuration())
+	}
+	return longest, nil
+}
+
+var (
+	_ drivertest.ShortAckDeadline = (*harness)(nil)
+	_ drivertest.RetainedBacklog  = (*harness)(nil)
+)
 
 func TestConformanceEmulator(t *testing.T) {
 	drivertest.RunConformanceTests(t, emulatorHarness)

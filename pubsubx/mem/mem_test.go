@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strconv"
 	"testing"
 	"time"
 
@@ -37,6 +38,10 @@ func (h *harness) MakeBrokerWithAckDeadline(ctx context.Context, _ testing.TB, d
 	return h.open(ctx, "?ackdeadline="+d.String())
 }
 
+func (h *harness) MakeBrokerWithMaxPending(ctx context.Context, _ testing.TB, n int) (*pubsubx.Broker, error) {
+	return h.open(ctx, "?max_pending="+strconv.Itoa(n))
+}
+
 func (h *harness) MakeSecondClient(ctx context.Context, _ testing.TB, b *pubsubx.Broker) (*pubsubx.Broker, error) {
 	return pubsubx.Open(ctx, h.urls[b])
 }
@@ -55,6 +60,8 @@ func (h *harness) Features() drivertest.Features {
 func newHarness(context.Context, testing.TB) (drivertest.Harness, error) {
 	return &harness{urls: map[*pubsubx.Broker]string{}}, nil
 }
+
+var _ drivertest.BoundedBacklog = (*harness)(nil)
 
 func TestConformance(t *testing.T) { drivertest.RunConformanceTests(t, newHarness) }
 

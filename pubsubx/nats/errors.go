@@ -53,7 +53,15 @@ var apiCodes = map[jetstream.ErrorCode]herr.Code{
 	jetstream.JSErrCodeConsumerNameExists:    herr.AlreadyExists,
 	jetstream.JSErrCodeMaximumConsumersLimit: herr.ResourceExhausted,
 	jetstream.JSErrCodeMessageNotFound:       herr.NotFound,
+	// The stream could not store a message: at its bounds (max_pending,
+	// max_pending_bytes with overflow=reject-publish), or out of storage.
+	jsErrCodeStreamStoreFailed: herr.ResourceExhausted,
 }
+
+// jsErrCodeStreamStoreFailed is the server's JSStreamStoreFailedF, which
+// nats.go names no constant for: "maximum messages exceeded", "maximum
+// bytes exceeded" and other storage failures of a publish.
+const jsErrCodeStreamStoreFailed jetstream.ErrorCode = 10077
 
 // codeOf classifies an error of nats.go, its jetstream package or the
 // network. Credential failures are Unavailable: they are faults of the

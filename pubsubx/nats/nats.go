@@ -7,19 +7,21 @@
 //
 // # URLs
 //
-//	nats://[USER:PASS@]HOST:4222/STREAM?ackdeadline=60s&subject_prefix=PREFIX
+//	nats://[USER:PASS@]HOST:4222/STREAM?ackdeadline=60s&subject_prefix=PREFIX&max_pending=100000&max_pending_bytes=268435456&overflow=reject-publish
 //
 // STREAM names the deployment's JetStream stream (1-64 letters, digits,
 // '-' or '_'). subject_prefix (default: STREAM) is the subject prefix the
 // stream captures as "PREFIX.>": one or more tokens of letters, digits,
 // '-' and '_', not starting with '$'. ackdeadline (a Go duration, default
-// 60s) is each subscription's AckWait. Other query parameters are refused.
+// 60s) is each subscription's AckWait. max_pending, max_pending_bytes and
+// overflow bound the stream (see # Limits; pubsubx.QueryBounds). Other
+// query parameters are refused.
 //
 // Opening does not dial: the first call starts a background goroutine that
 // connects and makes sure the stream exists (creating it with interest
-// retention, file storage, one replica, when it does not; an existing
-// stream is used as it is, if it captures PREFIX.> and is not a work
-// queue).
+// retention, file storage, one replica and the URL's bounds, when it does
+// not; an existing stream is used if it captures PREFIX.> and is not a
+// work queue, and is given the URL's bounds if it has none).
 //
 // # Connections
 //
@@ -112,6 +114,20 @@
 //
 // # Limits
 //
+//   - Backlog: JetStream cannot bound one consumer's backlog, so the
+//     stream is bounded: MaxMsgs max_pending (default 100,000 messages)
+//     and MaxBytes max_pending_bytes (default 256 MiB). With interest
+//     retention the stream keeps a message until every subscription that
+//     wants it has acked it, so the stream's bound is every
+//     subscription's bound, and it is shared: a subscription nobody reads
+//     fills it for all. At the bound, with overflow=reject-publish (the
+//     default, DiscardNew), a publish fails with herr.ResourceExhausted
+//     for every subscription and nothing stored is lost; with
+//     overflow=drop-head (DiscardOld) the oldest messages are discarded,
+//     for every subscription that still wanted them (lost, not
+//     dead-lettered). An existing stream with no bound of its own gets
+//     these bounds when a broker first uses it; one with bounds keeps
+//     them.
 //   - A body plus its headers must fit the server's max_payload (1 MiB by
 //     default); Send refuses a larger one with herr.InvalidArgument.
 //   - Metadata keys are header names: printable ASCII without ':' or
@@ -133,6 +149,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -180,7 +197,11 @@ func init() {
 }
 
 func openURL(_ context.Context, u *url.URL) (driver.Broker, error) {
-	if err := pubsubx.CheckQuery(u, "ackdeadline", "subject_prefix"); err != nil {
+	if err := pubsubx.CheckQuery(u, "ackdeadline", "subject_prefix", "max_pending", "max_pending_bytes", "overflow"); err != nil {
+		return nil, err
+	}
+	bounds, err := pubsubx.QueryBounds(u)
+	if err != nil {
 		return nil, err
 	}
 	q := u.Query()
@@ -189,6 +210,7 @@ func openURL(_ context.Context, u *url.URL) (driver.Broker, error) {
 		ServerURL:     server.String(),
 		Stream:        strings.Trim(u.Path, "/"),
 		SubjectPrefix: q.Get("subject_prefix"),
+		Bounds:        bounds,
 	}
 	d, err := pubsubx.QueryDuration(u, "ackdeadline")
 	if err != nil {
@@ -208,6 +230,9 @@ type Options struct {
 	SubjectPrefix string
 	// AckDeadline defaults to DefaultAckDeadline.
 	AckDeadline time.Duration
+	// Bounds bound the stream, and so every subscription's backlog (see
+	// # Limits); zero fields take pubsubx's defaults.
+	Bounds pubsubx.Bounds
 }
 
 // Open returns a Broker on opts.Stream. It validates opts but does not
@@ -237,6 +262,10 @@ func open(opts Options) (*broker, error) {
 	if opts.AckDeadline <= 0 {
 		opts.AckDeadline = DefaultAckDeadline
 	}
+	if err := opts.Bounds.Validate(); err != nil {
+		return nil, err
+	}
+	opts.Bounds = opts.Bounds.WithDefaults()
 	b := &broker{
 		opts:     opts,
 		subjects: newSubjects(opts.SubjectPrefix),
@@ -299,7 +328,7 @@ func (b *broker) ensureStream(ctx context.Context, js jetstream.JetStream) error
 			}
 			for _, sub := range cfg.Subjects {
 				if covers(strings.Split(sub, "."), want) {
-					return nil
+					return b.boundStream(ctx, js, cfg)
 				}
 			}
 			return herr.New(herr.FailedPrecondition, "NATS stream %q does not capture %q", b.opts.Stream, strings.Join(want, "."))
@@ -307,19 +336,45 @@ func (b *broker) ensureStream(ctx context.Context, js jetstream.JetStream) error
 		if codeOf(err) != herr.NotFound || attempt > 0 {
 			return wrap(err, "cannot look up the NATS stream")
 		}
-		_, err = js.CreateStream(ctx, jetstream.StreamConfig{
+		cfg := jetstream.StreamConfig{
 			Name:        b.opts.Stream,
 			Description: "Herald deployment stream",
 			Subjects:    []string{strings.Join(want, ".")},
 			Retention:   jetstream.InterestPolicy,
 			Storage:     jetstream.FileStorage,
-			Discard:     jetstream.DiscardOld,
-		})
+		}
+		b.setBounds(&cfg)
+		_, err = js.CreateStream(ctx, cfg)
 		if err != nil && codeOf(err) != herr.AlreadyExists && !isStreamExists(err) {
 			return wrap(err, "cannot create the NATS stream")
 		}
 		// Created, or created by someone else meanwhile: check it.
 	}
+}
+
+// setBounds puts the broker's bounds on cfg (see # Limits).
+func (b *broker) setBounds(cfg *jetstream.StreamConfig) {
+	cfg.MaxMsgs = b.opts.Bounds.MaxPending
+	cfg.MaxBytes = b.opts.Bounds.MaxPendingBytes
+	cfg.Discard = jetstream.DiscardNew
+	if b.opts.Bounds.Overflow == pubsubx.DropHead {
+		cfg.Discard = jetstream.DiscardOld
+	}
+}
+
+// boundStream bounds an existing stream that has no bound on its messages
+// or bytes (one made by a Herald before bounds, or by hand) with the
+// broker's bounds. A stream that has bounds keeps them: they are the
+// operator's.
+func (b *broker) boundStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	if cfg.MaxMsgs > 0 || cfg.MaxBytes > 0 {
+		return nil
+	}
+	b.setBounds(&cfg)
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return wrap(err, "cannot bound the NATS stream")
+	}
+	return nil
 }
 
 func isStreamExists(err error) bool {
@@ -399,7 +454,7 @@ func (b *broker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			errs[i] = wrap(err, "NATS did not store the message")
+			errs[i] = b.publishErr(err)
 		case <-ctx.Done():
 			errs[i] = wrap(ctx.Err(), "NATS did not acknowledge the message in time")
 		case <-b.ctx.Done():
@@ -407,6 +462,19 @@ func (b *broker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 		}
 	}
 	return errs
+}
+
+// publishErr is the Send result of a message whose publish ack is an
+// error. A stream at its bounds (overflow=reject-publish) is
+// herr.ResourceExhausted with a message naming the bounds; it names no
+// subscription, since a publisher need not learn what another principal's
+// consumers are called.
+func (b *broker) publishErr(err error) error {
+	if codeOf(err) == herr.ResourceExhausted && b.opts.Bounds.Overflow == pubsubx.RejectPublish {
+		return herr.Wrap(herr.ResourceExhausted, err, fmt.Sprintf("NATS did not store the event: the stream holds max_pending=%d messages or max_pending_bytes=%d bytes that a consumer has not acknowledged; consume or delete the consumers that are not keeping up, or raise the bounds in the broker URL",
+			b.opts.Bounds.MaxPending, b.opts.Bounds.MaxPendingBytes))
+	}
+	return wrap(err, "NATS did not store the message")
 }
 
 // msgSize is the payload size NATS checks against max_payload: the body

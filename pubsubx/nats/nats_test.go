@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,11 @@ func (h *harness) MakeBroker(ctx context.Context, t testing.TB) (*pubsubx.Broker
 	return b, err
 }
 
+func (h *harness) MakeBrokerWithMaxPending(ctx context.Context, t testing.TB, n int) (*pubsubx.Broker, error) {
+	b, _, err := h.open(ctx, t, "max_pending="+strconv.Itoa(n))
+	return b, err
+}
+
 func (h *harness) MakeBrokerWithAckDeadline(ctx context.Context, t testing.TB, d time.Duration) (*pubsubx.Broker, error) {
 	b, _, err := h.open(ctx, t, "ackdeadline="+d.String())
 	return b, err
@@ -86,8 +92,10 @@ func (h *harness) MakeUnreachableBroker(ctx context.Context, t testing.TB) (*pub
 // Features: a body and its headers must fit the server's max_payload
 // (1 MiB by default); 8 KiB is left for headers.
 func (h *harness) Features() drivertest.Features {
-	return drivertest.Features{PublishOrder: true, MaxMessageBytes: 1<<20 - 8<<10, AckDeadline: pnats.DefaultAckDeadline}
+	return drivertest.Features{PublishOrder: true, MaxMessageBytes: 1<<20 - 8<<10, AckDeadline: pnats.DefaultAckDeadline, SharedBacklogBound: true}
 }
+
+var _ drivertest.BoundedBacklog = (*harness)(nil)
 
 func TestConformance(t *testing.T) { drivertest.RunConformanceTests(t, newHarness) }
 
@@ -258,12 +266,15 @@ func TestOpenURL(t *testing.T) {
 		{"nats://127.0.0.1:4222/S?subject_prefix=a.*", "wildcard prefix"},
 		{"nats://127.0.0.1:4222/S?subject_prefix=$JS", "system prefix"},
 		{"nats://127.0.0.1:4222/S?subject_prefix=a..b", "empty token"},
+		{"nats://127.0.0.1:4222/S?max_pending=0", "a bound of zero"},
+		{"nats://127.0.0.1:4222/S?max_pending_bytes=lots", "a bound that is no number"},
+		{"nats://127.0.0.1:4222/S?overflow=drop-tail", "an unknown overflow"},
 	} {
 		_, err := pubsubx.Open(t.Context(), tc.url)
 		require.Error(t, err, tc.why)
 		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%s: %v", tc.why, err)
 	}
-	b, err := pubsubx.Open(t.Context(), "nats://u:p@127.0.0.1:1/S?subject_prefix=herald.prod&ackdeadline=5s")
+	b, err := pubsubx.Open(t.Context(), "nats://u:p@127.0.0.1:1/S?subject_prefix=herald.prod&ackdeadline=5s&max_pending=10&max_pending_bytes=1024&overflow=drop-head")
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
 }
@@ -296,4 +307,77 @@ func TestUpdateNarrowsWhenIdle(t *testing.T) {
 // answers.
 func (h *harness) MakeBlackHoledBroker(ctx context.Context, _ testing.TB, addr string) (*pubsubx.Broker, error) {
 	return pubsubx.Open(ctx, "nats://"+addr+"/HERALD_BLACKHOLE")
+}
+
+// streamConfig reads stream's configuration from the server.
+func streamConfig(t *testing.T, server, stream string) jetstream.StreamConfig {
+	t.Helper()
+	nc, err := natsgo.Connect(server)
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	s, err := js.Stream(t.Context(), stream)
+	require.NoError(t, err)
+	return s.CachedInfo().Config
+}
+
+// TestStreamBounds: the stream Herald creates is bounded, by default and
+// as the URL says, so that a subscription nobody reads cannot grow it
+// without limit; overflow=drop-head discards the oldest messages instead
+// of refusing new ones.
+func TestStreamBounds(t *testing.T) {
+	t.Parallel()
+	f := setup(t, "")
+	f.send("t", "/r", "1")
+	cfg := streamConfig(t, f.server, f.stream)
+	require.Equal(t, int64(pubsubx.DefaultMaxPending), cfg.MaxMsgs)
+	require.Equal(t, int64(pubsubx.DefaultMaxPendingBytes), cfg.MaxBytes)
+	require.Equal(t, jetstream.DiscardNew, cfg.Discard, "reject-publish: a full stream refuses new messages")
+
+	g := setup(t, "max_pending=3&max_pending_bytes=65536&overflow=drop-head")
+	sub := g.subscribe(nil)
+	g.send("t", "/r", "1", "2", "3", "4", "5")
+	cfg = streamConfig(t, g.server, g.stream)
+	require.Equal(t, int64(3), cfg.MaxMsgs)
+	require.Equal(t, int64(65536), cfg.MaxBytes)
+	require.Equal(t, jetstream.DiscardOld, cfg.Discard)
+	require.Equal(t, []string{"3", "4", "5"}, g.drain(sub), "the oldest were discarded")
+}
+
+// TestExistingStreamBounds: a stream without bounds (made by hand, or by
+// a Herald before bounds) gets the URL's bounds when a broker first uses
+// it; one with bounds of its own keeps them, as the operator's.
+func TestExistingStreamBounds(t *testing.T) {
+	t.Parallel()
+	server := serverURL(t)
+	nc, err := natsgo.Connect(server)
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	for _, own := range []int64{0, 50} {
+		stream := "HERALD_DT_" + drivertest.RandomHex(6)
+		cfg := jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".>"}, Retention: jetstream.InterestPolicy}
+		if own > 0 {
+			cfg.MaxMsgs = own
+		}
+		_, err = js.CreateStream(t.Context(), cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { deleteStream(t, server, stream) })
+
+		b, err := pnats.Open(pnats.Options{ServerURL: server, Stream: stream, Bounds: pubsubx.Bounds{MaxPending: 1234}})
+		require.NoError(t, err)
+		require.NoError(t, b.Send(t.Context(), &pubsubx.Message{Body: []byte("x"), Metadata: map[string]string{pubsubx.AttrEventType: "t"}}))
+		require.NoError(t, b.Close())
+		got := streamConfig(t, server, stream)
+		if own > 0 {
+			require.Equal(t, own, got.MaxMsgs, "the operator's bound is kept")
+			require.Equal(t, int64(-1), got.MaxBytes)
+		} else {
+			require.Equal(t, int64(1234), got.MaxMsgs, "an unbounded stream gets the URL's bounds")
+			require.Equal(t, int64(pubsubx.DefaultMaxPendingBytes), got.MaxBytes)
+			require.Equal(t, jetstream.DiscardNew, got.Discard)
+		}
+	}
 }

@@ -9,7 +9,7 @@
 //
 // # URLs
 //
-//	rabbit://EXCHANGE?url=amqp://USER:PASS@HOST:5672/VHOST&ackdeadline=60s
+//	rabbit://EXCHANGE?url=amqp://USER:PASS@HOST:5672/VHOST&ackdeadline=60s&max_pending=100000&max_pending_bytes=268435456&overflow=reject-publish
 //
 // EXCHANGE names the deployment's topic exchange (1-200 letters, digits,
 // '-', '_' or '.'); it is declared durable on first use. url is the AMQP
@@ -17,7 +17,9 @@
 // used, as gocloud's rabbitpubsub does, so credentials can stay out of the
 // broker URL. ackdeadline (a Go duration, default 60s) is how long a
 // received, unsettled message stays hidden before it is delivered again.
-// Other query parameters are refused.
+// max_pending, max_pending_bytes and overflow bound each subscription's
+// queue (see # Limits; pubsubx.QueryBounds). Other query parameters are
+// refused.
 //
 // Publishing and receiving use separate connections, as RabbitMQ advises,
 // so that flow control on publishers never blocks acks.
@@ -112,6 +114,20 @@
 //
 // # Limits
 //
+//   - Backlog: each subscription's queue is declared with x-max-length
+//     max_pending (default 100,000 messages), x-max-length-bytes
+//     max_pending_bytes (default 256 MiB of bodies) and x-overflow
+//     overflow, so that a subscription nobody reads cannot grow the
+//     broker without limit. RabbitMQ counts the messages ready in the
+//     queue, not those received and unsettled. At the bound, with
+//     overflow=reject-publish (the default), RabbitMQ routes the message
+//     to the queues with room and nacks the publish: Send fails with
+//     herr.ResourceExhausted, and nothing a queue holds is lost; with
+//     overflow=drop-head it drops the queue's oldest ready messages
+//     instead (lost, not dead-lettered). The arguments are fixed when a
+//     queue is declared: queues declared before Herald set them keep no
+//     bound, and a RabbitMQ policy (max-length, max-length-bytes,
+//     overflow on the queues "EXCHANGE:*") bounds them.
 //   - Bodies up to RabbitMQ's max_message_size (128 MiB by default).
 //   - Routing keys and header names are AMQP short strings: metadata keys
 //     up to 255 bytes; a longer event type is routed by its first 255
@@ -160,7 +176,11 @@ func init() {
 }
 
 func openURL(_ context.Context, u *url.URL) (driver.Broker, error) {
-	if err := pubsubx.CheckQuery(u, "url", "ackdeadline"); err != nil {
+	if err := pubsubx.CheckQuery(u, "url", "ackdeadline", "max_pending", "max_pending_bytes", "overflow"); err != nil {
+		return nil, err
+	}
+	bounds, err := pubsubx.QueryBounds(u)
+	if err != nil {
 		return nil, err
 	}
 	exchange := u.Host + strings.TrimPrefix(u.Path, "/")
@@ -172,7 +192,7 @@ func openURL(_ context.Context, u *url.URL) (driver.Broker, error) {
 	if server == "" {
 		return nil, herr.New(herr.InvalidArgument, "rabbit URL: no server: give url=amqp://… or set %s", ServerURLEnv)
 	}
-	opts := Options{ServerURL: server, Exchange: exchange}
+	opts := Options{ServerURL: server, Exchange: exchange, Bounds: bounds}
 	d, err := pubsubx.QueryDuration(u, "ackdeadline")
 	if err != nil {
 		return nil, err
@@ -189,6 +209,9 @@ type Options struct {
 	Exchange string
 	// AckDeadline defaults to DefaultAckDeadline.
 	AckDeadline time.Duration
+	// Bounds bound each subscription's queue (see # Limits); zero fields
+	// take pubsubx's defaults.
+	Bounds pubsubx.Bounds
 }
 
 // Open returns a Broker on opts.Exchange. It validates opts but does not
@@ -213,7 +236,10 @@ func open(opts Options) (*broker, error) {
 	if opts.AckDeadline <= 0 {
 		opts.AckDeadline = DefaultAckDeadline
 	}
-	b := &broker{exchange: opts.Exchange, ackDeadline: opts.AckDeadline}
+	if err := opts.Bounds.Validate(); err != nil {
+		return nil, err
+	}
+	b := &broker{exchange: opts.Exchange, ackDeadline: opts.AckDeadline, bounds: opts.Bounds.WithDefaults()}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.pub = newConn(b, opts.ServerURL, "publish")
 	b.sub = newConn(b, opts.ServerURL, "receive")
@@ -223,6 +249,7 @@ func open(opts Options) (*broker, error) {
 type broker struct {
 	exchange    string
 	ackDeadline time.Duration
+	bounds      pubsubx.Bounds // with defaults
 
 	pub *conn // publishing: one confirm-mode channel
 	sub *conn // receiving, settling and administration
@@ -310,10 +337,34 @@ publish:
 		case err != nil:
 			errs[i] = wrap(err, "RabbitMQ did not confirm the message in time; it may or may not have been stored")
 		case !acked:
-			errs[i] = herr.New(herr.Unavailable, "RabbitMQ did not confirm the message; it may not have been stored")
+			errs[i] = b.nacked()
 		}
 	}
 	return errs
+}
+
+// nacked is the Send result of a message RabbitMQ refused (basic.nack).
+// With overflow=reject-publish that is, but for an internal error of the
+// broker, a subscription's queue at its bounds (RabbitMQ routed the
+// message to the queues with room and refused it for the full one):
+// herr.ResourceExhausted, naming the bounds but no queue, since a
+// publisher need not learn what another principal's consumers are called.
+func (b *broker) nacked() error {
+	if b.bounds.Overflow == pubsubx.RejectPublish {
+		return herr.New(herr.ResourceExhausted, "RabbitMQ did not store the event for a consumer that is not keeping up: its subscription holds max_pending=%d messages or max_pending_bytes=%d bytes; consume or delete it, or raise the bounds in the broker URL",
+			b.bounds.MaxPending, b.bounds.MaxPendingBytes)
+	}
+	return herr.New(herr.Unavailable, "RabbitMQ did not confirm the message; it may not have been stored")
+}
+
+// queueArgs are the arguments a subscription's queue is declared with:
+// its bounds (see # Limits).
+func (b *broker) queueArgs() amqp.Table {
+	return amqp.Table{
+		"x-max-length":       b.bounds.MaxPending,
+		"x-max-length-bytes": b.bounds.MaxPendingBytes,
+		"x-overflow":         string(b.bounds.Overflow),
+	}
 }
 
 // maxRoutingKey is the AMQP short-string limit of a routing key, in bytes.
@@ -418,7 +469,7 @@ func (b *broker) CreateSubscription(ctx context.Context, name string, groups fil
 				return err
 			}
 		}
-		if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
+		if _, err := ch.QueueDeclare(queue, true, false, false, false, b.queueArgs()); err != nil {
 			return err
 		}
 		return b.attach(ch, queue, fx[0], groups)

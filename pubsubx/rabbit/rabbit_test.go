@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -69,6 +70,10 @@ func (h *harness) MakeBrokerWithAckDeadline(ctx context.Context, t testing.TB, d
 	return h.open(ctx, t, "&ackdeadline="+d.String())
 }
 
+func (h *harness) MakeBrokerWithMaxPending(ctx context.Context, t testing.TB, n int) (*pubsubx.Broker, error) {
+	return h.open(ctx, t, "&max_pending="+strconv.Itoa(n))
+}
+
 // MakeUnreachableBroker points at a port nothing listens on.
 func (h *harness) MakeUnreachableBroker(ctx context.Context, t testing.TB) (*pubsubx.Broker, error) {
 	server := fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", emulators.FreePort(t))
@@ -78,6 +83,8 @@ func (h *harness) MakeUnreachableBroker(ctx context.Context, t testing.TB) (*pub
 func (h *harness) Features() drivertest.Features {
 	return drivertest.Features{PublishOrder: true, AckDeadline: rabbit.DefaultAckDeadline}
 }
+
+var _ drivertest.BoundedBacklog = (*harness)(nil)
 
 func TestConformance(t *testing.T) { drivertest.RunConformanceTests(t, newHarness) }
 
@@ -248,4 +255,44 @@ func TestOpenURL(t *testing.T) {
 func (h *harness) MakeBlackHoledBroker(ctx context.Context, t testing.TB, addr string) (*pubsubx.Broker, error) {
 	server := "amqp://guest:guest@" + addr + "/"
 	return pubsubx.Open(ctx, "rabbit://herald-blackhole?url="+url.QueryEscape(server))
+}
+
+// TestDefaultBounds: a subscription's queue is declared with the default
+// bounds, so that one nobody reads cannot grow RabbitMQ without limit: a
+// declare with exactly those arguments is accepted (RabbitMQ refuses a
+// redeclare whose arguments differ).
+func TestDefaultBounds(t *testing.T) {
+	t.Parallel()
+	f := setup(t, "")
+	c, err := amqp.Dial(f.server)
+	require.NoError(t, err)
+	defer c.Close()
+	ch, err := c.Channel()
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare(f.exchange+":"+f.sub, true, false, false, false, amqp.Table{
+		"x-max-length":       int64(pubsubx.DefaultMaxPending),
+		"x-max-length-bytes": int64(pubsubx.DefaultMaxPendingBytes),
+		"x-overflow":         "reject-publish",
+	})
+	require.NoError(t, err, "the queue has the default bounds")
+}
+
+// TestDropHead: with overflow=drop-head a publish to a full queue
+// succeeds and the oldest ready messages make room.
+func TestDropHead(t *testing.T) {
+	t.Parallel()
+	f := setup(t, "&max_pending=3&overflow=drop-head")
+	f.send("1", "2", "3", "4", "5")
+	got := f.receive(10)
+	require.Equal(t, []string{"3", "4", "5"}, bodies(got))
+	require.NoError(t, f.b.Ack(f.ctx, f.sub, got))
+}
+
+// TestBoundsURL: the bounds parameters are checked when the URL is opened.
+func TestBoundsURL(t *testing.T) {
+	t.Parallel()
+	for _, q := range []string{"&max_pending=0", "&max_pending=x", "&max_pending_bytes=-1", "&overflow=drop-tail"} {
+		_, err := pubsubx.Open(t.Context(), "rabbit://herald-bounds?url="+url.QueryEscape("amqp://guest:guest@127.0.0.1:1/")+q)
+		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%s: %v", q, err)
+	}
 }
