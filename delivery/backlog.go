@@ -81,7 +81,7 @@ func (s *Service) takeInIdleBacklogs(ctx context.Context, cs []*leasestore.Consu
 		errs []error
 	)
 	for _, c := range cs {
-		if c.MaxLength <= 0 || c.LiveSessions > 0 || c.Paused || skip[c.ID] {
+		if c.MaxLength <= 0 || c.LiveSessions > 0 || c.Paused || skip[c.ID] || c.Subscription == "" {
 			continue
 		}
 		r, err := s.takeInBacklog(ctx, c, jobIntakeRounds)
@@ -112,7 +112,7 @@ func (s *Service) takeInIdleBacklogs(ctx context.Context, cs []*leasestore.Consu
 // the oldest event the rule keeps. A failure is logged, not returned: the
 // stream's pulls meet the same broker and report its errors.
 func (s *Service) takeInOnAttach(ctx context.Context, c *leasestore.Consumer) {
-	if c.MaxLength <= 0 {
+	if c.MaxLength <= 0 || c.Subscription == "" { // a hub queue has no backlog of its own
 		return
 	}
 	if _, err := s.takeInBacklog(ctx, c, attachIntakeRounds); err != nil && ctx.Err() == nil {
