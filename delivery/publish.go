@@ -194,6 +194,14 @@ func (e *Event) ValidateScanned(sc strictjson.Scan) error {
 	return nil
 }
 
+// errNumberRange is the error for a message with a number no double
+// holds (strictjson.NumberInRange). RFC 7493 (I-JSON) asks for numbers
+// an IEEE 754 double can represent, and every gRPC consumer receives
+// numbers as doubles (google.protobuf.Value): 1e400 cannot be delivered
+// at all, and 1e-400 would arrive as 0. Precision loss is allowed; range
+// is not.
+var errNumberRange = herr.New(herr.InvalidArgument, "message holds a number outside the range of an IEEE 754 double (RFC 7493, I-JSON): its magnitude must be below about 1.8e308, and a nonzero number must not round to 0 (below about 2.5e-324)")
+
 func messageTooBig(n int) error {
 	return herr.InField(herr.New(herr.InvalidArgument, "message is %d bytes; the limit is %d bytes (256 KiB)", n, MaxMessageBytes), "message")
 }
@@ -238,6 +246,8 @@ func (e *Event) validateMessage() (compact bool, err error) {
 		return false, herr.InField(herr.New(herr.InvalidArgument, "message must not repeat a member name within one object (RFC 7493, I-JSON)"), "message")
 	case strictjson.TooDeep:
 		return false, herr.InField(herr.New(herr.InvalidArgument, "message nests objects and arrays more than %d levels deep (the message object is level 1)", MaxMessageDepth), "message")
+	case strictjson.NumberOutOfRange:
+		return false, herr.InField(errNumberRange, "message")
 	default:
 		return false, herr.InField(herr.New(herr.InvalidArgument, "message must be a JSON object"), "message")
 	}

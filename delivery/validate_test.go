@@ -10,6 +10,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/strictjson"
 )
 
 func TestValidateQueueID(t *testing.T) {
@@ -92,5 +93,28 @@ func TestResourceIDControlCharacters(t *testing.T) {
 		err := e.Validate()
 		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%q", bad)
 		require.Contains(t, herr.MessageOf(err), "control characters")
+	}
+}
+
+// TestMessageNumberRange: a message's numbers must be doubles (RFC 7493,
+// I-JSON): overflow (1e400, a 400-digit integer) and the underflow of a
+// nonzero number to 0 (1e-400) are refused naming the message; zero,
+// the extremes of the range and long numbers within it pass (precision
+// may be lost, range may not). The check is the same whether the
+// transport scanned the message already (ValidateScanned) or not.
+func TestMessageNumberRange(t *testing.T) {
+	t.Parallel()
+	for _, n := range []string{"1e400", "-1e400", "1e-400", "-2.4e-324", "1" + strings.Repeat("0", 399), "0." + strings.Repeat("0", 400) + "1"} {
+		e := delivery.Event{EventType: "a.b", Message: []byte(`{"x":{"n":[` + n + `]}}`)}
+		err := e.Validate()
+		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%.30s", n)
+		require.Contains(t, herr.MessageOf(err), "outside the range of an IEEE 754 double", "%.30s", n)
+		require.Equal(t, []any{"message"}, herr.FieldOf(err))
+		e = delivery.Event{EventType: "a.b", Message: []byte(`{"x":{"n":[` + n + `]}}`)}
+		require.Error(t, e.ValidateScanned(strictjson.Scan{}), "%.30s", n)
+	}
+	for _, n := range []string{"0", "-0.0e999", "1.7976931348623157e308", "5e-324", "1" + strings.Repeat("0", 300), "123.5e-7"} {
+		e := delivery.Event{EventType: "a.b", Message: []byte(`{"n":` + n + `}`)}
+		require.NoError(t, e.Validate(), "%.30s", n)
 	}
 }

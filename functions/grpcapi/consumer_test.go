@@ -22,6 +22,7 @@ import (
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta"
 	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/local"
+	"github.com/heraldevents/herald/pubsubx"
 )
 
 // The consumer tests drive EventConsumerService with plain grpc-go, as
@@ -661,14 +662,17 @@ func TestGRPCNonDurableReaped(t *testing.T) {
 	require.NotContains(t, status.Convert(err).Message(), token)
 }
 
-// TestGRPCTriageShowsAnEventGRPCCannotCarry: a message REST accepts but
-// a google.protobuf.Struct cannot hold (a number beyond a double's
-// range) is handed back by the gRPC stream until the delivery limit
-// dead-letters it; triage over gRPC then shows it, by its type, and can
+// TestGRPCTriageShowsAnEventGRPCCannotCarry: publish refuses a number
+// beyond a double's range (422), which no google.protobuf.Struct can
+// hold; one stored before that rule (here put on the topic directly) is
+// poison: the gRPC stream dead-letters it on its first delivery, rather
+// than handing it back until the delivery limit, and delivers the event
+// behind it; triage over gRPC then shows it, by its type, and can
 // discard it, instead of ending the triage stream.
 func TestGRPCTriageShowsAnEventGRPCCannotCarry(t *testing.T) {
 	t.Parallel()
-	h := startConsumerGRPC(t, func(c *local.Config) { c.DeliveryLimit = 1 })
+	var topicURL string
+	h := startConsumerGRPC(t, func(c *local.Config) { topicURL = c.TopicURL })
 	const typ = "shop.order.huge"
 	h.createQueue(t, "huge-q", typ)
 	body := strings.NewReader(`{"event":{"event_type":"` + typ + `","message":{"n":1e400}}}`)
@@ -679,13 +683,20 @@ func TestGRPCTriageShowsAnEventGRPCCannotCarry(t *testing.T) {
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	require.NoError(t, res.Body.Close())
-	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode, "publish refuses a number no double holds")
+
+	broker, err := pubsubx.Open(t.Context(), topicURL)
+	require.NoError(t, err)
+	defer func() { _ = broker.Close() }()
+	old := `{"specversion":"1.0","id":"old-1","source":"/herald","type":"` + typ + `","datacontenttype":"application/json",` +
+		`"time":"2024-10-16T14:30:00Z","publishedat":"2024-10-16T14:30:00Z","principalidentity":"root","data":{"n":1e400}}`
+	require.NoError(t, broker.Send(t.Context(), &pubsubx.Message{Body: []byte(old), Metadata: map[string]string{pubsubx.AttrEventType: typ}}))
 	h.publish(t, typ, 1) // behind it, and delivered
 	ctx, cancel := context.WithCancel(h.ctx(t, h.Token))
 	defer cancel()
 	s := h.acksStream(t, ctx, "huge-q")
 	_, n := recvAck(t, s)
-	require.EqualValues(t, 1, n, "the event gRPC can carry arrives; the other is handed back")
+	require.EqualValues(t, 1, n, "the event gRPC can carry arrives; the other is dead-lettered")
 
 	triage, err := h.conn.NewStream(h.ctx(t, h.Token), &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/"+consumerName+"/ManageDeadLetteredEvents")
 	require.NoError(t, err)
@@ -695,6 +706,7 @@ func TestGRPCTriageShowsAnEventGRPCCannotCarry(t *testing.T) {
 	d := item.GetDeadLetteredEvent()
 	require.Equal(t, typ, d.GetEvent().GetEventType())
 	require.Equal(t, "huge-q", d.GetOriginQueue())
+	require.EqualValues(t, 1, d.GetDeliveryCount(), "dead-lettered on its first delivery")
 	type entry = cpb.ManageDeadLetteredEventsRequest_ActionEntry
 	require.NoError(t, triage.SendMsg(&cpb.ManageDeadLetteredEventsRequest{Actions: []*entry{{DeliveryTag: d.GetDeliveryTag(), Action: cpb.ManageDeadLetteredEventsRequest_ACTION_DISCARD}}}))
 	out := recvOutcomes(t, triage, 1)[0]

@@ -185,13 +185,17 @@ const (
 	InvalidUTF8
 	DuplicateName
 	TooDeep
+	// NumberOutOfRange: a number outside a double's range (see
+	// NumberInRange).
+	NumberOutOfRange
 )
 
 // CheckObject scans data, which must be exactly one JSON object, and
 // reports the first problem: not one JSON object (syntax), a string that is
 // not valid UTF-8 (escapes included), a member name repeated within one
-// object, or objects and arrays nested more than maxDepth deep (the
-// outermost object is depth 1). It returns 0 when there is none. It
+// object, objects and arrays nested more than maxDepth deep (the
+// outermost object is depth 1), or a number outside a double's range
+// (NumberInRange). It returns 0 when there is none. It
 // allocates little: it is run on every published message.
 //
 // A message without problems (the common case) is checked in one pass
@@ -249,6 +253,11 @@ func checkObjectTokens(data []byte, maxDepth int) ObjectProblem {
 		case '{', '[':
 			if dec.StackDepth() > maxDepth {
 				return TooDeep
+			}
+		case '0':
+			// String is the number's text, as it was written.
+			if !NumberInRange([]byte(tok.String())) {
+				return NumberOutOfRange
 			}
 		}
 		if dec.StackDepth() == 0 {
