@@ -41,6 +41,12 @@ const (
 	// (Struct, map entry, Value), an array two; with the response and the
 	// Event around it, 32 levels cost at most 2 + 3×32 = 98.
 	MaxMessageDepth = 32
+	// MaxFailureReasonBytes caps a PublishingResult's failure_reason: the
+	// notifications API's published schema allows 1,024 characters, and
+	// a bounded reason keeps a gRPC batch's answer within what a client
+	// accepts (functions/grpcapi). A longer reason is cut at a character
+	// boundary and ends in "…".
+	MaxFailureReasonBytes = 1024
 	// DefaultPublishTimeout is Config.PublishTimeout's default.
 	DefaultPublishTimeout = 5 * time.Second
 )
@@ -533,7 +539,7 @@ func (s *Service) PublishOutcome(ctx context.Context, p *auth.Principal, e Event
 	case err == nil:
 		return Outcome{Published: pub}, nil
 	case herr.CodeOf(err) == herr.Unavailable:
-		return Outcome{FailureReason: herr.MessageOf(err)}, nil
+		return Outcome{FailureReason: FailureReason(err)}, nil
 	}
 	return Outcome{}, err
 }
@@ -570,7 +576,7 @@ func (s *Service) PublishItems(ctx context.Context, p *auth.Principal, items []B
 	index := make([]int, 0, len(items)) // events[k] is items[index[k]]
 	for i, it := range items {
 		if it.Err != nil {
-			out[i].FailureReason = herr.MessageOf(it.Err)
+			out[i].FailureReason = FailureReason(it.Err)
 			continue
 		}
 		events = append(events, it.Event)
@@ -578,10 +584,26 @@ func (s *Service) PublishItems(ctx context.Context, p *auth.Principal, items []B
 	}
 	for k, r := range s.PublishBatch(ctx, p, events) {
 		if r.Err != nil {
-			out[index[k]].FailureReason = herr.MessageOf(r.Err)
+			out[index[k]].FailureReason = FailureReason(r.Err)
 			continue
 		}
 		out[index[k]].Published = r.Published
 	}
 	return out
+}
+
+// FailureReason is err's caller-safe message (herr.MessageOf) as a
+// PublishingResult's failure_reason: at most MaxFailureReasonBytes bytes
+// of UTF-8, cut at a character boundary and ended with "…" when longer.
+func FailureReason(err error) string {
+	m := herr.MessageOf(err)
+	if len(m) <= MaxFailureReasonBytes {
+		return m
+	}
+	const ellipsis = "…"
+	cut := MaxFailureReasonBytes - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(m[cut]) {
+		cut--
+	}
+	return m[:cut] + ellipsis
 }
