@@ -115,6 +115,10 @@ func New(cfg Config) *Service {
 	return &Service{cfg: cfg, warnings: lograte.New(lograte.DefaultInterval)}
 }
 
+// Now is the service's clock (Config.Now), in UTC: the time a publish
+// request is handled.
+func (s *Service) Now() time.Time { return s.cfg.Now().UTC() }
+
 // Event is a publish request's event (the notifications API, "PublishEvent").
 type Event struct {
 	EventType  string
@@ -596,7 +600,11 @@ func (s *Service) PublishItems(ctx context.Context, p *auth.Principal, items []B
 // PublishingResult's failure_reason: at most MaxFailureReasonBytes bytes
 // of UTF-8, cut at a character boundary and ended with "…" when longer.
 func FailureReason(err error) string {
-	m := herr.MessageOf(err)
+	return CapFailureReason(herr.MessageOf(err))
+}
+
+// CapFailureReason cuts m to MaxFailureReasonBytes as FailureReason does.
+func CapFailureReason(m string) string {
 	if len(m) <= MaxFailureReasonBytes {
 		return m
 	}

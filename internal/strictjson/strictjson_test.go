@@ -321,3 +321,22 @@ func TestNumberRange(t *testing.T) {
 		require.True(t, strictjson.NumberInRange([]byte(n)), "%.40s", n)
 	}
 }
+
+// TestUnmarshalIgnoreUnknown: with IgnoreUnknown a member no field
+// declares is skipped, at any depth, but still held to the rules of the
+// text (no repeated name, valid UTF-8); without it, it is refused.
+func TestUnmarshalIgnoreUnknown(t *testing.T) {
+	t.Parallel()
+	var v ack
+	require.NoError(t, strictjson.Unmarshal([]byte(`{"leaseId":"l","extra":{"x":[1e5]},"nested":[{"id":"a","kind":"k"}]}`), &v, strictjson.IgnoreUnknown))
+	require.Equal(t, "l", v.LeaseID)
+	require.Equal(t, "a", v.Nested[0].ID)
+	err := strictjson.Unmarshal([]byte(`{"leaseId":"l","extra":{"x":1,"x":2}}`), &v, strictjson.IgnoreUnknown)
+	require.Contains(t, herr.MessageOf(err), `duplicate field "x"`)
+	err = strictjson.Unmarshal([]byte("{\"extra\":\"\xff\"}"), &v, strictjson.IgnoreUnknown)
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err))
+	err = strictjson.Unmarshal([]byte(`{"leaseId":"l","extra":1}`), &v)
+	require.Contains(t, herr.MessageOf(err), `unknown field "extra"`)
+	err = strictjson.Unmarshal([]byte(`{"leaseId":"l","extra":1}`), &v, strictjson.LenientParts)
+	require.Contains(t, herr.MessageOf(err), `unknown field "extra"`, "LenientParts alone keeps unknown members refused")
+}
