@@ -457,11 +457,17 @@ func toGroups(in []*pb.FilterGroup) filter.Groups {
 
 // toConsumerEvent converts a delivered event to the notifications API's consumer Event.
 // A missing or null message is an empty Struct. The message is a Struct
-// for sending only (structjson.Wire: its encoding, not its fields).
+// for sending only (structjson.Wire: its encoding, not its fields). id
+// and resource (Herald's fields 100 and 101) carry the event's id and
+// resource, resource only when it has one.
 func toConsumerEvent(e *delivery.ConsumerEvent) (*pb.Event, error) {
 	out := &pb.Event{
 		EventType:         e.EventType,
 		PrincipalIdentity: e.PrincipalIdentity,
+		Id:                e.ID,
+	}
+	if e.Resource.ResourceID != "" {
+		out.Resource = &pb.EventResource{ResourceId: e.Resource.ResourceID}
 	}
 	if !e.OccurredAt.IsZero() {
 		out.OccurredAt = timestamppb.New(e.OccurredAt)

@@ -712,3 +712,53 @@ func TestGRPCTriageShowsAnEventGRPCCannotCarry(t *testing.T) {
 	out := recvOutcomes(t, triage, 1)[0]
 	require.Equal(t, cpb.ManageDeadLetteredEventsResponse_ActionOutcome_OUTCOME_DISCARDED, out.GetOutcome(), out.GetDetail())
 }
+
+// TestGRPCEventsCarryIDAndResource: a streamed Event carries the event's
+// id (field 100) and resource (field 101), Herald's additions to the
+// published message: the id is the same on a redelivery, so a consumer
+// can drop duplicates, and differs between events; an event published
+// without a resource has none.
+func TestGRPCEventsCarryIDAndResource(t *testing.T) {
+	t.Parallel()
+	h := startConsumerGRPC(t)
+	const typ = "shop.order.ids"
+	h.createQueue(t, "ids-q", typ)
+	for i, resource := range []string{"/orders/1", ""} {
+		ev := &pb.Event{EventType: typ, Message: mustStruct(t, map[string]any{"n": i})}
+		if resource != "" {
+			ev.Resource = &pb.EventResource{ResourceId: resource}
+		}
+		res := &pb.PublishEventResponse{}
+		require.NoError(t, h.conn.Invoke(h.ctx(t, h.Token), publishMethod, &pb.PublishEventRequest{Event: ev}, res))
+		require.True(t, res.GetResult().GetSuccess())
+	}
+	s := h.acksStream(t, h.ctx(t, h.Token), "ids-q")
+	recv := func() (int64, *cpb.Event) {
+		res := &cpb.ConsumeDurableEventsWithAcksResponse{}
+		require.NoError(t, s.RecvMsg(res))
+		require.Len(t, res.GetEvents(), 1)
+		return res.GetDeliveryTag(), res.GetEvents()[0]
+	}
+	tag, first := recv()
+	require.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`, first.GetId())
+	require.Equal(t, "/orders/1", first.GetResource().GetResourceId())
+	require.NoError(t, s.SendMsg(&cpb.ConsumeDurableEventsWithAcksRequest{NackDeliveryTags: []int64{tag}}))
+	var again, second *cpb.Event
+	var tags []int64
+	for again == nil || second == nil {
+		tag, ev := recv()
+		tags = append(tags, tag)
+		if ev.GetMessage().GetFields()["n"].GetNumberValue() == 0 {
+			again = ev
+		} else {
+			second = ev
+		}
+	}
+	require.Equal(t, first.GetId(), again.GetId(), "a redelivery carries the same id")
+	require.Equal(t, "/orders/1", again.GetResource().GetResourceId())
+	require.NotEmpty(t, second.GetId())
+	require.NotEqual(t, first.GetId(), second.GetId())
+	require.Nil(t, second.GetResource(), "an event published without a resource has none")
+	require.NoError(t, s.SendMsg(&cpb.ConsumeDurableEventsWithAcksRequest{AckDeliveryTags: tags}))
+	finish(t, s)
+}

@@ -156,7 +156,7 @@ func TestSingle(t *testing.T) {
 	require.Equal(t, "admin", got[0].PrincipalIdentity)
 	require.JSONEq(t, `{"n":1}`, string(got[0].Message))
 	require.Equal(t, time.Date(2024, 10, 16, 12, 30, 0, 0, time.UTC), got[0].OccurredAt.UTC())
-	require.Equal(t, "/orders/1", got[0].ResourceID)
+	require.Equal(t, "/orders/1", got[0].Resource.ResourceID)
 	require.Equal(t, "orders.updated", got[1].EventType)
 	require.JSONEq(t, `{}`, string(got[1].Message))
 }
