@@ -43,7 +43,8 @@ func TestNonDurableStreamE2E(t *testing.T) {
 		require.False(t, f.HasID)
 		var raw map[string]json.RawMessage
 		require.NoError(t, json.Unmarshal([]byte(f.Data), &raw))
-		require.ElementsMatch(t, []string{"event_type", "principal_identity", "occurred_at", "published_at", "message"}, keys(raw))
+		require.ElementsMatch(t, []string{"event_type", "principal_identity", "occurred_at", "published_at", "message", "id", "resource"}, keys(raw))
+		require.JSONEq(t, `{"resource_id":"/users/123"}`, string(raw["resource"]))
 		var e consumerEvent
 		require.NoError(t, json.Unmarshal([]byte(f.Data), &e))
 		require.Equal(t, "myapp.user.created", e.EventType)
