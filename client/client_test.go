@@ -239,12 +239,13 @@ func TestDurableQueueStream(t *testing.T) {
 	assert.Equal(t, "shop.order.placed", again.FilterGroups[0].EventType, "an existing queue answers with its own filters")
 
 	for i := range 3 {
-		b.publish(t, "shop.order.placed", "", map[string]int{"id": i})
+		b.publish(t, "shop.order.placed", fmt.Sprintf("/orders/%d", i), map[string]int{"id": i})
 	}
 	b.publish(t, "shop.other", "", nil) // filtered out
 
 	var mu sync.Mutex
 	acked := map[int]bool{}
+	ids := map[int]string{} // event id by message id: the same on a redelivery
 	nacked := false
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -255,6 +256,12 @@ func TestDurableQueueStream(t *testing.T) {
 		assert.NotZero(t, d.DeliveryTag)
 		var m struct{ ID int }
 		require.NoError(t, json.Unmarshal(d.Event.Message, &m))
+		assert.NotEmpty(t, d.Event.ID)
+		if id, seen := ids[m.ID]; seen {
+			assert.Equal(t, id, d.Event.ID, "a redelivery carries the event's id")
+		}
+		ids[m.ID] = d.Event.ID
+		assert.Equal(t, fmt.Sprintf("/orders/%d", m.ID), d.Event.ResourceID)
 		if m.ID == 1 && !nacked {
 			nacked = true
 			return errors.New("try again")

@@ -21,7 +21,7 @@ import (
 )
 
 // ConsumerEvent is an event as the notifications API delivers it on
-// streams and in dead letters: no id or source, the publisher's principal
+// streams and in dead letters: no source, the publisher's principal
 // instead.
 type ConsumerEvent struct {
 	Type              string          `json:"event_type"`
@@ -29,6 +29,13 @@ type ConsumerEvent struct {
 	OccurredAt        time.Time       `json:"occurred_at"`
 	PublishedAt       time.Time       `json:"published_at"`
 	Message           json.RawMessage `json:"message"`
+	// ID is the event's id, the same on every delivery of it: delivery
+	// is at least once, so a handler that must not act twice remembers
+	// the ids it has handled. "" from a server that sends none.
+	ID string `json:"id,omitempty"`
+	// ResourceID is a streamed event's resource id ("" for none); a dead
+	// letter carries it as DeadLetter.ResourceID.
+	ResourceID string `json:"-"`
 }
 
 // Delivery is one event handed to a StreamHandler.
@@ -289,7 +296,8 @@ func fromPB(evs []*pb.Event) ConsumerEvent {
 		return ConsumerEvent{}
 	}
 	e := evs[0]
-	out := ConsumerEvent{Type: e.GetEventType(), PrincipalIdentity: e.GetPrincipalIdentity(), Message: json.RawMessage("{}")}
+	out := ConsumerEvent{Type: e.GetEventType(), PrincipalIdentity: e.GetPrincipalIdentity(), Message: json.RawMessage("{}"),
+		ID: e.GetId(), ResourceID: e.GetResource().GetResourceId()}
 	if e.OccurredAt != nil {
 		out.OccurredAt = e.GetOccurredAt().AsTime()
 	}

@@ -20,23 +20,40 @@ import (
 //
 //	{"event_type":"myapp.user.created","principal_identity":"billing",
 //	 "occurred_at":"2024-10-16T14:30:00Z","published_at":"2024-10-16T14:30:01Z",
-//	 "message":{"user_id":"123"}}
+//	 "message":{"user_id":"123"},"id":"8f4d2a1e-…","resource":{"resource_id":"/users/123"}}
 //
 // It is derived from the stored CloudEvent (see package cloudevent): type →
 // event_type, principalidentity → principal_identity, time → occurred_at,
-// publishedat → published_at, data → message. Times are RFC 3339 in UTC.
-// ResourceID (the CloudEvent subject) is not part of the notifications API's Event; it is
-// kept for the dead-letter items, which carry it beside the event.
+// publishedat → published_at, data → message, id → id, subject →
+// resource.resource_id. Times are RFC 3339 in UTC.
+//
+// id and resource are Herald's additions to the published Event, as
+// members the published schemas allow (additional properties; the gRPC
+// Event's fields 100 and 101): delivery is at least once, and the id,
+// the same on every delivery of an event, is what lets a consumer drop
+// the duplicates.
 type ConsumerEvent struct {
 	EventType         string          `json:"event_type"`
 	PrincipalIdentity string          `json:"principal_identity"`
 	OccurredAt        time.Time       `json:"occurred_at"`
 	PublishedAt       time.Time       `json:"published_at"`
 	Message           json.RawMessage `json:"message"`
-	ResourceID        string          `json:"-"`
+	// ID is the event's id, stamped at publish (a UUID); "" only for an
+	// event stored without one.
+	ID string `json:"id,omitempty"`
+	// Resource is the event's resource; the zero Resource (left out of
+	// the JSON form) when it was published without one.
+	Resource EventResource `json:"resource,omitzero"`
 	// scan is strictjson.ScanObject's result for Message (at
 	// MaxMessageDepth) when the event was decoded in one pass, else zero.
 	scan strictjson.Scan
+}
+
+// EventResource is the resource of a delivered event: the notifications
+// API's EventResource.
+type EventResource struct {
+	// ResourceID is the path-like id the event was published with.
+	ResourceID string `json:"resource_id"`
 }
 
 // MessageChecked reports that Message is one JSON object, nested at most
@@ -49,6 +66,7 @@ func (e *ConsumerEvent) MessageChecked() bool {
 
 // storedEvent is the part of an encoded CloudEvent a consumer sees.
 type storedEvent struct {
+	ID                string          `json:"id"`
 	Type              string          `json:"type"`
 	Subject           string          `json:"subject"`
 	Time              string          `json:"time"`
@@ -77,7 +95,7 @@ func DecodeConsumerEvent(body []byte) (*ConsumerEvent, error) {
 	}
 	out := &ConsumerEvent{
 		EventType: s.Type, PrincipalIdentity: s.PrincipalIdentity,
-		Message: s.Data, ResourceID: s.Subject, scan: s.scan,
+		Message: s.Data, ID: s.ID, Resource: EventResource{ResourceID: s.Subject}, scan: s.scan,
 	}
 	if len(out.Message) == 0 || string(out.Message) == "null" {
 		out.Message = json.RawMessage("{}")
@@ -164,5 +182,14 @@ func (e *ConsumerEvent) AppendJSON(dst []byte) ([]byte, error) {
 	}
 	dst = append(dst, `,"message":`...)
 	dst = jsonappend.Raw(dst, e.Message)
+	if e.ID != "" {
+		dst = append(dst, `,"id":`...)
+		dst = jsonappend.String(dst, e.ID)
+	}
+	if e.Resource != (EventResource{}) {
+		dst = append(dst, `,"resource":{"resource_id":`...)
+		dst = jsonappend.String(dst, e.Resource.ResourceID)
+		dst = append(dst, '}')
+	}
 	return append(dst, '}'), nil
 }

@@ -28,7 +28,12 @@ func TestConsumerEventAppendJSONMatchesMarshal(t *testing.T) {
 			OccurredAt:        times[r.IntN(len(times))],
 			PublishedAt:       times[r.IntN(3)],
 			Message:           json.RawMessage(messages[r.IntN(len(messages))]),
-			ResourceID:        "/not/in/json",
+		}
+		if r.IntN(2) == 0 {
+			e.ID = texts[r.IntN(len(texts))]
+		}
+		if r.IntN(2) == 0 {
+			e.Resource.ResourceID = texts[r.IntN(len(texts))]
 		}
 		if r.IntN(10) == 0 {
 			e.Message = nil // written as null

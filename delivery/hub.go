@@ -453,7 +453,7 @@ func newHubEvent(body []byte) (*hubEvent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &hubEvent{body: body, event: ev, id: cloudEventID(body), published: ev.PublishedAt}, nil
+	return &hubEvent{body: body, event: ev, id: ev.ID, published: ev.PublishedAt}, nil
 }
 
 // wakeSpiller tells the spill loop there is work.

@@ -1,11 +1,8 @@
 package delivery
 
 import (
-	"bytes"
 	"sync"
 	"time"
-
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/leasestore"
@@ -204,29 +201,3 @@ func (r *idRing) add(id string) {
 }
 
 func (r *idRing) has(id string) bool { return r.set[id] > 0 }
-
-// cloudEventID returns the "id" member of an encoded CloudEvent ("" when
-// it has none or is not an object), reading no further than it.
-func cloudEventID(body []byte) string {
-	dec := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
-		return ""
-	}
-	for dec.PeekKind() == '"' {
-		name, err := dec.ReadToken()
-		if err != nil {
-			return ""
-		}
-		if name.String() == "id" {
-			v, err := dec.ReadToken()
-			if err != nil || v.Kind() != '"' {
-				return ""
-			}
-			return v.String()
-		}
-		if err := dec.SkipValue(); err != nil {
-			return ""
-		}
-	}
-	return ""
-}

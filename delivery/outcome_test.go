@@ -3,8 +3,10 @@ package delivery_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/docstore/memdocstore"
@@ -107,4 +109,19 @@ func TestPublishToAFullConsumerSaysSo(t *testing.T) {
 	l, err := svc.Pull(t.Context(), admin, delivery.PullRequest{Destination: dest.ID, Worker: "w", Limit: 10, Visibility: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, l.Events, 2, "the consumer holds both events it had room for")
+}
+
+// TestFailureReasonBounded: a failure_reason is at most 1,024 bytes (the
+// published schema's maxLength, and what keeps a gRPC batch's answer
+// bounded), cut at a character boundary; a short one is kept as it is.
+func TestFailureReasonBounded(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "short", delivery.FailureReason(herr.New(herr.Unavailable, "short")))
+	for _, long := range []string{strings.Repeat("x", 5000), strings.Repeat("é", 700), "a" + strings.Repeat("😀", 400)} {
+		r := delivery.FailureReason(herr.New(herr.Unavailable, "%s", long))
+		require.LessOrEqual(t, len(r), delivery.MaxFailureReasonBytes)
+		require.Greater(t, len(r), delivery.MaxFailureReasonBytes-8)
+		require.True(t, utf8.ValidString(r))
+		require.True(t, strings.HasSuffix(r, "…"))
+	}
 }

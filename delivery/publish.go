@@ -41,6 +41,12 @@ const (
 	// (Struct, map entry, Value), an array two; with the response and the
 	// Event around it, 32 levels cost at most 2 + 3×32 = 98.
 	MaxMessageDepth = 32
+	// MaxFailureReasonBytes caps a PublishingResult's failure_reason: the
+	// notifications API's published schema allows 1,024 characters, and
+	// a bounded reason keeps a gRPC batch's answer within what a client
+	// accepts (functions/grpcapi). A longer reason is cut at a character
+	// boundary and ends in "…".
+	MaxFailureReasonBytes = 1024
 	// DefaultPublishTimeout is Config.PublishTimeout's default.
 	DefaultPublishTimeout = 5 * time.Second
 )
@@ -110,6 +116,10 @@ func New(cfg Config) *Service {
 	cfg.Streams.setDefaults()
 	return &Service{cfg: cfg, warnings: lograte.New(lograte.DefaultInterval)}
 }
+
+// Now is the service's clock (Config.Now), in UTC: the time a publish
+// request is handled.
+func (s *Service) Now() time.Time { return s.cfg.Now().UTC() }
 
 // Event is a publish request's event (the notifications API, "PublishEvent").
 type Event struct {
@@ -196,6 +206,14 @@ func (e *Event) ValidateScanned(sc strictjson.Scan) error {
 	return nil
 }
 
+// errNumberRange is the error for a message with a number no double
+// holds (strictjson.NumberInRange). RFC 7493 (I-JSON) asks for numbers
+// an IEEE 754 double can represent, and every gRPC consumer receives
+// numbers as doubles (google.protobuf.Value): 1e400 cannot be delivered
+// at all, and 1e-400 would arrive as 0. Precision loss is allowed; range
+// is not.
+var errNumberRange = herr.New(herr.InvalidArgument, "message holds a number outside the range of an IEEE 754 double (RFC 7493, I-JSON): its magnitude must be below about 1.8e308, and a nonzero number must not round to 0 (below about 2.5e-324)")
+
 func messageTooBig(n int) error {
 	return herr.InField(herr.New(herr.InvalidArgument, "message is %d bytes; the limit is %d bytes (256 KiB)", n, MaxMessageBytes), "message")
 }
@@ -240,6 +258,8 @@ func (e *Event) validateMessage() (compact bool, err error) {
 		return false, herr.InField(herr.New(herr.InvalidArgument, "message must not repeat a member name within one object (RFC 7493, I-JSON)"), "message")
 	case strictjson.TooDeep:
 		return false, herr.InField(herr.New(herr.InvalidArgument, "message nests objects and arrays more than %d levels deep (the message object is level 1)", MaxMessageDepth), "message")
+	case strictjson.NumberOutOfRange:
+		return false, herr.InField(errNumberRange, "message")
 	default:
 		return false, herr.InField(herr.New(herr.InvalidArgument, "message must be a JSON object"), "message")
 	}
@@ -525,7 +545,7 @@ func (s *Service) PublishOutcome(ctx context.Context, p *auth.Principal, e Event
 	case err == nil:
 		return Outcome{Published: pub}, nil
 	case herr.CodeOf(err) == herr.Unavailable:
-		return Outcome{FailureReason: herr.MessageOf(err)}, nil
+		return Outcome{FailureReason: FailureReason(err)}, nil
 	}
 	return Outcome{}, err
 }
@@ -562,7 +582,7 @@ func (s *Service) PublishItems(ctx context.Context, p *auth.Principal, items []B
 	index := make([]int, 0, len(items)) // events[k] is items[index[k]]
 	for i, it := range items {
 		if it.Err != nil {
-			out[i].FailureReason = herr.MessageOf(it.Err)
+			out[i].FailureReason = FailureReason(it.Err)
 			continue
 		}
 		events = append(events, it.Event)
@@ -570,10 +590,30 @@ func (s *Service) PublishItems(ctx context.Context, p *auth.Principal, items []B
 	}
 	for k, r := range s.PublishBatch(ctx, p, events) {
 		if r.Err != nil {
-			out[index[k]].FailureReason = herr.MessageOf(r.Err)
+			out[index[k]].FailureReason = FailureReason(r.Err)
 			continue
 		}
 		out[index[k]].Published = r.Published
 	}
 	return out
+}
+
+// FailureReason is err's caller-safe message (herr.MessageOf) as a
+// PublishingResult's failure_reason: at most MaxFailureReasonBytes bytes
+// of UTF-8, cut at a character boundary and ended with "…" when longer.
+func FailureReason(err error) string {
+	return CapFailureReason(herr.MessageOf(err))
+}
+
+// CapFailureReason cuts m to MaxFailureReasonBytes as FailureReason does.
+func CapFailureReason(m string) string {
+	if len(m) <= MaxFailureReasonBytes {
+		return m
+	}
+	const ellipsis = "…"
+	cut := MaxFailureReasonBytes - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(m[cut]) {
+		cut--
+	}
+	return m[:cut] + ellipsis
 }

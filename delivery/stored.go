@@ -56,6 +56,8 @@ func parseStored(body []byte) (s storedEvent, ok bool) {
 				bit, s.PublishedAt = 16, string(v)
 			case "principalidentity":
 				bit, s.PrincipalIdentity = 32, string(v)
+			case "id":
+				bit, s.ID = 64, string(v)
 			}
 		}
 		if seen&bit != 0 {

@@ -505,6 +505,37 @@ func (st *Stream) Nack(ctx context.Context, tags ...int64) (SettleReport, error)
 	return st.Settle(ctx, nil, tags)
 }
 
+// Reject moves the events of tags to the dead-letter queue at once
+// (reason DELIVERY_LIMIT), as Next does with a poison event: for an event
+// the transport found it cannot encode, which a nack would bring back to
+// every stream until its delivery limit (twenty failed sends and as many
+// error lines for one event). It returns how many events it moved; a tag
+// the session does not hold is skipped. Errors are the store's; the tags
+// then stay unsettled (a retry rejects them, or the session's end hands
+// them back).
+func (st *Stream) Reject(ctx context.Context, tags ...int64) (int, error) {
+	st.mu.Lock()
+	refs, _, taken, _ := takeTags(st.tags, tags, nil)
+	st.mu.Unlock()
+	if len(refs) == 0 {
+		return 0, nil
+	}
+	n, err := st.svc.cfg.Store.Reject(ctx, st.queue, refs, leasestore.ReasonDeliveryLimit)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err != nil {
+		if herr.CodeOf(err) != herr.NotFound {
+			for tag, ref := range taken {
+				st.tags[tag] = ref
+			}
+		}
+		return 0, st.sessionErr(err)
+	}
+	close(st.settled)
+	st.settled = make(chan struct{})
+	return n, nil
+}
+
 // Settle acknowledges acks and hands nacks back for immediate redelivery,
 // acks first: a tag in both is acknowledged (the notifications API,
 // ConsumeDurableEventsWithAcks). A tag the session does not know is

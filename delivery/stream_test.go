@@ -497,9 +497,11 @@ func TestPoisonDeadLetteredAtOnce(t *testing.T) {
 	ctx := t.Context()
 	_, err := b.svc.CreateQueue(ctx, root, delivery.CreateQueueParams{ID: "pq"})
 	require.NoError(t, err)
-	// Three poisons: not a CloudEvent; and two the one-pass decoder reads
+	// Six poisons: not a CloudEvent; two the one-pass decoder reads
 	// (their messages scanned and sound) that still break a publish rule,
-	// a bad event type and a message over the size limit.
+	// a bad event type and a message over the size limit; and three with
+	// numbers no double holds (stored before publish refused them), which
+	// gRPC cannot deliver (1e400, 400 digits) or would deliver as 0.
 	stored := func(typ, data string) []byte {
 		return []byte(`{"specversion":"1.0","id":"x","source":"/h","type":"` + typ + `","datacontenttype":"application/json","time":"2024-10-16T14:30:00Z","data":` + data + `}`)
 	}
@@ -507,6 +509,9 @@ func TestPoisonDeadLetteredAtOnce(t *testing.T) {
 		[]byte("not a cloud event \xff"),
 		stored("Not A Type!", `{"a":1}`),
 		stored("a.b", `{"s":"`+strings.Repeat("x", delivery.MaxMessageBytes)+`"}`),
+		stored("a.b", `{"n":1e400}`),
+		stored("a.b", `{"n":[1e-400]}`),
+		stored("a.b", `{"n":1`+strings.Repeat("0", 399)+`}`),
 	} {
 		require.NoError(t, b.broker.Send(ctx, &pubsubx.Message{Body: body, Metadata: map[string]string{pubsubx.AttrEventType: "a.b"}}))
 	}
@@ -519,7 +524,7 @@ func TestPoisonDeadLetteredAtOnce(t *testing.T) {
 	require.Equal(t, 1, nOf(t, ds[0]))
 	dls, _, err := b.svc.ListDeadLetters(ctx, root, 10, "")
 	require.NoError(t, err)
-	require.Len(t, dls, 3)
+	require.Len(t, dls, 6)
 	for _, dl := range dls {
 		require.Equal(t, "pq", dl.OriginQueue)
 		require.Equal(t, leasestore.ReasonDeliveryLimit, dl.Reason)
@@ -527,4 +532,42 @@ func TestPoisonDeadLetteredAtOnce(t *testing.T) {
 	}
 	_, err = st.Ack(ctx, ds[0].Tag)
 	require.NoError(t, err)
+}
+
+// TestStreamRejectDeadLettersAtOnce: an event a transport finds it cannot
+// encode is rejected by its tag (Stream.Reject): it goes to the
+// dead-letter queue on this first delivery, is never delivered again,
+// and an unknown or repeated tag is skipped.
+func TestStreamRejectDeadLettersAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := t.Context()
+	_, err := b.svc.CreateQueue(ctx, root, delivery.CreateQueueParams{ID: "rq"})
+	require.NoError(t, err)
+	b.publish(t, "a.b", 1, 2)
+	st, err := b.svc.OpenStream(ctx, root, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "rq"})
+	require.NoError(t, err)
+	defer func() { _ = st.Close(context.Background()) }()
+	var ds []delivery.Delivery
+	for len(ds) < 2 {
+		ds = append(ds, next(t, st)...)
+	}
+	n, err := st.Reject(ctx, ds[0].Tag, 999)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	n, err = st.Reject(ctx, ds[0].Tag)
+	require.NoError(t, err)
+	require.Zero(t, n, "a settled tag is skipped")
+	require.Equal(t, 1, st.Unsettled())
+	_, err = st.Ack(ctx, ds[1].Tag)
+	require.NoError(t, err)
+	dls, _, err := b.svc.ListDeadLetters(ctx, root, 10, "")
+	require.NoError(t, err)
+	require.Len(t, dls, 1)
+	require.Equal(t, "rq", dls[0].OriginQueue)
+	require.Equal(t, leasestore.ReasonDeliveryLimit, dls[0].Reason)
+	require.Equal(t, int64(1), dls[0].DeliveryCount)
+	c, err := b.store.GetConsumer(ctx, "rq")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, c.Committed, "the cursor passes the rejected event")
 }

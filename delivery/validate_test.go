@@ -10,6 +10,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/strictjson"
 )
 
 func TestValidateQueueID(t *testing.T) {
@@ -67,7 +68,8 @@ func TestDecodeConsumerEvent(t *testing.T) {
 	require.True(t, e.OccurredAt.Equal(time.Date(2024, 10, 16, 14, 30, 0, 0, time.UTC)))
 	require.True(t, e.PublishedAt.Equal(time.Date(2024, 10, 16, 14, 30, 1, 500_000_000, time.UTC)))
 	require.JSONEq(t, `{"user_id":"123"}`, string(e.Message))
-	require.Equal(t, "/users/1", e.ResourceID)
+	require.Equal(t, "/users/1", e.Resource.ResourceID)
+	require.Equal(t, "x", e.ID)
 	require.True(t, e.MessageChecked(), "an event as Publish stores it is read in one pass, its message checked")
 	escaped, err := delivery.DecodeConsumerEvent([]byte(strings.Replace(body, "myapp.user.created", `myapp.user.cr\u0065ated`, 1)))
 	require.NoError(t, err)
@@ -92,5 +94,28 @@ func TestResourceIDControlCharacters(t *testing.T) {
 		err := e.Validate()
 		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%q", bad)
 		require.Contains(t, herr.MessageOf(err), "control characters")
+	}
+}
+
+// TestMessageNumberRange: a message's numbers must be doubles (RFC 7493,
+// I-JSON): overflow (1e400, a 400-digit integer) and the underflow of a
+// nonzero number to 0 (1e-400) are refused naming the message; zero,
+// the extremes of the range and long numbers within it pass (precision
+// may be lost, range may not). The check is the same whether the
+// transport scanned the message already (ValidateScanned) or not.
+func TestMessageNumberRange(t *testing.T) {
+	t.Parallel()
+	for _, n := range []string{"1e400", "-1e400", "1e-400", "-2.4e-324", "1" + strings.Repeat("0", 399), "0." + strings.Repeat("0", 400) + "1"} {
+		e := delivery.Event{EventType: "a.b", Message: []byte(`{"x":{"n":[` + n + `]}}`)}
+		err := e.Validate()
+		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%.30s", n)
+		require.Contains(t, herr.MessageOf(err), "outside the range of an IEEE 754 double", "%.30s", n)
+		require.Equal(t, []any{"message"}, herr.FieldOf(err))
+		e = delivery.Event{EventType: "a.b", Message: []byte(`{"x":{"n":[` + n + `]}}`)}
+		require.Error(t, e.ValidateScanned(strictjson.Scan{}), "%.30s", n)
+	}
+	for _, n := range []string{"0", "-0.0e999", "1.7976931348623157e308", "5e-324", "1" + strings.Repeat("0", 300), "123.5e-7"} {
+		e := delivery.Event{EventType: "a.b", Message: []byte(`{"n":` + n + `}`)}
+		require.NoError(t, e.Validate(), "%.30s", n)
 	}
 }

@@ -482,6 +482,111 @@ func TestNotificationsOpenAPIPublish(t *testing.T) {
 	require.Contains(t, string(r.Body), `"loc":["body","events"]`)
 }
 
+// requireAnswer holds an answer Herald gave (to a request sent by other
+// means) to the contract's schema for method path and its status.
+func (k *contract) requireAnswer(t *testing.T, method, path string, r *response) {
+	t.Helper()
+	req, err := http.NewRequest(method, k.c.base+path, nil)
+	require.NoError(t, err)
+	route, params, err := k.router.FindRoute(req)
+	require.NoError(t, err)
+	require.NoError(t, openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+		Status:                 r.Status,
+		Header:                 r.Header,
+		Body:                   io.NopCloser(bytes.NewReader(r.Body)),
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}), "%s %s answered %d %s", method, path, r.Status, r.Body)
+}
+
+// TestNotificationsOpenAPIExtraMembers: the published schemas allow
+// additional properties, so a publish body with members Herald does not
+// read — output-only ones the schemas define elsewhere (published_at,
+// principal_identity, id) and ones no schema defines (a top-level
+// request_id, resource.kind) — is one a generated client may send, and
+// is published; nothing of those members is echoed or delivered.
+func TestNotificationsOpenAPIExtraMembers(t *testing.T) {
+	t.Parallel()
+	c := start(t)
+	k := newContract(t, c)
+	s := c.mustStream(t, streamPath("filter_groups", `[{"event_type":"storage.file.created","filters":[]}]`), nil)
+	s.connected(t)
+	event := func(i int) map[string]any {
+		return map[string]any{"event_type": "storage.file.created", "message": map[string]any{"n": i}, "occurred_at": "2024-10-23T12:34:56Z",
+			"published_at": "2024-10-23T12:34:57Z", "principal_identity": "someone-else", "id": "client-id",
+			"resource": map[string]any{"resource_id": "/folder/doc.pdf", "kind": "file"}}
+	}
+	r := k.call(t, "POST", "/api/v1beta/events", c.token, map[string]any{"event": event(1), "request_id": "r-1"}, http.StatusOK)
+	require.Contains(t, string(r.Body), `"success":true`)
+	r = k.call(t, "POST", "/api/v1beta/events/batch", c.token, map[string]any{"events": []any{event(2), event(3)}, "request_id": "r-2"}, http.StatusOK)
+	require.Equal(t, 2, strings.Count(string(r.Body), `"success":true`), "%s", r.Body)
+	for _, member := range []string{"published_at", "principal_identity", "client-id", "kind", "request_id"} {
+		require.NotContains(t, string(r.Body), member, "an ignored member is not echoed")
+	}
+	for n := 1; n <= 3; {
+		f := s.next(t)
+		if f.Event != "event" {
+			continue
+		}
+		k.requireEventData(t, f.Data)
+		var d map[string]any
+		require.NoError(t, json.Unmarshal([]byte(f.Data), &d))
+		require.Equal(t, map[string]any{"n": float64(n)}, d["message"])
+		require.NotEqual(t, "someone-else", d["principal_identity"], "the publisher's own identity is delivered, not the one sent")
+		require.NotEqual(t, "2024-10-23T12:34:57Z", d["published_at"], "Herald stamps published_at")
+		require.NotContains(t, f.Data, "client-id")
+		require.NotContains(t, f.Data, "kind")
+		n++
+	}
+}
+
+// TestNotificationsOpenAPIFailedResults: the results of events that fail
+// in a batch stay valid published PublishingResults, whatever was sent —
+// a bad event_type, no occurred_at, a message that is not an object, an
+// event that is not an object, a resource_id with a control character,
+// an unparsable occurred_at, a message over the limit, a type the caller
+// may not publish — so a client that validates the answer keeps the
+// results of the events that were published.
+func TestNotificationsOpenAPIFailedResults(t *testing.T) {
+	t.Parallel()
+	c := start(t)
+	k := newContract(t, c)
+	events := []string{
+		`{"event_type":"storage.file.created","message":{"n":1},"occurred_at":"2024-10-23T12:34:56Z"}`,
+		`{"event_type":"bad type!","message":{}}`,
+		`{"event_type":"` + strings.Repeat("t", 300) + `"}`,
+		`{"message":{}}`,
+		`{"event_type":"storage.file.created","message":7,"occurred_at":"2024-10-23T12:34:56Z"}`,
+		`42`,
+		`{"event_type":"storage.file.created","resource":{"resource_id":"/a\u0007b"}}`,
+		`{"event_type":"storage.file.created","occurred_at":"2024-99-99T99:99:99Z"}`,
+		`{"event_type":"storage.file.created","message":{"s":"` + strings.Repeat("x", 300<<10) + `"}}`,
+		`{"event_type":"storage.file.created","message":{"n":1e400}}`,
+		`{"event_type":"storage.file.created","message":{"n":2},"occurred_at":"2024-10-23T12:34:56Z"}`,
+	}
+	r, err := c.raw("POST", "/api/v1beta/events/batch", c.token, []byte(`{"events":[`+strings.Join(events, ",")+`]}`))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r.Status, "%.300s", r.Body)
+	k.requireAnswer(t, "POST", "/api/v1beta/events/batch", r)
+	var answer struct {
+		Results []struct {
+			Success       bool
+			FailureReason string `json:"failure_reason"`
+			Event         struct {
+				EventType string `json:"event_type"`
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal(r.Body, &answer))
+	require.Len(t, answer.Results, len(events))
+	for i, res := range answer.Results {
+		require.Equal(t, i == 0 || i == len(events)-1, res.Success, "event %d: %s", i, res.FailureReason)
+	}
+	require.Contains(t, answer.Results[1].FailureReason, `(event_type sent: "bad type!")`, "an event_type not echoed is quoted in the reason")
+	require.Equal(t, "-", answer.Results[1].Event.EventType)
+	documented(t, "a failed event in a batch")
+}
+
 // TestNotificationsOpenAPIQueues validates the consumer API's answers:
 // durable queues, both streams, health, and their errors.
 func TestNotificationsOpenAPIQueues(t *testing.T) {

@@ -45,6 +45,10 @@ type consumerEvent struct {
 	OccurredAt        string          `json:"occurred_at"`
 	PublishedAt       string          `json:"published_at"`
 	Message           json.RawMessage `json:"message"`
+	ID                string          `json:"id"`
+	Resource          *struct {
+		ResourceID string `json:"resource_id"`
+	} `json:"resource"`
 }
 
 // streamOpts tunes an instance for stream tests.

@@ -43,7 +43,8 @@ func TestNonDurableStreamE2E(t *testing.T) {
 		require.False(t, f.HasID)
 		var raw map[string]json.RawMessage
 		require.NoError(t, json.Unmarshal([]byte(f.Data), &raw))
-		require.ElementsMatch(t, []string{"event_type", "principal_identity", "occurred_at", "published_at", "message"}, keys(raw))
+		require.ElementsMatch(t, []string{"event_type", "principal_identity", "occurred_at", "published_at", "message", "id", "resource"}, keys(raw))
+		require.JSONEq(t, `{"resource_id":"/users/123"}`, string(raw["resource"]))
 		var e consumerEvent
 		require.NoError(t, json.Unmarshal([]byte(f.Data), &e))
 		require.Equal(t, "myapp.user.created", e.EventType)
@@ -439,4 +440,29 @@ func TestStreamPermissionsE2E(t *testing.T) {
 		_, r = none.openStream(t, streamPath("access_token", "orders-reader"), nil)
 		require.Equal(t, http.StatusForbidden, r.Status)
 	})
+}
+
+// TestSSEEventsCarryIDAndResource: an SSE event frame carries the
+// event's id — the id of its CloudEvent, the same whichever consumer or
+// transport delivers it, so a consumer can drop duplicates — and its
+// resource, as members the published EventData schema allows; an event
+// published without a resource has none.
+func TestSSEEventsCarryIDAndResource(t *testing.T) {
+	t.Parallel()
+	c := start(t)
+	const typ = "sse.ids"
+	dest := c.create(t, []map[string]any{{"event_type": typ}})
+	s := c.mustStream(t, streamPath("filter_groups", `[{"event_type":"`+typ+`","filters":[]}]`), nil)
+	s.connected(t)
+	c.publish(t, ev(typ, "/orders/1", map[string]any{"n": 1}), ev(typ, "", map[string]any{"n": 2}))
+	got := s.events(t, 2)
+	l := c.pullLease(t, dest, "limit", "2")
+	heads := l.heads(t)
+	require.Len(t, heads, 2)
+	require.Equal(t, heads[0].ID, got[0].ID, "the id is the event's CloudEvent id")
+	require.Equal(t, heads[1].ID, got[1].ID)
+	require.NotEqual(t, got[0].ID, got[1].ID)
+	require.NotNil(t, got[0].Resource)
+	require.Equal(t, "/orders/1", got[0].Resource.ResourceID)
+	require.Nil(t, got[1].Resource, "an event published without a resource has none")
 }

@@ -419,11 +419,14 @@ func sendBatch(ctx context.Context, procedure string, st *delivery.Stream, ds []
 		ev, err := toConsumerEvent(d.Event)
 		if err != nil {
 			// Defence in depth (delivery screens poison events before any
-			// transport sees them): hand it back, so that the delivery
-			// limit dead-letters it, rather than end every stream that is
-			// sent it.
-			slog.ErrorContext(ctx, "an event gRPC cannot encode was handed back", "procedure", procedure, "delivery_count", d.DeliveryCount, "err", err)
-			if _, err := st.Nack(context.WithoutCancel(ctx), d.Tag); err != nil && ctx.Err() == nil {
+			// transport sees them): an event gRPC cannot encode now never
+			// can, so it is poison on this first delivery and goes to the
+			// dead-letter queue at once. A nack would bring it back to
+			// every stream until the delivery limit, with an error line
+			// each time; ending the stream would hold up every event
+			// behind it.
+			slog.ErrorContext(ctx, "poison event: gRPC cannot encode it; it goes to the dead-letter queue at once", "procedure", procedure, "delivery_count", d.DeliveryCount, "err", err)
+			if _, err := st.Reject(context.WithoutCancel(ctx), d.Tag); err != nil && ctx.Err() == nil {
 				return Error(ctx, procedure, err)
 			}
 			continue
@@ -454,11 +457,17 @@ func toGroups(in []*pb.FilterGroup) filter.Groups {
 
 // toConsumerEvent converts a delivered event to the notifications API's consumer Event.
 // A missing or null message is an empty Struct. The message is a Struct
-// for sending only (structjson.Wire: its encoding, not its fields).
+// for sending only (structjson.Wire: its encoding, not its fields). id
+// and resource (Herald's fields 100 and 101) carry the event's id and
+// resource, resource only when it has one.
 func toConsumerEvent(e *delivery.ConsumerEvent) (*pb.Event, error) {
 	out := &pb.Event{
 		EventType:         e.EventType,
 		PrincipalIdentity: e.PrincipalIdentity,
+		Id:                e.ID,
+	}
+	if e.Resource.ResourceID != "" {
+		out.Resource = &pb.EventResource{ResourceId: e.Resource.ResourceID}
 	}
 	if !e.OccurredAt.IsZero() {
 		out.OccurredAt = timestamppb.New(e.OccurredAt)

@@ -22,6 +22,7 @@ import (
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta"
 	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/local"
+	"github.com/heraldevents/herald/pubsubx"
 )
 
 // The consumer tests drive EventConsumerService with plain grpc-go, as
@@ -665,14 +666,17 @@ func TestGRPCNonDurableReaped(t *testing.T) {
 	require.NotContains(t, status.Convert(err).Message(), token)
 }
 
-// TestGRPCTriageShowsAnEventGRPCCannotCarry: a message REST accepts but
-// a google.protobuf.Struct cannot hold (a number beyond a double's
-// range) is handed back by the gRPC stream until the delivery limit
-// dead-letters it; triage over gRPC then shows it, by its type, and can
+// TestGRPCTriageShowsAnEventGRPCCannotCarry: publish refuses a number
+// beyond a double's range (422), which no google.protobuf.Struct can
+// hold; one stored before that rule (here put on the topic directly) is
+// poison: the gRPC stream dead-letters it on its first delivery, rather
+// than handing it back until the delivery limit, and delivers the event
+// behind it; triage over gRPC then shows it, by its type, and can
 // discard it, instead of ending the triage stream.
 func TestGRPCTriageShowsAnEventGRPCCannotCarry(t *testing.T) {
 	t.Parallel()
-	h := startConsumerGRPC(t, func(c *local.Config) { c.DeliveryLimit = 1 })
+	var topicURL string
+	h := startConsumerGRPC(t, func(c *local.Config) { topicURL = c.TopicURL })
 	const typ = "shop.order.huge"
 	h.createQueue(t, "huge-q", typ)
 	body := strings.NewReader(`{"event":{"event_type":"` + typ + `","message":{"n":1e400}}}`)
@@ -683,13 +687,20 @@ func TestGRPCTriageShowsAnEventGRPCCannotCarry(t *testing.T) {
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	require.NoError(t, res.Body.Close())
-	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode, "publish refuses a number no double holds")
+
+	broker, err := pubsubx.Open(t.Context(), topicURL)
+	require.NoError(t, err)
+	defer func() { _ = broker.Close() }()
+	old := `{"specversion":"1.0","id":"old-1","source":"/herald","type":"` + typ + `","datacontenttype":"application/json",` +
+		`"time":"2024-10-16T14:30:00Z","publishedat":"2024-10-16T14:30:00Z","principalidentity":"root","data":{"n":1e400}}`
+	require.NoError(t, broker.Send(t.Context(), &pubsubx.Message{Body: []byte(old), Metadata: map[string]string{pubsubx.AttrEventType: typ}}))
 	h.publish(t, typ, 1) // behind it, and delivered
 	ctx, cancel := context.WithCancel(h.ctx(t, h.Token))
 	defer cancel()
 	s := h.acksStream(t, ctx, "huge-q")
 	_, n := recvAck(t, s)
-	require.EqualValues(t, 1, n, "the event gRPC can carry arrives; the other is handed back")
+	require.EqualValues(t, 1, n, "the event gRPC can carry arrives; the other is dead-lettered")
 
 	triage, err := h.conn.NewStream(h.ctx(t, h.Token), &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/"+consumerName+"/ManageDeadLetteredEvents")
 	require.NoError(t, err)
@@ -699,8 +710,59 @@ func TestGRPCTriageShowsAnEventGRPCCannotCarry(t *testing.T) {
 	d := item.GetDeadLetteredEvent()
 	require.Equal(t, typ, d.GetEvent().GetEventType())
 	require.Equal(t, "huge-q", d.GetOriginQueue())
+	require.EqualValues(t, 1, d.GetDeliveryCount(), "dead-lettered on its first delivery")
 	type entry = cpb.ManageDeadLetteredEventsRequest_ActionEntry
 	require.NoError(t, triage.SendMsg(&cpb.ManageDeadLetteredEventsRequest{Actions: []*entry{{DeliveryTag: d.GetDeliveryTag(), Action: cpb.ManageDeadLetteredEventsRequest_ACTION_DISCARD}}}))
 	out := recvOutcomes(t, triage, 1)[0]
 	require.Equal(t, cpb.ManageDeadLetteredEventsResponse_ActionOutcome_OUTCOME_DISCARDED, out.GetOutcome(), out.GetDetail())
+}
+
+// TestGRPCEventsCarryIDAndResource: a streamed Event carries the event's
+// id (field 100) and resource (field 101), Herald's additions to the
+// published message: the id is the same on a redelivery, so a consumer
+// can drop duplicates, and differs between events; an event published
+// without a resource has none.
+func TestGRPCEventsCarryIDAndResource(t *testing.T) {
+	t.Parallel()
+	h := startConsumerGRPC(t)
+	const typ = "shop.order.ids"
+	h.createQueue(t, "ids-q", typ)
+	for i, resource := range []string{"/orders/1", ""} {
+		ev := &pb.Event{EventType: typ, Message: mustStruct(t, map[string]any{"n": i})}
+		if resource != "" {
+			ev.Resource = &pb.EventResource{ResourceId: resource}
+		}
+		res := &pb.PublishEventResponse{}
+		require.NoError(t, h.conn.Invoke(h.ctx(t, h.Token), publishMethod, &pb.PublishEventRequest{Event: ev}, res))
+		require.True(t, res.GetResult().GetSuccess())
+	}
+	s := h.acksStream(t, h.ctx(t, h.Token), "ids-q")
+	recv := func() (int64, *cpb.Event) {
+		res := &cpb.ConsumeDurableEventsWithAcksResponse{}
+		require.NoError(t, s.RecvMsg(res))
+		require.Len(t, res.GetEvents(), 1)
+		return res.GetDeliveryTag(), res.GetEvents()[0]
+	}
+	tag, first := recv()
+	require.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`, first.GetId())
+	require.Equal(t, "/orders/1", first.GetResource().GetResourceId())
+	require.NoError(t, s.SendMsg(&cpb.ConsumeDurableEventsWithAcksRequest{NackDeliveryTags: []int64{tag}}))
+	var again, second *cpb.Event
+	var tags []int64
+	for again == nil || second == nil {
+		tag, ev := recv()
+		tags = append(tags, tag)
+		if ev.GetMessage().GetFields()["n"].GetNumberValue() == 0 {
+			again = ev
+		} else {
+			second = ev
+		}
+	}
+	require.Equal(t, first.GetId(), again.GetId(), "a redelivery carries the same id")
+	require.Equal(t, "/orders/1", again.GetResource().GetResourceId())
+	require.NotEmpty(t, second.GetId())
+	require.NotEqual(t, first.GetId(), second.GetId())
+	require.Nil(t, second.GetResource(), "an event published without a resource has none")
+	require.NoError(t, s.SendMsg(&cpb.ConsumeDurableEventsWithAcksRequest{AckDeliveryTags: tags}))
+	finish(t, s)
 }

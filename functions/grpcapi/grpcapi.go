@@ -130,13 +130,13 @@ func Mounts(svc *delivery.Service, a auth.Authenticator, s Services) []Mount {
 	var names []string
 	if s.Publisher {
 		path, h := publisherv1betaconnect.NewEventPublishingServiceHandler(&Publisher{Service: svc},
-			append(unaryTimeout(s.UnaryTimeout), readLimits(), compressLarge, connect.WithCodec(publishCodec{}), telemetry.ConnectHandlerOption())...)
-		mounts = append(mounts, Mount{path, Authenticate(a, h)})
+			append(unaryTimeout(s.UnaryTimeout), boundedCompression, compressLarge, connect.WithCodec(publishCodec{}), telemetry.ConnectHandlerOption())...)
+		mounts = append(mounts, Mount{path, Authenticate(a, boundPublishRequests(h))})
 		names = append(names, publisherv1betaconnect.EventPublishingServiceName)
 	}
 	if s.Consumer {
 		path, h := consumerv1betaconnect.NewEventConsumerServiceHandler(&Consumer{Service: svc},
-			append(unaryTimeout(s.UnaryTimeout), connect.WithReadMaxBytes(maxSingleRequestBytes), compressLarge, telemetry.ConnectHandlerOption())...)
+			append(unaryTimeout(s.UnaryTimeout), connect.WithReadMaxBytes(maxConsumerRequestBytes), compressLarge, telemetry.ConnectHandlerOption())...)
 		mounts = append(mounts, Mount{path, Authenticate(a, holdFlushes(h))})
 		names = append(names, consumerv1betaconnect.EventConsumerServiceName)
 	}

@@ -16,27 +16,11 @@ import (
 	"github.com/heraldevents/herald/internal/structjson"
 )
 
-// Request size caps. An event's message is at most 256 KiB as JSON
-// (delivery.MaxMessageBytes), but its protobuf encoding as a
-// google.protobuf.Struct can be several times larger (a number is nine
-// bytes plus framing however short its decimal form), so the caps on the
-// wire are looser than the REST body caps; the JSON limit is still the
-// one enforced. A larger request is RESOURCE_EXHAUSTED.
-const (
-	maxSingleRequestBytes = 4 << 20
-	maxBatchRequestBytes  = 64 << 20
-)
-
-// readLimits gives PublishEvent the single-event cap and every other
-// procedure the batch cap.
-func readLimits() connect.HandlerOption {
-	return connect.WithConditionalHandlerOptions(func(spec connect.Spec) []connect.HandlerOption {
-		if spec.Procedure == publisherv1betaconnect.EventPublishingServicePublishEventProcedure {
-			return []connect.HandlerOption{connect.WithReadMaxBytes(maxSingleRequestBytes)}
-		}
-		return []connect.HandlerOption{connect.WithReadMaxBytes(maxBatchRequestBytes)}
-	})
-}
+// maxConsumerRequestBytes is connect-go's read limit on the consumer
+// service's requests (queue management, stream requests): none is
+// anywhere near it. The publisher service has its own bound
+// (MaxPublishRequestBytes, limits.go).
+const maxConsumerRequestBytes = 4 << 20
 
 // Publisher implements EventPublishingService over a delivery.Service,
 // with the REST API's rules (package functions/publish): an invalid event
@@ -81,7 +65,8 @@ func (h *Publisher) PublishEvent(ctx context.Context, req *connect.Request[pb.Pu
 	return connect.NewResponse(&pb.PublishEventResponse{Result: res}), nil
 }
 
-// BatchPublishEvents publishes 1-100 events in parallel, one result each.
+// BatchPublishEvents publishes 1–1,000 events in parallel, one result
+// each, from a request of at most MaxPublishRequestBytes.
 func (h *Publisher) BatchPublishEvents(ctx context.Context, req *connect.Request[pb.BatchPublishEventsRequest]) (*connect.Response[pb.BatchPublishEventsResponse], error) {
 	procedure := req.Spec().Procedure
 	p, err := auth.FromContext(ctx)

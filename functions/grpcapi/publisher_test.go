@@ -3,6 +3,7 @@ package grpcapi_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -10,9 +11,16 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/heraldevents/herald/functions/grpcapi"
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
 	"github.com/heraldevents/herald/internal/testkit/faultbroker"
@@ -161,15 +169,34 @@ func TestPublishEventLargestMessage(t *testing.T) {
 	require.Len(t, b.received(t, 1)[0].Data, 256<<10-1)
 }
 
-// TestPublishEventTooLargeOnTheWire: a request over the 4 MiB wire cap is
-// RESOURCE_EXHAUSTED before it is decoded.
+// TestPublishEventTooLargeOnTheWire: a request over the 3 MiB bound is
+// INVALID_ARGUMENT in every protocol, compressed or not, never
+// RESOURCE_EXHAUSTED (which the notifications API reserves for "overloaded,
+// retry"), and nothing of it is published.
 func TestPublishEventTooLargeOnTheWire(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
-	_, err := b.client().PublishEvent(context.Background(), request(&pb.PublishEventRequest{
-		Event: &pb.Event{EventType: "a", Message: mustStruct(t, map[string]any{"s": strings.Repeat("x", 5<<20)})},
-	}, allToken))
-	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err), "error: %v", err)
+	type client = publisherv1betaconnect.EventPublishingServiceClient
+	protocols := map[string]client{
+		"grpc":         b.client(),
+		"grpc-gzip":    b.client(connect.WithGRPC(), connect.WithSendGzip()),
+		"grpc-web":     b.client(connect.WithGRPCWeb()),
+		"connect":      newClient(b.h2c, b.url),
+		"connect-gzip": newClient(b.h1, b.url, connect.WithSendGzip()),
+		"connect-json": newClient(b.h1, b.url, connect.WithProtoJSON()),
+	}
+	big := mustStruct(t, map[string]any{"s": strings.Repeat("x", grpcapi.MaxPublishRequestBytes)})
+	for name, c := range protocols {
+		_, err := c.PublishEvent(context.Background(), request(&pb.PublishEventRequest{Event: &pb.Event{EventType: "a", Message: big}}, allToken))
+		requireCode(t, err, connect.CodeInvalidArgument, "the limit of a publish request")
+		_, err = c.BatchPublishEvents(context.Background(), request(&pb.BatchPublishEventsRequest{Events: []*pb.Event{{EventType: "a"}, {EventType: "a", Message: big}}}, allToken))
+		requireCode(t, err, connect.CodeInvalidArgument, "the limit of a publish request")
+		t.Log(name, "refused")
+	}
+	res, err := b.client().PublishEvent(context.Background(), request(&pb.PublishEventRequest{Event: &pb.Event{EventType: "after"}}, allToken))
+	require.NoError(t, err)
+	require.True(t, res.Msg.GetResult().GetSuccess())
+	require.Equal(t, "after", b.received(t, 1)[0].Type, "nothing of a refused request was published")
 }
 
 func TestPublishEventPermissionDenied(t *testing.T) {
@@ -280,4 +307,50 @@ func TestPublishEventBrokerHangs(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, res.Msg.GetResult().GetSuccess())
 	require.Equal(t, "Unable to publish to the message broker", res.Msg.GetResult().GetFailureReason())
+}
+
+// TestBatchAnswerFitsADefaultClient: a grpc-go client with its default
+// 4 MiB receive limit gets the answer to every batch Herald takes: 800
+// events of about 6 KB (a 4.8 MB request, whose echo would pass 4 MiB)
+// are refused with INVALID_ARGUMENT before any is published, and a batch
+// of 1,000 events just within the bound, whose answers grow by the
+// occurred_at Herald fills in, is published and answered in full.
+func TestBatchAnswerFitsADefaultClient(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	conn, err := grpc.NewClient(strings.TrimPrefix(b.url, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+allToken)
+	const method = "/" + publisher + "/BatchPublishEvents"
+	batch := func(n, size int) *pb.BatchPublishEventsRequest {
+		req := &pb.BatchPublishEventsRequest{}
+		for i := range n {
+			req.Events = append(req.Events, &pb.Event{EventType: "a.b", Resource: &pb.EventResource{ResourceId: fmt.Sprintf("/r/%d", i)},
+				Message: mustStruct(t, map[string]any{"s": strings.Repeat("x", size)})})
+		}
+		return req
+	}
+
+	tooBig := batch(800, 6000)
+	require.Greater(t, proto.Size(tooBig), 4<<20)
+	err = conn.Invoke(ctx, method, tooBig, &pb.BatchPublishEventsResponse{})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	require.Contains(t, status.Convert(err).Message(), "send fewer events per batch")
+
+	req := batch(1000, 3000)
+	for proto.Size(req) < grpcapi.MaxPublishRequestBytes-100 {
+		req.Events[0].Message.Fields["pad"] = structpb.NewStringValue(strings.Repeat("p", grpcapi.MaxPublishRequestBytes-100-proto.Size(req)))
+	}
+	require.LessOrEqual(t, proto.Size(req), grpcapi.MaxPublishRequestBytes)
+	res := &pb.BatchPublishEventsResponse{}
+	require.NoError(t, conn.Invoke(ctx, method, req, res))
+	require.Len(t, res.GetResults(), 1000)
+	for _, r := range res.GetResults() {
+		require.True(t, r.GetSuccess(), r.GetFailureReason())
+		require.NotNil(t, r.GetEvent().GetOccurredAt())
+	}
+	require.Greater(t, proto.Size(res), proto.Size(req), "the answer is larger than the request")
+	require.LessOrEqual(t, proto.Size(res), grpcapi.MaxReplyBytes)
+	require.Len(t, b.received(t, 1000), 1000, "only the batch within the bound was published")
 }

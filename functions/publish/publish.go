@@ -3,6 +3,26 @@
 //	POST /api/v1beta/events        {"event": Event}      → {"result": PublishingResult}
 //	POST /api/v1beta/events/batch  {"events": [Event]}   → {"results": [PublishingResult]}
 //
+// # Members no one reads
+//
+// The published schemas of these bodies allow additional properties, so a
+// body a client generated from them may send is taken whatever else it
+// carries: a member the schemas define for an event elsewhere (the
+// output-only published_at, principal_identity, id) and a member no
+// schema defines (a top-level request_id, resource.kind) are accepted and
+// ignored — not stored, delivered or echoed. They must still be JSON by
+// the strict rules (valid UTF-8, no member name twice in one object).
+// Herald's own bodies (the durable-consumer API, queues, frames) stay
+// strict: an unknown member there is 400 naming it.
+//
+// # Results of failed events
+//
+// A result's event is always a valid published Event, success or not
+// (validEcho): what was sent and is valid is echoed, the rest replaced
+// (event_type "-", message {}, occurred_at the time of the request,
+// resource left out), and an invalid event_type sent is quoted in the
+// failure_reason.
+//
 // Status codes: 400 for a body that is not JSON of the documented shape,
 // 401/403 for auth, 422 for a well-formed single event that breaks a rule
 // (or an empty or over-long batch: 1–1,000 events in at most MaxBatchBody
@@ -15,9 +35,14 @@ package publish
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/internal/bufpool"
@@ -133,7 +158,7 @@ func (h *Handler) Single(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Event *WireEvent `json:"event"`
 	}
-	if err := httpx.DecodeJSON(r, maxSingleBody, &req); err != nil {
+	if err := httpx.DecodeJSON(r, maxSingleBody, &req, strictjson.IgnoreUnknown); err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
@@ -153,8 +178,11 @@ func (h *Handler) Single(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res.Success, res.FailureReason = o.Success(), o.FailureReason
-	if o.Success() && e.OccurredAt.IsZero() {
+	switch {
+	case o.Success() && e.OccurredAt.IsZero():
 		res.Event.OccurredAt = o.Published.PublishedAt.Format(time.RFC3339Nano)
+	case !o.Success():
+		res.FailureReason = validEcho(res.Event, e, h.Service.Now().Format(time.RFC3339Nano), res.FailureReason)
 	}
 	httpx.WriteRawJSON(w, http.StatusOK, appendSingle(nil, &res))
 }
@@ -200,17 +228,25 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 	}
 	var raw struct {
 		Events []json.RawMessage `json:"events"`
+		// Ignored holds the members no schema defines (see the package
+		// doc), to be held to the strict rules the lenient decoding of
+		// the envelope lets through.
+		Ignored jsontext.Value `json:",unknown"`
 	}
 	n := 0
 	if events, ok := parseBatch(body); ok {
 		all.Events, n = events, len(events)
-	} else if strictjson.Unmarshal(body, &all) == nil {
+	} else if strictjson.Unmarshal(body, &all, strictjson.IgnoreUnknown) == nil {
 		n = len(all.Events)
 	} else {
 		// Invalid UTF-8 or a repeated member name in one event fails
 		// that event alone (below).
-		if err := strictjson.Unmarshal(body, &raw, strictjson.LenientParts); err != nil {
+		if err := strictjson.Unmarshal(body, &raw, strictjson.LenientParts, strictjson.IgnoreUnknown); err != nil {
 			httpx.WriteError(w, r, err)
+			return
+		}
+		if len(raw.Ignored) > 0 && !raw.Ignored.IsValid() {
+			httpx.WriteError(w, r, herr.New(herr.Malformed, "request body is not valid JSON: a member beside events repeats a member name within one object or is not valid UTF-8 (RFC 7493)"))
 			return
 		}
 		n, all.Events = len(raw.Events), nil
@@ -227,7 +263,7 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 		we := &echoes[i] // decoded in place when it comes alone; echoInto may write over itself
 		if all.Events != nil {
 			we = &all.Events[i]
-		} else if err := strictjson.Unmarshal(raw.Events[i], we); err != nil {
+		} else if err := strictjson.Unmarshal(raw.Events[i], we, strictjson.IgnoreUnknown); err != nil {
 			echoes[i] = WireEvent{}
 			items[i].Err = herr.New(herr.InvalidArgument, "event is not a JSON object of the documented shape: %s", herr.MessageOf(err))
 			continue
@@ -236,10 +272,17 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 		echoInto(&echoes[i], we, items[i].Event)
 	}
 	var published time.Time // the events of a batch share their publish time: formatted once
-	var publishedText string
+	var publishedText, requestText string
 	for i, o := range h.Service.PublishItems(r.Context(), p, items) {
 		results[i].Success, results[i].FailureReason = o.Success(), o.FailureReason
-		if o.Success() && items[i].Event.OccurredAt.IsZero() {
+		if !o.Success() {
+			if requestText == "" {
+				requestText = h.Service.Now().Format(time.RFC3339Nano)
+			}
+			results[i].FailureReason = validEcho(results[i].Event, items[i].Event, requestText, o.FailureReason)
+			continue
+		}
+		if items[i].Event.OccurredAt.IsZero() {
 			if at := o.Published.PublishedAt; at != published || publishedText == "" {
 				published, publishedText = at, at.Format(time.RFC3339Nano)
 			}
@@ -250,4 +293,50 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 	*answer = appendResults(*answer, results)
 	httpx.WriteRawJSON(w, http.StatusOK, *answer)
 	bufpool.Put(answer)
+}
+
+// unechoedType stands in a failed event's result for an event_type that is
+// not valid: the published Event schema requires one of 1–256 characters
+// of [a-zA-Z0-9._-].
+const unechoedType = "-"
+
+// maxQuotedType bounds how much of an invalid event_type a failure_reason
+// quotes.
+const maxQuotedType = 100
+
+// validEcho makes out, the echo of event e that was not published, a valid
+// published Event, so that a client validating the answer against the
+// published schema keeps the whole batch's results: each member sent
+// that is valid is kept; an invalid event_type becomes "-" (and the one
+// sent is quoted, cut to 100 bytes, at the end of the failure_reason), a
+// message that breaks a rule (or is missing) {}, an occurred_at that is
+// missing or invalid the time of the request (at, RFC 3339), and a
+// resource whose resource_id breaks a rule is left out. It returns
+// reason, with that quotation, cut to delivery.MaxFailureReasonBytes.
+// Only failed events take this path: it checks each member again.
+func validEcho(out *WireEvent, e delivery.Event, at, reason string) string {
+	if !filter.ValidEventType(out.EventType) {
+		if out.EventType != "" {
+			sent := out.EventType
+			if len(sent) > maxQuotedType {
+				cut := maxQuotedType
+				for cut > 0 && !utf8.RuneStart(sent[cut]) {
+					cut--
+				}
+				sent = sent[:cut] + "…"
+			}
+			reason += " (event_type sent: " + strconv.Quote(sent) + ")"
+		}
+		out.EventType = unechoedType
+	}
+	if len(out.Message) == 0 || (&delivery.Event{EventType: unechoedType, Message: out.Message}).Validate() != nil {
+		out.Message, out.scan = json.RawMessage("{}"), strictjson.Scan{}
+	}
+	if e.OccurredAt.IsZero() {
+		out.OccurredAt = at
+	}
+	if out.Resource != nil && (&delivery.Event{EventType: unechoedType, ResourceID: out.Resource.ResourceID}).Validate() != nil {
+		out.Resource = nil
+	}
+	return delivery.CapFailureReason(reason)
 }

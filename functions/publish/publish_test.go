@@ -156,7 +156,7 @@ func TestSingle(t *testing.T) {
 	require.Equal(t, "admin", got[0].PrincipalIdentity)
 	require.JSONEq(t, `{"n":1}`, string(got[0].Message))
 	require.Equal(t, time.Date(2024, 10, 16, 12, 30, 0, 0, time.UTC), got[0].OccurredAt.UTC())
-	require.Equal(t, "/orders/1", got[0].ResourceID)
+	require.Equal(t, "/orders/1", got[0].Resource.ResourceID)
 	require.Equal(t, "orders.updated", got[1].EventType)
 	require.JSONEq(t, `{}`, string(got[1].Message))
 }
@@ -172,9 +172,7 @@ func TestSingleRefused(t *testing.T) {
 		{`{"event":`, "request body is not valid JSON: it is empty or cut short"},
 		{``, "request body is not valid JSON: it is empty or cut short"},
 		{`not json`, "request body is not valid JSON: syntax error at byte 1"},
-		{`{"event":{"event_type":"orders.a"},"priority":1}`, `unknown field "priority"`},
-		{`{"event":{"event_type":"orders.a","eventType":"x"}}`, `unknown field "eventType" in /event`},
-		{`{"Event":{"event_type":"orders.a"}}`, `unknown field "Event"`},
+		{`{"event":{"event_type":"orders.a"},"priority":{"a":1,"a":2}}`, `duplicate field "a" in /priority`},
 		{`{"event":{"event_type":"orders.a"},"event":{"event_type":"orders.b"}}`, `duplicate field "event"`},
 		{`{"event":{"event_type":"orders.a","message":{"a":1,"a":2}}}`, `duplicate field "a" in /event/message`},
 		{`{"event":[]}`, "request body is not JSON of the expected shape: /event must be a JSON object"},
@@ -192,6 +190,7 @@ func TestSingleRefused(t *testing.T) {
 		loc           []any
 	}{
 		{`{}`, "event is required", []any{"body", "event"}},
+		{`{"Event":{"event_type":"orders.a"}}`, "event is required", []any{"body", "event"}},
 		{`{"event":null}`, "event is required", []any{"body", "event"}},
 		{`{"event":{}}`, "event_type is required", []any{"body", "event", "event_type"}},
 		{`{"event":{"event_type":"orders created"}}`, typeRule, []any{"body", "event", "event_type"}},
@@ -276,7 +275,7 @@ func TestBatch(t *testing.T) {
 	events := []string{
 		`{"event_type":"orders.ok1","message":{"n":1}}`,
 		`{"event_type":"orders bad"}`,
-		`{"event_type":"orders.x","extra":1}`,
+		`{"event_type":"orders.x","message":7,"occurred_at":"2024-10-16T14:30:00Z","resource":{"resource_id":"/r"}}`,
 		`42`,
 		`{"event_type":"orders.x","message":{"s":"` + "\xff" + `"}}`,
 		`{"event_type":"users.created"}`,
@@ -297,15 +296,15 @@ func TestBatch(t *testing.T) {
 	}
 	for i, w := range []want{
 		{true, "orders.ok1", ""},
-		{false, "orders bad", "event_type must be 1-256 characters of letters, digits, '.', '_' or '-'"},
-		{false, "", `event is not a JSON object of the documented shape: unknown field "extra"`},
-		{false, "", "event is not a JSON object of the documented shape: request body is not JSON of the expected shape"},
-		{false, "", "event is not a JSON object of the documented shape: JSON text must be valid UTF-8"},
+		{false, "-", "event_type must be 1-256 characters of letters, digits, '.', '_' or '-' (event_type sent: \"orders bad\")"},
+		{false, "orders.x", "message must be a JSON object"},
+		{false, "-", "event is not a JSON object of the documented shape: request body is not JSON of the expected shape"},
+		{false, "-", "event is not a JSON object of the documented shape: JSON text must be valid UTF-8"},
 		{false, "users.created", `not authorized to publish events of type "users.created"`},
 		{false, "broken.a", "Unable to publish to the message broker"},
 		{false, "orders.x", "occurred_at must be an RFC 3339 timestamp"},
-		{false, "", `event is not a JSON object of the documented shape: duplicate field "event_type"`},
-		{false, "", `event is not a JSON object of the documented shape: duplicate field "k"`},
+		{false, "-", `event is not a JSON object of the documented shape: duplicate field "event_type"`},
+		{false, "-", `event is not a JSON object of the documented shape: duplicate field "k"`},
 		{true, "orders.ok2", ""},
 	} {
 		r := results[i].(map[string]any)
@@ -316,6 +315,16 @@ func TestBatch(t *testing.T) {
 			continue
 		}
 		require.True(t, strings.HasPrefix(r["failure_reason"].(string), w.reason), "event %d: %v", i, r["failure_reason"])
+	}
+	// A failed event's result is still a valid published Event: what was
+	// sent and is valid is echoed, the rest replaced.
+	r2 := results[2].(map[string]any)["event"].(map[string]any)
+	require.Equal(t, map[string]any{"event_type": "orders.x", "message": map[string]any{}, "occurred_at": "2024-10-16T14:30:00Z",
+		"resource": map[string]any{"resource_id": "/r"}}, r2)
+	for i := range results {
+		ev := results[i].(map[string]any)["event"].(map[string]any)
+		require.NotEmpty(t, ev["occurred_at"], "event %d", i)
+		require.IsType(t, map[string]any{}, ev["message"], "event %d", i)
 	}
 	got = f.received()
 	require.Len(t, got, 2, "only the good events were published")
@@ -337,8 +346,7 @@ func TestBatchRefused(t *testing.T) {
 	for _, c := range []struct{ body, message string }{
 		{`{"events":[`, "request body is not valid JSON: it is empty or cut short"},
 		{`{"events":{}}`, "request body is not JSON of the expected shape: /events must be a JSON array"},
-		{`{"events":[{"event_type":"orders.a"}],"atomic":true}`, `unknown field "atomic"`},
-		{`{"event":{"event_type":"orders.a"}}`, `unknown field "event"`},
+		{`{"events":[{"event_type":"orders.a"}],"atomic":{"a":1,"a":2}}`, "request body is not valid JSON: a member beside events repeats a member name within one object or is not valid UTF-8 (RFC 7493)"},
 	} {
 		a := f.do(batchPath, "admin", c.body)
 		requireError(t, a, http.StatusBadRequest, "malformed", c.message)
@@ -349,6 +357,7 @@ func TestBatchRefused(t *testing.T) {
 	}{
 		{`{"events":[]}`, "events must hold at least one event", []any{"body", "events"}},
 		{`{}`, "events must hold at least one event", []any{"body", "events"}},
+		{`{"event":{"event_type":"orders.a"}}`, "events must hold at least one event", []any{"body", "events"}},
 		{`{"events":null}`, "events must hold at least one event", []any{"body", "events"}},
 		{`{"events":[` + strings.Repeat(`{"event_type":"orders.a"},`, 1000) + `{"event_type":"orders.a"}]}`, "events holds 1001 events; a batch holds at most 1000", []any{"body", "events"}},
 		{`{"events":[` + strings.Repeat(`7,`, 1000) + `7]}`, "events holds 1001 events; a batch holds at most 1000", []any{"body", "events"}},

@@ -3,6 +3,7 @@ package strictjson
 import (
 	"bytes"
 	"encoding/binary"
+	"strconv"
 	"sync"
 	"unicode/utf8"
 )
@@ -26,8 +27,9 @@ type Scan struct {
 // its '{'; bytes after the object are not read) in one pass: the grammar
 // of RFC 8259, strings of valid UTF-8 with escapes of whole surrogate
 // pairs only, no member name repeated within one object (names compared
-// after unescaping, as RFC 7493 asks), and objects and arrays nested at
-// most maxDepth deep (the object itself is depth 1). ok is false when the
+// after unescaping, as RFC 7493 asks), numbers within a double's range
+// (NumberInRange), and objects and arrays nested at most maxDepth deep
+// (the object itself is depth 1). ok is false when the
 // object has any of those problems, or data does not start with one;
 // CheckObject says which problem it is.
 //
@@ -485,6 +487,7 @@ func unescaped(e byte) byte {
 func (s *scanner) number() bool {
 	d := s.data
 	i := s.i
+	start := i
 	if i < len(d) && d[i] == '-' {
 		i++
 	}
@@ -503,6 +506,8 @@ func (s *scanner) number() bool {
 		}
 		i = j
 	}
+	mantissa := i - start
+	expDigits := 0
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
 		i++
 		if i < len(d) && (d[i] == '+' || d[i] == '-') {
@@ -512,9 +517,50 @@ func (s *scanner) number() bool {
 		if j == i {
 			return false
 		}
-		i = j
+		expDigits, i = j-i, j
 	}
 	s.i = i
+	// Within range for sure, without parsing: a mantissa of at most
+	// safeMantissa bytes lies in [1e-200, 1e200) when it is not zero, and
+	// an exponent of at most two digits moves it by at most 10^±99. Any
+	// other number (rare) is parsed.
+	if mantissa <= safeMantissa && expDigits <= 2 {
+		return true
+	}
+	return NumberInRange(d[start:i])
+}
+
+// safeMantissa is the longest mantissa (sign, digits and point) that
+// number need not parse: see there.
+const safeMantissa = 200
+
+// NumberInRange reports whether lit, a JSON number (RFC 8259 grammar),
+// is within the range of an IEEE 754 double (binary64), the rule
+// ScanObject and CheckObject enforce (RFC 7493, I-JSON §2.2: numbers
+// should be representable as doubles): it neither overflows (rounds to
+// ±Inf: a magnitude of about 1.8e308 or more) nor, when it is not zero,
+// underflows to zero (a magnitude below about 2.5e-324, half the least
+// subnormal double, such as 1e-400). Precision may be lost: a 300-digit
+// integer is in range. Every protobuf runtime decodes a message's numbers
+// as doubles (google.protobuf.Value), so a number outside the range
+// cannot reach a gRPC consumer as it was sent.
+func NumberInRange(lit []byte) bool {
+	f, err := strconv.ParseFloat(string(lit), 64)
+	if err != nil {
+		return false // ErrRange: overflow (the grammar was checked)
+	}
+	if f != 0 {
+		return true
+	}
+	// Zero: fine when the literal is zero, underflow when it is not.
+	for _, c := range lit {
+		switch {
+		case c == 'e' || c == 'E':
+			return true
+		case c >= '1' && c <= '9':
+			return false
+		}
+	}
 	return true
 }
 

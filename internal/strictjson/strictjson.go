@@ -4,7 +4,8 @@
 //
 //   - member names match a struct field's JSON name exactly (not case-
 //     insensitively, as encoding/json does);
-//   - a member no field declares is refused: `unknown field "delay"`;
+//   - a member no field declares is refused: `unknown field "delay"`
+//     (unless IgnoreUnknown);
 //   - a member name repeated in one object is refused (RFC 8259 §4 leaves
 //     its meaning open; RFC 7493, I-JSON, forbids it);
 //   - strings are valid UTF-8 (RFC 8259 §8.1), escapes included: a lone
@@ -38,7 +39,14 @@ import (
 const maxNameInMessage = 100
 
 // Option changes a rule of Unmarshal.
-type Option struct{ lenientParts bool }
+type Option struct{ lenientParts, ignoreUnknown bool }
+
+// IgnoreUnknown lets members no field declares through, unread but still
+// held to the rules of the JSON text (UTF-8, no repeated names, syntax),
+// for bodies whose published schema allows additional properties: the
+// notifications API's publish bodies (see functions/publish). Herald's
+// own bodies stay strict.
+var IgnoreUnknown = Option{ignoreUnknown: true}
 
 // LenientParts lets invalid UTF-8 and repeated member names through below
 // the top level, for an envelope whose parts are decoded again, each by
@@ -50,7 +58,11 @@ var LenientParts = Option{lenientParts: true}
 // Unmarshal decodes data, which must be exactly one JSON value, into v (a
 // pointer) by the package's rules.
 func Unmarshal(data []byte, v any, opts ...Option) error {
-	o := []jsonv2.Options{jsonv2.RejectUnknownMembers(true)}
+	reject := true
+	for _, opt := range opts {
+		reject = reject && !opt.ignoreUnknown
+	}
+	o := []jsonv2.Options{jsonv2.RejectUnknownMembers(reject)}
 	for _, opt := range opts {
 		if opt.lenientParts {
 			if err := topLevelNamesUnique(data); err != nil {
@@ -185,13 +197,17 @@ const (
 	InvalidUTF8
 	DuplicateName
 	TooDeep
+	// NumberOutOfRange: a number outside a double's range (see
+	// NumberInRange).
+	NumberOutOfRange
 )
 
 // CheckObject scans data, which must be exactly one JSON object, and
 // reports the first problem: not one JSON object (syntax), a string that is
 // not valid UTF-8 (escapes included), a member name repeated within one
-// object, or objects and arrays nested more than maxDepth deep (the
-// outermost object is depth 1). It returns 0 when there is none. It
+// object, objects and arrays nested more than maxDepth deep (the
+// outermost object is depth 1), or a number outside a double's range
+// (NumberInRange). It returns 0 when there is none. It
 // allocates little: it is run on every published message.
 //
 // A message without problems (the common case) is checked in one pass
@@ -249,6 +265,11 @@ func checkObjectTokens(data []byte, maxDepth int) ObjectProblem {
 		case '{', '[':
 			if dec.StackDepth() > maxDepth {
 				return TooDeep
+			}
+		case '0':
+			// String is the number's text, as it was written.
+			if !NumberInRange([]byte(tok.String())) {
+				return NumberOutOfRange
 			}
 		}
 		if dec.StackDepth() == 0 {

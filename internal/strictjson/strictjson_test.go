@@ -289,3 +289,54 @@ func TestPlainRunMatchesByteByByte(t *testing.T) {
 		require.Equal(t, byteByByte(b, start), strictjson.PlainRun(b, start), "%q from %d", b, start)
 	}
 }
+
+// TestNumberRange: a message's numbers must be doubles (RFC 7493, I-JSON):
+// one that overflows to ±Inf, or a nonzero one that underflows to 0, is
+// NumberOutOfRange on both paths (ScanObject and token by token); zero in
+// any spelling, the extremes of the range and long numbers inside it
+// (precision lost, range kept) pass.
+func TestNumberRange(t *testing.T) {
+	t.Parallel()
+	digits := func(n int) string { return "1" + strings.Repeat("0", n-1) }
+	bad := []string{"1e400", "-1e400", "1E+309", "1.7976931348623159e308", "1e-400", "-2e-324", "0.2e-323",
+		digits(400), "-" + digits(310), "0." + strings.Repeat("0", 400) + "1", digits(250) + "e99", "1e0000000000400",
+		"0." + strings.Repeat("0", 250) + "1e-99"}
+	good := []string{"0", "-0", "0.0", "0e400", "0.000e-9999", "1.7976931348623157e308", "-1.7976931348623157e308",
+		"5e-324", "3e-324", "4.9e-324", "1e308", "1e-307", digits(300), digits(308) + ".5", "0." + strings.Repeat("0", 300) + "1",
+		"1" + strings.Repeat("0", 199) + "e99", "123.456e-78", "1e0000000000000000000000000000000000008"}
+	for _, n := range bad {
+		msg := []byte(`{"a":[1,{"n":` + n + `}]}`)
+		_, ok := strictjson.ScanObject(msg, 32)
+		require.False(t, ok, "ScanObject took %.40s", n)
+		require.Equal(t, strictjson.NumberOutOfRange, strictjson.CheckObjectTokens(msg, 32), "%.40s", n)
+		require.Equal(t, strictjson.NumberOutOfRange, strictjson.CheckObject(msg, 32), "%.40s", n)
+		require.False(t, strictjson.NumberInRange([]byte(n)), "%.40s", n)
+	}
+	for _, n := range good {
+		msg := []byte(`{"a":[1,{"n":` + n + `}]}`)
+		sc, ok := strictjson.ScanObject(msg, 32)
+		require.True(t, ok, "ScanObject refused %.40s", n)
+		require.Equal(t, len(msg), sc.Len)
+		require.Zero(t, strictjson.CheckObjectTokens(msg, 32), "%.40s", n)
+		require.True(t, strictjson.NumberInRange([]byte(n)), "%.40s", n)
+	}
+}
+
+// TestUnmarshalIgnoreUnknown: with IgnoreUnknown a member no field
+// declares is skipped, at any depth, but still held to the rules of the
+// text (no repeated name, valid UTF-8); without it, it is refused.
+func TestUnmarshalIgnoreUnknown(t *testing.T) {
+	t.Parallel()
+	var v ack
+	require.NoError(t, strictjson.Unmarshal([]byte(`{"leaseId":"l","extra":{"x":[1e5]},"nested":[{"id":"a","kind":"k"}]}`), &v, strictjson.IgnoreUnknown))
+	require.Equal(t, "l", v.LeaseID)
+	require.Equal(t, "a", v.Nested[0].ID)
+	err := strictjson.Unmarshal([]byte(`{"leaseId":"l","extra":{"x":1,"x":2}}`), &v, strictjson.IgnoreUnknown)
+	require.Contains(t, herr.MessageOf(err), `duplicate field "x"`)
+	err = strictjson.Unmarshal([]byte("{\"extra\":\"\xff\"}"), &v, strictjson.IgnoreUnknown)
+	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err))
+	err = strictjson.Unmarshal([]byte(`{"leaseId":"l","extra":1}`), &v)
+	require.Contains(t, herr.MessageOf(err), `unknown field "extra"`)
+	err = strictjson.Unmarshal([]byte(`{"leaseId":"l","extra":1}`), &v, strictjson.LenientParts)
+	require.Contains(t, herr.MessageOf(err), `unknown field "extra"`, "LenientParts alone keeps unknown members refused")
+}

@@ -122,6 +122,16 @@ func testDurableAckNack(t *testing.T, h *Harness) {
 	if evs[0].DeliveryTag == evs[1].DeliveryTag {
 		t.Fatal("two events share a tag")
 	}
+	// Every event carries its id and resource (Herald's additions to the
+	// published Event), the id one per event.
+	for i, e := range evs {
+		if e.Event.ID == "" || e.Event.Resource.ResourceID != fmt.Sprintf("/n/%d", N(t, e)) {
+			t.Fatalf("event %d: want an id and resource /n/%d, got %+v", i, N(t, e), e.Event)
+		}
+	}
+	if evs[0].Event.ID == evs[1].Event.ID {
+		t.Fatal("two events share an id")
+	}
 	nacked := evs[0]
 	c.Send(map[string]any{"type": "nack", "id": "n-1", "delivery_tags": []int64{nacked.DeliveryTag}})
 	s := c.Answer(wsframe.TypeSettled, "n-1")
@@ -131,6 +141,9 @@ func testDurableAckNack(t *testing.T, h *Harness) {
 	again := c.Events(1)[0]
 	if N(t, again) != N(t, nacked) || again.DeliveryCount != 2 || again.DeliveryTag == nacked.DeliveryTag {
 		t.Fatalf("redelivery after nack: want n %d, delivery_count 2, a new tag; got %+v", N(t, nacked), again)
+	}
+	if again.Event.ID != nacked.Event.ID {
+		t.Fatalf("a redelivery carries the event's id: want %q, got %q", nacked.Event.ID, again.Event.ID)
 	}
 	c.Send(map[string]any{"type": "ack", "id": "a-1", "delivery_tags": []int64{evs[1].DeliveryTag, again.DeliveryTag, 99999}})
 	s = c.Answer(wsframe.TypeSettled, "a-1")

@@ -138,7 +138,7 @@ func (x ManageDeadLetteredEventsRequest_Action) Number() protoreflect.EnumNumber
 
 // Deprecated: Use ManageDeadLetteredEventsRequest_Action.Descriptor instead.
 func (ManageDeadLetteredEventsRequest_Action) EnumDescriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{15, 0}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{16, 0}
 }
 
 // Reason says why the message was dead-lettered.
@@ -196,7 +196,7 @@ func (x ManageDeadLetteredEventsResponse_DeadLetteredEvent_Reason) Number() prot
 
 // Deprecated: Use ManageDeadLetteredEventsResponse_DeadLetteredEvent_Reason.Descriptor instead.
 func (ManageDeadLetteredEventsResponse_DeadLetteredEvent_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{16, 0, 0}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{17, 0, 0}
 }
 
 // Outcome is what happened.
@@ -263,7 +263,7 @@ func (x ManageDeadLetteredEventsResponse_ActionOutcome_Outcome) Number() protore
 
 // Deprecated: Use ManageDeadLetteredEventsResponse_ActionOutcome_Outcome.Descriptor instead.
 func (ManageDeadLetteredEventsResponse_ActionOutcome_Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{16, 1, 0}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{17, 1, 0}
 }
 
 // ConsumeNonDurableEventsRequest opens or updates a non-durable stream.
@@ -501,8 +501,17 @@ type Event struct {
 	OccurredAt        *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=occurred_at,json=occurredAt,proto3" json:"occurred_at,omitempty"`
 	PublishedAt       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=published_at,json=publishedAt,proto3" json:"published_at,omitempty"`
 	Message           *structpb.Struct       `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// id is the event's id, stamped when it was published: the same on
+	// every delivery of the event, so that a consumer can drop the
+	// duplicates at-least-once delivery brings. Herald's addition: its
+	// number is far above the published fields (1-5), so that a field the
+	// published definition adds later cannot collide with it.
+	Id string `protobuf:"bytes,100,opt,name=id,proto3" json:"id,omitempty"`
+	// resource is the event's resource, as it was published; absent when
+	// the event has none. Herald's addition, numbered as id.
+	Resource      *EventResource `protobuf:"bytes,101,opt,name=resource,proto3" json:"resource,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
@@ -570,6 +579,67 @@ func (x *Event) GetMessage() *structpb.Struct {
 	return nil
 }
 
+func (x *Event) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Event) GetResource() *EventResource {
+	if x != nil {
+		return x.Resource
+	}
+	return nil
+}
+
+// EventResource is the resource an event is concerned with, of the same
+// shape as the publisher's EventResource.
+type EventResource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// resource_id is the path-like id the event was published with.
+	ResourceId    string `protobuf:"bytes,1,opt,name=resource_id,json=resourceId,proto3" json:"resource_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventResource) Reset() {
+	*x = EventResource{}
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventResource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventResource) ProtoMessage() {}
+
+func (x *EventResource) ProtoReflect() protoreflect.Message {
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventResource.ProtoReflect.Descriptor instead.
+func (*EventResource) Descriptor() ([]byte, []int) {
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *EventResource) GetResourceId() string {
+	if x != nil {
+		return x.ResourceId
+	}
+	return ""
+}
+
 // ConsumeDurableEventsRequest names the durable queue to consume.
 type ConsumeDurableEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -581,7 +651,7 @@ type ConsumeDurableEventsRequest struct {
 
 func (x *ConsumeDurableEventsRequest) Reset() {
 	*x = ConsumeDurableEventsRequest{}
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[5]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +663,7 @@ func (x *ConsumeDurableEventsRequest) String() string {
 func (*ConsumeDurableEventsRequest) ProtoMessage() {}
 
 func (x *ConsumeDurableEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[5]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +676,7 @@ func (x *ConsumeDurableEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeDurableEventsRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeDurableEventsRequest) Descriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{5}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ConsumeDurableEventsRequest) GetQueueId() string {
@@ -626,7 +696,7 @@ type ConsumeDurableEventsResponse struct {
 
 func (x *ConsumeDurableEventsResponse) Reset() {
 	*x = ConsumeDurableEventsResponse{}
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[6]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +708,7 @@ func (x *ConsumeDurableEventsResponse) String() string {
 func (*ConsumeDurableEventsResponse) ProtoMessage() {}
 
 func (x *ConsumeDurableEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[6]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +721,7 @@ func (x *ConsumeDurableEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeDurableEventsResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeDurableEventsResponse) Descriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{6}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ConsumeDurableEventsResponse) GetEvents() []*Event {
@@ -677,7 +747,7 @@ type ConsumeDurableEventsWithAcksRequest struct {
 
 func (x *ConsumeDurableEventsWithAcksRequest) Reset() {
 	*x = ConsumeDurableEventsWithAcksRequest{}
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[7]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +759,7 @@ func (x *ConsumeDurableEventsWithAcksRequest) String() string {
 func (*ConsumeDurableEventsWithAcksRequest) ProtoMessage() {}
 
 func (x *ConsumeDurableEventsWithAcksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[7]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +772,7 @@ func (x *ConsumeDurableEventsWithAcksRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use ConsumeDurableEventsWithAcksRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeDurableEventsWithAcksRequest) Descriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{7}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ConsumeDurableEventsWithAcksRequest) GetQueueId() string {
@@ -740,7 +810,7 @@ type ConsumeDurableEventsWithAcksResponse struct {
 
 func (x *ConsumeDurableEventsWithAcksResponse) Reset() {
 	*x = ConsumeDurableEventsWithAcksResponse{}
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[8]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +822,7 @@ func (x *ConsumeDurableEventsWithAcksResponse) String() string {
 func (*ConsumeDurableEventsWithAcksResponse) ProtoMessage() {}
 
 func (x *ConsumeDurableEventsWithAcksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[8]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +835,7 @@ func (x *ConsumeDurableEventsWithAcksResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use ConsumeDurableEventsWithAcksResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeDurableEventsWithAcksResponse) Descriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{8}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConsumeDurableEventsWithAcksResponse) GetEvents() []*Event {
@@ -796,7 +866,7 @@ type CreateDurableQueueRequest struct {
 
 func (x *CreateDurableQueueRequest) Reset() {
 	*x = CreateDurableQueueRequest{}
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[9]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +878,7 @@ func (x *CreateDurableQueueRequest) String() string {
 func (*CreateDurableQueueRequest) ProtoMessage() {}
 
 func (x *CreateDurableQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[9]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +891,7 @@ func (x *CreateDurableQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateDurableQueueRequest.ProtoReflect.Descriptor instead.
 func (*CreateDurableQueueRequest) Descriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{9}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateDurableQueueRequest) GetFilterGroups() []*FilterGroup {
@@ -852,7 +922,7 @@ type CreateDurableQueueResponse struct {
 
 func (x *CreateDurableQueueResponse) Reset() {
 	*x = CreateDurableQueueResponse{}
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[10]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +934,7 @@ func (x *CreateDurableQueueResponse) String() string {
 func (*CreateDurableQueueResponse) ProtoMessage() {}
 
 func (x *CreateDurableQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[10]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +947,7 @@ func (x *CreateDurableQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateDurableQueueResponse.ProtoReflect.Descriptor instead.
 func (*CreateDurableQueueResponse) Descriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{10}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateDurableQueueResponse) GetQueueId() string {
@@ -909,7 +979,7 @@ type UpdateDurableQueueRequest struct {
 
 func (x *UpdateDurableQueueRequest) Reset() {
 	*x = UpdateDurableQueueRequest{}
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[11]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +991,7 @@ func (x *UpdateDurableQueueRequest) String() string {
 func (*UpdateDurableQueueRequest) ProtoMessage() {}
 
 func (x *UpdateDurableQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[11]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1004,7 @@ func (x *UpdateDurableQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDurableQueueRequest.ProtoReflect.Descriptor instead.
 func (*UpdateDurableQueueRequest) Descriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{11}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateDurableQueueRequest) GetQueueId() string {
@@ -967,7 +1037,7 @@ type UpdateDurableQueueResponse struct {
 
 func (x *UpdateDurableQueueResponse) Reset() {
 	*x = UpdateDurableQueueResponse{}
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[12]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1049,7 @@ func (x *UpdateDurableQueueResponse) String() string {
 func (*UpdateDurableQueueResponse) ProtoMessage() {}
 
 func (x *UpdateDurableQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[12]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1062,7 @@ func (x *UpdateDurableQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDurableQueueResponse.ProtoReflect.Descriptor instead.
 func (*UpdateDurableQueueResponse) Descriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{12}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{13}
 }
 
 // DeleteDurableQueueRequest names the queue to delete.
@@ -1006,7 +1076,7 @@ type DeleteDurableQueueRequest struct {
 
 func (x *DeleteDurableQueueRequest) Reset() {
 	*x = DeleteDurableQueueRequest{}
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[13]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1088,7 @@ func (x *DeleteDurableQueueRequest) String() string {
 func (*DeleteDurableQueueRequest) ProtoMessage() {}
 
 func (x *DeleteDurableQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[13]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1101,7 @@ func (x *DeleteDurableQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDurableQueueRequest.ProtoReflect.Descriptor instead.
 func (*DeleteDurableQueueRequest) Descriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{13}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteDurableQueueRequest) GetQueueId() string {
@@ -1050,7 +1120,7 @@ type DeleteDurableQueueResponse struct {
 
 func (x *DeleteDurableQueueResponse) Reset() {
 	*x = DeleteDurableQueueResponse{}
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[14]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1132,7 @@ func (x *DeleteDurableQueueResponse) String() string {
 func (*DeleteDurableQueueResponse) ProtoMessage() {}
 
 func (x *DeleteDurableQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[14]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1145,7 @@ func (x *DeleteDurableQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDurableQueueResponse.ProtoReflect.Descriptor instead.
 func (*DeleteDurableQueueResponse) Descriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{14}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{15}
 }
 
 // ManageDeadLetteredEventsRequest opens a triage session (no actions) or
@@ -1090,7 +1160,7 @@ type ManageDeadLetteredEventsRequest struct {
 
 func (x *ManageDeadLetteredEventsRequest) Reset() {
 	*x = ManageDeadLetteredEventsRequest{}
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[15]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1172,7 @@ func (x *ManageDeadLetteredEventsRequest) String() string {
 func (*ManageDeadLetteredEventsRequest) ProtoMessage() {}
 
 func (x *ManageDeadLetteredEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[15]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1185,7 @@ func (x *ManageDeadLetteredEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManageDeadLetteredEventsRequest.ProtoReflect.Descriptor instead.
 func (*ManageDeadLetteredEventsRequest) Descriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{15}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ManageDeadLetteredEventsRequest) GetActions() []*ManageDeadLetteredEventsRequest_ActionEntry {
@@ -1140,7 +1210,7 @@ type ManageDeadLetteredEventsResponse struct {
 
 func (x *ManageDeadLetteredEventsResponse) Reset() {
 	*x = ManageDeadLetteredEventsResponse{}
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[16]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1222,7 @@ func (x *ManageDeadLetteredEventsResponse) String() string {
 func (*ManageDeadLetteredEventsResponse) ProtoMessage() {}
 
 func (x *ManageDeadLetteredEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[16]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1235,7 @@ func (x *ManageDeadLetteredEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManageDeadLetteredEventsResponse.ProtoReflect.Descriptor instead.
 func (*ManageDeadLetteredEventsResponse) Descriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{16}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ManageDeadLetteredEventsResponse) GetPayload() isManageDeadLetteredEventsResponse_Payload {
@@ -1224,7 +1294,7 @@ type ManageDeadLetteredEventsRequest_ActionEntry struct {
 
 func (x *ManageDeadLetteredEventsRequest_ActionEntry) Reset() {
 	*x = ManageDeadLetteredEventsRequest_ActionEntry{}
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[17]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1306,7 @@ func (x *ManageDeadLetteredEventsRequest_ActionEntry) String() string {
 func (*ManageDeadLetteredEventsRequest_ActionEntry) ProtoMessage() {}
 
 func (x *ManageDeadLetteredEventsRequest_ActionEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[17]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1319,7 @@ func (x *ManageDeadLetteredEventsRequest_ActionEntry) ProtoReflect() protoreflec
 
 // Deprecated: Use ManageDeadLetteredEventsRequest_ActionEntry.ProtoReflect.Descriptor instead.
 func (*ManageDeadLetteredEventsRequest_ActionEntry) Descriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{15, 0}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{16, 0}
 }
 
 func (x *ManageDeadLetteredEventsRequest_ActionEntry) GetDeliveryTag() int64 {
@@ -1288,7 +1358,7 @@ type ManageDeadLetteredEventsResponse_DeadLetteredEvent struct {
 
 func (x *ManageDeadLetteredEventsResponse_DeadLetteredEvent) Reset() {
 	*x = ManageDeadLetteredEventsResponse_DeadLetteredEvent{}
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[18]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1370,7 @@ func (x *ManageDeadLetteredEventsResponse_DeadLetteredEvent) String() string {
 func (*ManageDeadLetteredEventsResponse_DeadLetteredEvent) ProtoMessage() {}
 
 func (x *ManageDeadLetteredEventsResponse_DeadLetteredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[18]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1383,7 @@ func (x *ManageDeadLetteredEventsResponse_DeadLetteredEvent) ProtoReflect() prot
 
 // Deprecated: Use ManageDeadLetteredEventsResponse_DeadLetteredEvent.ProtoReflect.Descriptor instead.
 func (*ManageDeadLetteredEventsResponse_DeadLetteredEvent) Descriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{16, 0}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{17, 0}
 }
 
 func (x *ManageDeadLetteredEventsResponse_DeadLetteredEvent) GetReason() ManageDeadLetteredEventsResponse_DeadLetteredEvent_Reason {
@@ -1379,7 +1449,7 @@ type ManageDeadLetteredEventsResponse_ActionOutcome struct {
 
 func (x *ManageDeadLetteredEventsResponse_ActionOutcome) Reset() {
 	*x = ManageDeadLetteredEventsResponse_ActionOutcome{}
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[19]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1391,7 +1461,7 @@ func (x *ManageDeadLetteredEventsResponse_ActionOutcome) String() string {
 func (*ManageDeadLetteredEventsResponse_ActionOutcome) ProtoMessage() {}
 
 func (x *ManageDeadLetteredEventsResponse_ActionOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[19]
+	mi := &file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1404,7 +1474,7 @@ func (x *ManageDeadLetteredEventsResponse_ActionOutcome) ProtoReflect() protoref
 
 // Deprecated: Use ManageDeadLetteredEventsResponse_ActionOutcome.ProtoReflect.Descriptor instead.
 func (*ManageDeadLetteredEventsResponse_ActionOutcome) Descriptor() ([]byte, []int) {
-	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{16, 1}
+	return file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDescGZIP(), []int{17, 1}
 }
 
 func (x *ManageDeadLetteredEventsResponse_ActionOutcome) GetDeliveryTag() int64 {
@@ -1455,7 +1525,7 @@ const file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_r
 	"\x1eFILTER_TYPE_STARTS_WITH_GREEDY\x10\x03\"\x99\x01\n" +
 	"\x1fConsumeNonDurableEventsResponse\x12M\n" +
 	"\x06events\x18\x01 \x03(\v25.nvidia.omniverse.notifications.consumer.v1beta.EventR\x06events\x12'\n" +
-	"\x0freconnect_token\x18\x02 \x01(\tR\x0ereconnectToken\"\x84\x02\n" +
+	"\x0freconnect_token\x18\x02 \x01(\tR\x0ereconnectToken\"\xef\x02\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +
 	"event_type\x18\x01 \x01(\tR\teventType\x12-\n" +
@@ -1463,7 +1533,12 @@ const file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_r
 	"\voccurred_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"occurredAt\x12=\n" +
 	"\fpublished_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vpublishedAt\x121\n" +
-	"\amessage\x18\x05 \x01(\v2\x17.google.protobuf.StructR\amessage\"8\n" +
+	"\amessage\x18\x05 \x01(\v2\x17.google.protobuf.StructR\amessage\x12\x0e\n" +
+	"\x02id\x18d \x01(\tR\x02id\x12Y\n" +
+	"\bresource\x18e \x01(\v2=.nvidia.omniverse.notifications.consumer.v1beta.EventResourceR\bresource\"0\n" +
+	"\rEventResource\x12\x1f\n" +
+	"\vresource_id\x18\x01 \x01(\tR\n" +
+	"resourceId\"8\n" +
 	"\x1bConsumeDurableEventsRequest\x12\x19\n" +
 	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\"m\n" +
 	"\x1cConsumeDurableEventsResponse\x12M\n" +
@@ -1551,7 +1626,7 @@ func file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_ra
 }
 
 var file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_goTypes = []any{
 	(ResourceFilter_FilterType)(0),                                 // 0: nvidia.omniverse.notifications.consumer.v1beta.ResourceFilter.FilterType
 	(ManageDeadLetteredEventsRequest_Action)(0),                    // 1: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsRequest.Action
@@ -1562,23 +1637,24 @@ var file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_goT
 	(*ResourceFilter)(nil),                                         // 6: nvidia.omniverse.notifications.consumer.v1beta.ResourceFilter
 	(*ConsumeNonDurableEventsResponse)(nil),                        // 7: nvidia.omniverse.notifications.consumer.v1beta.ConsumeNonDurableEventsResponse
 	(*Event)(nil),                                                  // 8: nvidia.omniverse.notifications.consumer.v1beta.Event
-	(*ConsumeDurableEventsRequest)(nil),                            // 9: nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsRequest
-	(*ConsumeDurableEventsResponse)(nil),                           // 10: nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsResponse
-	(*ConsumeDurableEventsWithAcksRequest)(nil),                    // 11: nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsWithAcksRequest
-	(*ConsumeDurableEventsWithAcksResponse)(nil),                   // 12: nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsWithAcksResponse
-	(*CreateDurableQueueRequest)(nil),                              // 13: nvidia.omniverse.notifications.consumer.v1beta.CreateDurableQueueRequest
-	(*CreateDurableQueueResponse)(nil),                             // 14: nvidia.omniverse.notifications.consumer.v1beta.CreateDurableQueueResponse
-	(*UpdateDurableQueueRequest)(nil),                              // 15: nvidia.omniverse.notifications.consumer.v1beta.UpdateDurableQueueRequest
-	(*UpdateDurableQueueResponse)(nil),                             // 16: nvidia.omniverse.notifications.consumer.v1beta.UpdateDurableQueueResponse
-	(*DeleteDurableQueueRequest)(nil),                              // 17: nvidia.omniverse.notifications.consumer.v1beta.DeleteDurableQueueRequest
-	(*DeleteDurableQueueResponse)(nil),                             // 18: nvidia.omniverse.notifications.consumer.v1beta.DeleteDurableQueueResponse
-	(*ManageDeadLetteredEventsRequest)(nil),                        // 19: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsRequest
-	(*ManageDeadLetteredEventsResponse)(nil),                       // 20: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse
-	(*ManageDeadLetteredEventsRequest_ActionEntry)(nil),            // 21: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsRequest.ActionEntry
-	(*ManageDeadLetteredEventsResponse_DeadLetteredEvent)(nil),     // 22: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.DeadLetteredEvent
-	(*ManageDeadLetteredEventsResponse_ActionOutcome)(nil),         // 23: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.ActionOutcome
-	(*timestamppb.Timestamp)(nil),                                  // 24: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),                                        // 25: google.protobuf.Struct
+	(*EventResource)(nil),                                          // 9: nvidia.omniverse.notifications.consumer.v1beta.EventResource
+	(*ConsumeDurableEventsRequest)(nil),                            // 10: nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsRequest
+	(*ConsumeDurableEventsResponse)(nil),                           // 11: nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsResponse
+	(*ConsumeDurableEventsWithAcksRequest)(nil),                    // 12: nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsWithAcksRequest
+	(*ConsumeDurableEventsWithAcksResponse)(nil),                   // 13: nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsWithAcksResponse
+	(*CreateDurableQueueRequest)(nil),                              // 14: nvidia.omniverse.notifications.consumer.v1beta.CreateDurableQueueRequest
+	(*CreateDurableQueueResponse)(nil),                             // 15: nvidia.omniverse.notifications.consumer.v1beta.CreateDurableQueueResponse
+	(*UpdateDurableQueueRequest)(nil),                              // 16: nvidia.omniverse.notifications.consumer.v1beta.UpdateDurableQueueRequest
+	(*UpdateDurableQueueResponse)(nil),                             // 17: nvidia.omniverse.notifications.consumer.v1beta.UpdateDurableQueueResponse
+	(*DeleteDurableQueueRequest)(nil),                              // 18: nvidia.omniverse.notifications.consumer.v1beta.DeleteDurableQueueRequest
+	(*DeleteDurableQueueResponse)(nil),                             // 19: nvidia.omniverse.notifications.consumer.v1beta.DeleteDurableQueueResponse
+	(*ManageDeadLetteredEventsRequest)(nil),                        // 20: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsRequest
+	(*ManageDeadLetteredEventsResponse)(nil),                       // 21: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse
+	(*ManageDeadLetteredEventsRequest_ActionEntry)(nil),            // 22: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsRequest.ActionEntry
+	(*ManageDeadLetteredEventsResponse_DeadLetteredEvent)(nil),     // 23: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.DeadLetteredEvent
+	(*ManageDeadLetteredEventsResponse_ActionOutcome)(nil),         // 24: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.ActionOutcome
+	(*timestamppb.Timestamp)(nil),                                  // 25: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),                                        // 26: google.protobuf.Struct
 }
 var file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_depIdxs = []int32{
 	5,  // 0: nvidia.omniverse.notifications.consumer.v1beta.ConsumeNonDurableEventsRequest.filter_groups:type_name -> nvidia.omniverse.notifications.consumer.v1beta.FilterGroup
@@ -1586,41 +1662,42 @@ var file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_dep
 	6,  // 2: nvidia.omniverse.notifications.consumer.v1beta.FilterGroup.filters:type_name -> nvidia.omniverse.notifications.consumer.v1beta.ResourceFilter
 	0,  // 3: nvidia.omniverse.notifications.consumer.v1beta.ResourceFilter.filter_type:type_name -> nvidia.omniverse.notifications.consumer.v1beta.ResourceFilter.FilterType
 	8,  // 4: nvidia.omniverse.notifications.consumer.v1beta.ConsumeNonDurableEventsResponse.events:type_name -> nvidia.omniverse.notifications.consumer.v1beta.Event
-	24, // 5: nvidia.omniverse.notifications.consumer.v1beta.Event.occurred_at:type_name -> google.protobuf.Timestamp
-	24, // 6: nvidia.omniverse.notifications.consumer.v1beta.Event.published_at:type_name -> google.protobuf.Timestamp
-	25, // 7: nvidia.omniverse.notifications.consumer.v1beta.Event.message:type_name -> google.protobuf.Struct
-	8,  // 8: nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsResponse.events:type_name -> nvidia.omniverse.notifications.consumer.v1beta.Event
-	8,  // 9: nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsWithAcksResponse.events:type_name -> nvidia.omniverse.notifications.consumer.v1beta.Event
-	5,  // 10: nvidia.omniverse.notifications.consumer.v1beta.CreateDurableQueueRequest.filter_groups:type_name -> nvidia.omniverse.notifications.consumer.v1beta.FilterGroup
-	5,  // 11: nvidia.omniverse.notifications.consumer.v1beta.UpdateDurableQueueRequest.current_filter_groups:type_name -> nvidia.omniverse.notifications.consumer.v1beta.FilterGroup
-	5,  // 12: nvidia.omniverse.notifications.consumer.v1beta.UpdateDurableQueueRequest.new_filter_groups:type_name -> nvidia.omniverse.notifications.consumer.v1beta.FilterGroup
-	21, // 13: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsRequest.actions:type_name -> nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsRequest.ActionEntry
-	22, // 14: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.dead_lettered_event:type_name -> nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.DeadLetteredEvent
-	23, // 15: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.action_outcome:type_name -> nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.ActionOutcome
-	1,  // 16: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsRequest.ActionEntry.action:type_name -> nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsRequest.Action
-	2,  // 17: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.DeadLetteredEvent.reason:type_name -> nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.DeadLetteredEvent.Reason
-	24, // 18: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.DeadLetteredEvent.dead_lettered_at:type_name -> google.protobuf.Timestamp
-	8,  // 19: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.DeadLetteredEvent.event:type_name -> nvidia.omniverse.notifications.consumer.v1beta.Event
-	3,  // 20: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.ActionOutcome.outcome:type_name -> nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.ActionOutcome.Outcome
-	4,  // 21: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.ConsumeNonDurableEvents:input_type -> nvidia.omniverse.notifications.consumer.v1beta.ConsumeNonDurableEventsRequest
-	9,  // 22: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.ConsumeDurableEvents:input_type -> nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsRequest
-	11, // 23: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.ConsumeDurableEventsWithAcks:input_type -> nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsWithAcksRequest
-	13, // 24: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.CreateDurableQueue:input_type -> nvidia.omniverse.notifications.consumer.v1beta.CreateDurableQueueRequest
-	15, // 25: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.UpdateDurableQueue:input_type -> nvidia.omniverse.notifications.consumer.v1beta.UpdateDurableQueueRequest
-	17, // 26: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.DeleteDurableQueue:input_type -> nvidia.omniverse.notifications.consumer.v1beta.DeleteDurableQueueRequest
-	19, // 27: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.ManageDeadLetteredEvents:input_type -> nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsRequest
-	7,  // 28: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.ConsumeNonDurableEvents:output_type -> nvidia.omniverse.notifications.consumer.v1beta.ConsumeNonDurableEventsResponse
-	10, // 29: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.ConsumeDurableEvents:output_type -> nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsResponse
-	12, // 30: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.ConsumeDurableEventsWithAcks:output_type -> nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsWithAcksResponse
-	14, // 31: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.CreateDurableQueue:output_type -> nvidia.omniverse.notifications.consumer.v1beta.CreateDurableQueueResponse
-	16, // 32: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.UpdateDurableQueue:output_type -> nvidia.omniverse.notifications.consumer.v1beta.UpdateDurableQueueResponse
-	18, // 33: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.DeleteDurableQueue:output_type -> nvidia.omniverse.notifications.consumer.v1beta.DeleteDurableQueueResponse
-	20, // 34: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.ManageDeadLetteredEvents:output_type -> nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	25, // 5: nvidia.omniverse.notifications.consumer.v1beta.Event.occurred_at:type_name -> google.protobuf.Timestamp
+	25, // 6: nvidia.omniverse.notifications.consumer.v1beta.Event.published_at:type_name -> google.protobuf.Timestamp
+	26, // 7: nvidia.omniverse.notifications.consumer.v1beta.Event.message:type_name -> google.protobuf.Struct
+	9,  // 8: nvidia.omniverse.notifications.consumer.v1beta.Event.resource:type_name -> nvidia.omniverse.notifications.consumer.v1beta.EventResource
+	8,  // 9: nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsResponse.events:type_name -> nvidia.omniverse.notifications.consumer.v1beta.Event
+	8,  // 10: nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsWithAcksResponse.events:type_name -> nvidia.omniverse.notifications.consumer.v1beta.Event
+	5,  // 11: nvidia.omniverse.notifications.consumer.v1beta.CreateDurableQueueRequest.filter_groups:type_name -> nvidia.omniverse.notifications.consumer.v1beta.FilterGroup
+	5,  // 12: nvidia.omniverse.notifications.consumer.v1beta.UpdateDurableQueueRequest.current_filter_groups:type_name -> nvidia.omniverse.notifications.consumer.v1beta.FilterGroup
+	5,  // 13: nvidia.omniverse.notifications.consumer.v1beta.UpdateDurableQueueRequest.new_filter_groups:type_name -> nvidia.omniverse.notifications.consumer.v1beta.FilterGroup
+	22, // 14: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsRequest.actions:type_name -> nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsRequest.ActionEntry
+	23, // 15: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.dead_lettered_event:type_name -> nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.DeadLetteredEvent
+	24, // 16: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.action_outcome:type_name -> nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.ActionOutcome
+	1,  // 17: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsRequest.ActionEntry.action:type_name -> nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsRequest.Action
+	2,  // 18: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.DeadLetteredEvent.reason:type_name -> nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.DeadLetteredEvent.Reason
+	25, // 19: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.DeadLetteredEvent.dead_lettered_at:type_name -> google.protobuf.Timestamp
+	8,  // 20: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.DeadLetteredEvent.event:type_name -> nvidia.omniverse.notifications.consumer.v1beta.Event
+	3,  // 21: nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.ActionOutcome.outcome:type_name -> nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse.ActionOutcome.Outcome
+	4,  // 22: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.ConsumeNonDurableEvents:input_type -> nvidia.omniverse.notifications.consumer.v1beta.ConsumeNonDurableEventsRequest
+	10, // 23: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.ConsumeDurableEvents:input_type -> nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsRequest
+	12, // 24: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.ConsumeDurableEventsWithAcks:input_type -> nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsWithAcksRequest
+	14, // 25: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.CreateDurableQueue:input_type -> nvidia.omniverse.notifications.consumer.v1beta.CreateDurableQueueRequest
+	16, // 26: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.UpdateDurableQueue:input_type -> nvidia.omniverse.notifications.consumer.v1beta.UpdateDurableQueueRequest
+	18, // 27: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.DeleteDurableQueue:input_type -> nvidia.omniverse.notifications.consumer.v1beta.DeleteDurableQueueRequest
+	20, // 28: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.ManageDeadLetteredEvents:input_type -> nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsRequest
+	7,  // 29: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.ConsumeNonDurableEvents:output_type -> nvidia.omniverse.notifications.consumer.v1beta.ConsumeNonDurableEventsResponse
+	11, // 30: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.ConsumeDurableEvents:output_type -> nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsResponse
+	13, // 31: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.ConsumeDurableEventsWithAcks:output_type -> nvidia.omniverse.notifications.consumer.v1beta.ConsumeDurableEventsWithAcksResponse
+	15, // 32: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.CreateDurableQueue:output_type -> nvidia.omniverse.notifications.consumer.v1beta.CreateDurableQueueResponse
+	17, // 33: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.UpdateDurableQueue:output_type -> nvidia.omniverse.notifications.consumer.v1beta.UpdateDurableQueueResponse
+	19, // 34: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.DeleteDurableQueue:output_type -> nvidia.omniverse.notifications.consumer.v1beta.DeleteDurableQueueResponse
+	21, // 35: nvidia.omniverse.notifications.consumer.v1beta.EventConsumerService.ManageDeadLetteredEvents:output_type -> nvidia.omniverse.notifications.consumer.v1beta.ManageDeadLetteredEventsResponse
+	29, // [29:36] is the sub-list for method output_type
+	22, // [22:29] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_init() }
@@ -1629,7 +1706,7 @@ func file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_in
 		return
 	}
 	file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[0].OneofWrappers = []any{}
-	file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[16].OneofWrappers = []any{
+	file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_msgTypes[17].OneofWrappers = []any{
 		(*ManageDeadLetteredEventsResponse_DeadLetteredEvent_)(nil),
 		(*ManageDeadLetteredEventsResponse_ActionOutcome_)(nil),
 	}
@@ -1639,7 +1716,7 @@ func file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_in
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDesc), len(file_nvidia_omniverse_notifications_consumer_v1beta_event_consumer_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
