@@ -112,9 +112,9 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 				opts.Logger.Warn(u.name + " is in memory: every instance has its own, so instances disagree and state is lost on exit; use it only for tests")
 			}
 		}
-		if cfg.DevToken != "" {
-			opts.Logger.Warn(config.EnvDevToken + " is set: it grants every permission")
-		}
+	}
+	if cfg.DevToken != "" && (cfg.Profile.Cloud() || cfg.JWTEnabled()) {
+		opts.Logger.Warn(config.EnvDevToken + " is set: it grants every permission, beside any identity provider")
 	}
 	if cfg.Function.UsesBroker() {
 		if a.broker, err = pubsubx.Open(ctx, cfg.TopicURL); err != nil {

@@ -229,7 +229,7 @@ func TestStateLivesInTheStore(t *testing.T) {
 	require.NoError(t, err)
 	var st wslambda.State
 	require.NoError(t, json.Unmarshal(rec.Data, &st))
-	require.Equal(t, "dev", st.Principal.ID)
+	require.Equal(t, "herald:dev", st.Principal.ID)
 	require.Equal(t, wsframe.StreamDurable, st.Stream)
 	require.NotNil(t, st.Session)
 	require.Equal(t, "q-state", st.Session.Queue)
