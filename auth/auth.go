@@ -6,6 +6,8 @@
 //
 //	read:events                 pull and acknowledge durable consumers (the durable-consumer API)
 //	manage:destinations         create, list, pause, resume and delete event destinations
+//	                            (every consumer), and move the filters of any
+//	                            non-durable queue (delivery.CheckQueueOwner)
 //	run:jobs                    run the scheduled jobs over HTTP (POST /v1/jobs/{job})
 //	publish:PATTERN             publish events whose type matches PATTERN: an exact
 //	                            type, a prefix ending in "*" ("myapp.*"), or "*"

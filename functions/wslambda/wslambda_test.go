@@ -33,6 +33,7 @@ import (
 const (
 	token   = "wslambda-test-token-0123456789"
 	limited = "wslambda-limited-token-0123456789"
+	other   = "wslambda-other-token-0123456789"
 )
 
 var stackCount atomic.Int64
@@ -65,7 +66,7 @@ func startStackWith(t *testing.T, deliveryLimit int, emuOpts apigwws.Options, co
 		config.EnvTopicURL:      fmt.Sprintf("mem://wslambda-%d", n),
 		config.EnvStoreURL:      fmt.Sprintf("mem://wslambda-%d/key", n),
 		config.EnvDevToken:      token,
-		config.EnvTokens:        `{"` + limited + `": {"id": "publisher", "permissions": ["publish:*"]}}`,
+		config.EnvTokens:        `{"` + limited + `": {"id": "publisher", "permissions": ["publish:*"]}, "` + other + `": {"id": "other", "permissions": ["receive:*"]}}`,
 		config.EnvDeliveryLimit: fmt.Sprint(deliveryLimit),
 	}
 	cfg, err := config.Load(config.Local, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
@@ -118,6 +119,7 @@ func TestConformance(t *testing.T) {
 		RESTURL:       s.rest.URL,
 		Token:         token,
 		LimitedToken:  limited,
+		OtherToken:    other,
 		DeliveryLimit: 2,
 		Push:          false,
 		NoCloseCodes:  true,
@@ -141,6 +143,7 @@ func TestConformanceConcurrent(t *testing.T) {
 		RESTURL:       s.rest.URL,
 		Token:         token,
 		LimitedToken:  limited,
+		OtherToken:    other,
 		DeliveryLimit: 2,
 		Push:          false,
 		NoCloseCodes:  true,
