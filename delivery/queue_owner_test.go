@@ -9,6 +9,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/logredact"
 	"github.com/heraldevents/herald/leasestore"
 )
 
@@ -30,6 +31,7 @@ func TestNonDurableQueueOwner(t *testing.T) {
 	st, err := b.svc.OpenStream(ctx, alice, delivery.StreamRequest{Kind: delivery.NonDurable, FilterGroups: mine})
 	require.NoError(t, err)
 	token := st.QueueID()
+	require.True(t, logredact.IsToken(token), "the loggers recognize the reconnect tokens issued")
 	c, err := b.store.GetConsumer(ctx, token)
 	require.NoError(t, err)
 	require.Equal(t, "alice", c.Owner, "the creating principal is recorded")

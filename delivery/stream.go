@@ -12,6 +12,7 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/logredact"
 	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
@@ -241,7 +242,9 @@ func (s *Service) streamQueue(ctx context.Context, p *auth.Principal, r StreamRe
 	}
 	if r.ReconnectToken == "" {
 		c, err := s.createConsumer(ctx, consumerSpec{
-			id: "nd-" + uuid.NewString(), typ: leasestore.TypeNonDurableQueue, subPrefix: "herald-nd-",
+			// logredact recognizes this shape, and cuts it out of every
+			// log line.
+			id: logredact.TokenPrefix + uuid.NewString(), typ: leasestore.TypeNonDurableQueue, subPrefix: "herald-nd-",
 			groups: r.FilterGroups, owner: p.ID,
 		})
 		return c, err == nil, err

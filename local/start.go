@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/heraldevents/herald/internal/logcheck"
 )
 
 // Instance is a Herald started by Start.
@@ -38,6 +40,13 @@ var startCount atomic.Int64
 // Start runs an in-process Herald on a free 127.0.0.1 port with fresh
 // in-memory drivers, and stops it with t.Cleanup. It fails the test if
 // Herald cannot start.
+//
+// Every line the instance logs is checked (package internal/logcheck):
+// when the test ends, Start fails it for each line that held one of the
+// instance's static tokens (the development token, Config.Tokens), a
+// reconnect token or a JWT. Herald never logs a credential, so such a
+// line is a bug in Herald. The lines go on to Config.Logger (by default
+// nowhere).
 func Start(t testing.TB, opts ...Option) *Instance {
 	t.Helper()
 	n := startCount.Add(1)
@@ -51,6 +60,18 @@ func Start(t testing.TB, opts ...Option) *Instance {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	secrets := []string{cfg.DevToken}
+	for token := range cfg.Tokens {
+		secrets = append(secrets, token)
+	}
+	leaks := logcheck.New(secrets...)
+	cfg.Logger = slog.New(leaks.Handler(cfg.Logger.Handler()))
+	// Registered first, so it runs last: after the server has stopped
+	// and logged its last line.
+	t.Cleanup(func() { leaks.Check(t) })
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := New(ctx, cfg)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
+	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/functions/httpx"
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta/consumerv1betaconnect"
@@ -422,7 +422,7 @@ func sendBatch(ctx context.Context, procedure string, st *delivery.Stream, ds []
 			// transport sees them): hand it back, so that the delivery
 			// limit dead-letters it, rather than end every stream that is
 			// sent it.
-			slog.ErrorContext(ctx, "an event gRPC cannot encode was handed back", "procedure", procedure, "delivery_count", d.DeliveryCount, "err", err)
+			accesslog.Logger(ctx).ErrorContext(ctx, "an event gRPC cannot encode was handed back", "procedure", procedure, "delivery_count", d.DeliveryCount, "err", err)
 			if _, err := st.Nack(context.WithoutCancel(ctx), d.Tag); err != nil && ctx.Err() == nil {
 				return Error(ctx, procedure, err)
 			}
