@@ -36,9 +36,9 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/cloudevent"
 	"github.com/heraldevents/herald/functions/accesslog"
-	"github.com/heraldevents/herald/internal/logredact"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/internal/bufpool"
+	"github.com/heraldevents/herald/internal/logredact"
 	"github.com/heraldevents/herald/internal/strictjson"
 )
 
