@@ -10,12 +10,13 @@
 //   - local.Start puts a Checker in front of its instance's logger, with
 //     the instance's static tokens registered, and checks it when the test
 //     ends: every test that starts a Herald checks every line it logs.
-//
 //   - A package's TestMain calls Main, which puts the global Checker in
 //     front of slog.Default, so a line logged past the configured logger
-//     is checked too:
+//     is checked too.
 //
-//     func TestMain(m *testing.M) { os.Exit(logcheck.Main(m)) }
+// The second is one line:
+//
+//	func TestMain(m *testing.M) { os.Exit(logcheck.Main(m)) }
 //
 // A report names the record's message and the attribute that held the
 // credential, and never the credential itself.
