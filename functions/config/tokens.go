@@ -69,7 +69,7 @@ func (c Config) checkDevToken() error {
 	}
 	if c.DevToken == DefaultDevToken {
 		if why := c.builtInDevTokenOff(); why != "" {
-			return fmt.Errorf("the built-in development token is accepted only by the local adapter on a loopback address without an identity provider, and %s: set %s to a token of your own (at least %d characters), or leave it unset", why, EnvDevToken, MinCloudTokenLength)
+			return fmt.Errorf("the built-in development token is accepted only by the local adapter on a loopback address without an identity provider (here %s): set %s to a token of your own (at least %d characters), or leave it unset", why, EnvDevToken, MinCloudTokenLength)
 		}
 		return nil
 	}
