@@ -343,9 +343,10 @@ func canonical(gs filter.Groups) []string {
 }
 
 // CheckQueueOwner returns nil when p may change the filters of
-// non-durable queue c, or delete it: p created it (its id is c.Owner), or
-// p holds manage:destinations, the administrator's permission over every
-// consumer (it can list, pause and delete any of them already). Anyone
+// non-durable queue c: p created it (its id is c.Owner), or p holds
+// manage:destinations, the administrator's permission over every consumer
+// (it can list, pause and delete any of them already: deleting a
+// non-durable queue takes it, DeleteDestination). Anyone
 // else gets herr.PermissionDenied, which names neither the owner nor the
 // token. A queue created before owners were recorded has none, so only an
 // administrator may change it; it lives at most the reconnect grace after
