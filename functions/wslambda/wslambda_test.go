@@ -26,6 +26,7 @@ import (
 	"github.com/heraldevents/herald/functions/wsframe/wstest"
 	"github.com/heraldevents/herald/functions/wslambda"
 	"github.com/heraldevents/herald/functions/wslambda/apigwmgmt"
+	"github.com/heraldevents/herald/internal/logcheck"
 	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/local/apigwws"
 )
@@ -71,7 +72,11 @@ func startStackWith(t *testing.T, deliveryLimit int, emuOpts apigwws.Options, co
 	}
 	cfg, err := config.Load(config.Local, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	require.NoError(t, err)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Every line the stack logs, the REST API's and the handler's, is
+	// checked for the tokens and for reconnect tokens and JWTs.
+	leaks := logcheck.New(token, limited, other)
+	t.Cleanup(func() { leaks.Check(t) })
+	logger := slog.New(leaks.Handler(slog.NewTextHandler(io.Discard, nil)))
 	opts := app.Options{Logger: logger}
 	if len(now) > 0 {
 		opts.Now = now[0]
@@ -84,7 +89,7 @@ func startStackWith(t *testing.T, deliveryLimit int, emuOpts apigwws.Options, co
 		Service: a.Service(), Store: a.Store(), Auth: cfg.Authenticator(),
 		Endpoints: func(domainName, stage string) (wslambda.Poster, error) { return mgmt.Load(), nil },
 		PollWait:  300 * time.Millisecond, SessionTTL: time.Minute,
-		Logger: slog.New(slog.NewTextHandler(s.logs, nil)),
+		Logger: slog.New(leaks.Handler(slog.NewTextHandler(s.logs, nil))),
 	}
 	if configure != nil {
 		configure(&hcfg)
