@@ -6,6 +6,8 @@
 //
 //	read:events                 pull and acknowledge durable consumers (the durable-consumer API)
 //	manage:destinations         create, list, pause, resume and delete event destinations
+//	                            (every consumer), and move the filters of any
+//	                            non-durable queue (delivery.CheckQueueOwner)
 //	run:jobs                    run the scheduled jobs over HTTP (POST /v1/jobs/{job})
 //	publish:PATTERN             publish events whose type matches PATTERN: an exact
 //	                            type, a prefix ending in "*" ("myapp.*"), or "*"
@@ -62,6 +64,25 @@ const (
 	// permissions; "event-consumer-service:X" grants what X grants.
 	ServicePrefix = "event-consumer-service:"
 )
+
+// ReservedPrincipalPrefix starts the ids of the principals Herald itself
+// defines (DevPrincipalID). No other source of principals may produce one:
+// package auth/jwtauth refuses a token whose principal claim starts with
+// it, and HERALD_TOKENS refuses such an id, so a principal id names one
+// caller whichever way it authenticated. That matters because the id is
+// stamped on published events (principal_identity) and owns non-durable
+// queues.
+const ReservedPrincipalPrefix = "herald:"
+
+// DevPrincipalID is the principal of the development token
+// (HERALD_DEV_TOKEN): an id in the reserved namespace, so that a JWT
+// whose sub is "dev" is not mistaken for the development token on
+// published events or as the owner of a non-durable queue.
+const DevPrincipalID = ReservedPrincipalPrefix + "dev"
+
+// Reserved reports whether id is in Herald's reserved namespace
+// (ReservedPrincipalPrefix).
+func Reserved(id string) bool { return strings.HasPrefix(id, ReservedPrincipalPrefix) }
 
 // Principal is an authenticated caller.
 type Principal struct {
@@ -154,14 +175,18 @@ type Authenticator interface {
 }
 
 // StaticTokens is an Authenticator over a fixed token → principal table,
-// compared in constant time. The local adapter's HERALD_DEV_TOKEN is one
-// entry of it with every permission.
+// compared in constant time. The development token (HERALD_DEV_TOKEN) is
+// one entry of it with every permission.
 type StaticTokens map[string]*Principal
 
-// DevToken returns the local adapter's authenticator: token grants
-// everything, as principal "dev".
+// DevToken returns the development token's table: token grants
+// everything, as principal DevPrincipalID. An empty token gives an empty
+// table (no development token).
 func DevToken(token string) StaticTokens {
-	return StaticTokens{token: {ID: "dev", Permissions: []string{PermAll}}}
+	if token == "" {
+		return StaticTokens{}
+	}
+	return StaticTokens{token: {ID: DevPrincipalID, Permissions: []string{PermAll}}}
 }
 
 // Authenticate implements Authenticator.

@@ -48,12 +48,14 @@ func TestDevToken(t *testing.T) {
 	t.Parallel()
 	p, err := auth.DevToken("dev-token").Authenticate(context.Background(), "dev-token")
 	require.NoError(t, err)
-	require.Equal(t, "dev", p.ID)
+	require.Equal(t, auth.DevPrincipalID, p.ID)
+	require.True(t, auth.Reserved(p.ID), "no JWT or HERALD_TOKENS entry can name it")
 	require.True(t, p.Can(auth.PermReadEvents))
 	require.True(t, p.Can(auth.PermManageDestinations))
 	require.True(t, p.CanPublish("any.type"))
 	_, err = auth.DevToken("dev-token").Authenticate(context.Background(), "other")
 	require.Error(t, err)
+	require.Empty(t, auth.DevToken(""), "no token, no entry")
 }
 
 // TestCanPublish is the table of publish:PATTERN permissions.

@@ -45,6 +45,9 @@ const (
 type hubQueue struct {
 	hub *Hub
 	id  string
+	// consumer is the queue's record as this process last knew it (its
+	// owner decides who may change its filters).
+	consumer *leasestore.Consumer
 
 	mu     sync.Mutex
 	groups filter.Groups
@@ -82,7 +85,7 @@ func newHubQueue(h *Hub, c *leasestore.Consumer) *hubQueue {
 		limit = min(limit, c.MaxLength)
 	}
 	return &hubQueue{
-		hub: h, id: c.ID, groups: c.Filters, streams: map[*Stream]struct{}{},
+		hub: h, id: c.ID, consumer: c, groups: c.Filters, streams: map[*Stream]struct{}{},
 		createdAt: c.CreatedAt, wake: make(chan struct{}), limit: limit,
 		delivered: newIDRing(1024),
 	}

@@ -40,7 +40,7 @@ func (h *Hub) openStream(ctx context.Context, p *auth.Principal, r StreamRequest
 	if r.ReconnectToken == "" {
 		c, err := s.cfg.Store.CreateConsumer(ctx, leasestore.Consumer{
 			ID: "nd-" + uuid.NewString(), Type: leasestore.TypeNonDurableQueue, Filters: r.FilterGroups,
-			Home: h.cfg.ProcessID, CreatedAt: s.cfg.Now(),
+			Home: h.cfg.ProcessID, CreatedAt: s.cfg.Now(), Owner: p.ID,
 			MessageTTL: s.cfg.Streams.MessageTTL, MaxLength: s.cfg.Streams.MaxLength,
 		})
 		if err != nil {
@@ -69,7 +69,7 @@ func (h *Hub) openStream(ctx context.Context, p *auth.Principal, r StreamRequest
 		ok := q.gone == nil && q.state == stateLive && !q.claiming
 		q.mu.Unlock()
 		if ok {
-			if err := h.updateFilters(ctx, q, r); err != nil {
+			if err := h.updateFilters(ctx, p, q, r); err != nil {
 				return nil, err
 			}
 			return h.attach(ctx, q, p, false)
@@ -85,6 +85,12 @@ func (h *Hub) openStream(ctx context.Context, p *auth.Principal, r StreamRequest
 	if c.Home == "" || c.Shared {
 		return nil, errNotHubQueue
 	}
+	if r.FilterUpdate {
+		// Before the queue moves: a refused update changes nothing.
+		if err := CheckQueueOwner(p, c); err != nil {
+			return nil, err
+		}
+	}
 	q, err := h.claim(ctx, c)
 	if err != nil {
 		if herr.CodeOf(err) == herr.NotFound {
@@ -92,27 +98,31 @@ func (h *Hub) openStream(ctx context.Context, p *auth.Principal, r StreamRequest
 		}
 		return nil, err
 	}
-	if err := h.updateFilters(ctx, q, r); err != nil {
+	if err := h.updateFilters(ctx, p, q, r); err != nil {
 		return nil, err
 	}
 	return h.attach(ctx, q, p, false)
 }
 
 // updateFilters applies r's filter update, if it has one, to q: the
-// compare-and-set of OpenStream, then the record, then the hub's index.
-func (h *Hub) updateFilters(ctx context.Context, q *hubQueue, r StreamRequest) error {
+// owner check and compare-and-set of OpenStream, then the record, then the
+// hub's index.
+func (h *Hub) updateFilters(ctx context.Context, p *auth.Principal, q *hubQueue, r StreamRequest) error {
 	if !r.FilterUpdate {
 		return nil
 	}
 	if err := r.PreviousFilterGroups.Validate("previous_filter_groups"); err != nil {
 		return err
 	}
-	return h.setFilters(ctx, q, r.PreviousFilterGroups, r.FilterGroups)
+	return h.setFilters(ctx, p, q, r.PreviousFilterGroups, r.FilterGroups)
 }
 
 // setFilters moves q's filters from previous to next (compare-and-set: a
-// queue that has next already succeeds).
-func (h *Hub) setFilters(ctx context.Context, q *hubQueue, previous, next filter.Groups) error {
+// queue that has next already succeeds), if p may (CheckQueueOwner).
+func (h *Hub) setFilters(ctx context.Context, p *auth.Principal, q *hubQueue, previous, next filter.Groups) error {
+	if err := CheckQueueOwner(p, q.consumer); err != nil {
+		return err
+	}
 	q.mu.Lock()
 	cur := q.groups
 	q.mu.Unlock()
@@ -429,5 +439,5 @@ func (st *Stream) hubClose() {
 
 // hubUpdateFilters is UpdateFilters for a hub stream.
 func (st *Stream) hubUpdateFilters(ctx context.Context, previous, next filter.Groups) error {
-	return st.hq.hub.setFilters(ctx, st.hq, previous, next)
+	return st.hq.hub.setFilters(ctx, st.p, st.hq, previous, next)
 }

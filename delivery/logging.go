@@ -3,6 +3,8 @@ package delivery
 import (
 	"log/slog"
 	"strings"
+
+	"github.com/heraldevents/herald/internal/logredact"
 )
 
 // A non-durable queue's id is its reconnect token (the notifications API): whoever holds
@@ -11,8 +13,10 @@ import (
 // the error text (store errors quote the consumer id).
 
 // redactedLength is how much of a reconnect token a log line shows: enough
-// to tell queues apart while reading logs, too little to resume one.
-const redactedLength = 7
+// to tell queues apart while reading logs, too little to resume one. It is
+// logredact.Kept, so that a line redacted here and one scrubbed by the
+// loggers' logredact.Handler name a queue alike.
+const redactedLength = logredact.Kept
 
 // queueAttr is the "queue" attribute of a log line about queue id of
 // kind.

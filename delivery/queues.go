@@ -241,7 +241,9 @@ func (s *Service) createQueue(ctx context.Context, p *auth.Principal, q CreateQu
 	} else if c, err := s.existingQueue(ctx, id); c != nil || err != nil {
 		return c, false, err
 	}
-	c, err = s.createConsumer(ctx, id, leasestore.TypeDurableQueue, "herald-dq-", groups, q.Policies)
+	c, err = s.createConsumer(ctx, consumerSpec{
+		id: id, typ: leasestore.TypeDurableQueue, subPrefix: "herald-dq-", groups: groups, policies: q.Policies,
+	})
 	if herr.CodeOf(err) == herr.AlreadyExists {
 		// Another caller created it between our read and our write.
 		c, err := s.existingQueue(ctx, id)
@@ -268,17 +270,31 @@ func (s *Service) existingQueue(ctx context.Context, id string) (*leasestore.Con
 	return c, nil
 }
 
-// createConsumer makes a broker subscription named prefix+UUID at the head
-// of the stream, then the consumer record. When the record cannot be
-// written the subscription is deleted again.
-func (s *Service) createConsumer(ctx context.Context, id, typ, prefix string, groups filter.Groups, policies leasestore.Policies) (*leasestore.Consumer, error) {
-	sub := prefix + uuid.NewString()
-	if err := s.cfg.Broker.CreateSubscription(ctx, sub, groups); err != nil {
+// consumerSpec is what createConsumer makes.
+type consumerSpec struct {
+	id, typ string
+	// subPrefix starts the broker subscription's name (then a UUID).
+	subPrefix string
+	groups    filter.Groups
+	policies  leasestore.Policies
+	// owner is the creating principal's id, recorded where it decides who
+	// may reconfigure the consumer (non-durable queues, CheckQueueOwner);
+	// "" records none.
+	owner string
+}
+
+// createConsumer makes a broker subscription named spec.subPrefix+UUID at
+// the head of the stream, then the consumer record. When the record cannot
+// be written the subscription is deleted again.
+func (s *Service) createConsumer(ctx context.Context, spec consumerSpec) (*leasestore.Consumer, error) {
+	sub := spec.subPrefix + uuid.NewString()
+	if err := s.cfg.Broker.CreateSubscription(ctx, sub, spec.groups); err != nil {
 		return nil, brokerErr(err)
 	}
 	c, err := s.cfg.Store.CreateConsumer(ctx, leasestore.Consumer{
-		ID: id, Type: typ, Filters: groups, Subscription: sub, CreatedAt: s.cfg.Now(),
-		MessageTTL: s.cfg.Streams.MessageTTL, MaxLength: s.cfg.Streams.MaxLength, Policies: policies,
+		ID: spec.id, Type: spec.typ, Filters: spec.groups, Subscription: sub, CreatedAt: s.cfg.Now(),
+		MessageTTL: s.cfg.Streams.MessageTTL, MaxLength: s.cfg.Streams.MaxLength, Policies: spec.policies,
+		Owner: spec.owner,
 	})
 	if err != nil {
 		s.deleteSubscription(context.WithoutCancel(ctx), sub)
@@ -328,6 +344,30 @@ func canonical(gs filter.Groups) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// CheckQueueOwner returns nil when p may change the filters of
+// non-durable queue c: p created it (its id is c.Owner), or p holds
+// manage:destinations, the administrator's permission over every consumer
+// (it can list, pause and delete any of them already: deleting a
+// non-durable queue takes it, DeleteDestination). Anyone
+// else gets herr.PermissionDenied, which names neither the owner nor the
+// token. A queue created before owners were recorded has none, so only an
+// administrator may change it; it lives at most the reconnect grace after
+// its last session left.
+//
+// The rule is the notifications API's: a reconnect token "grants no
+// access on its own", so presenting one lets a principal share the
+// queue's events (each checked against its own receive rights), not
+// re-filter them away from the principal that made the queue. Durable
+// queues are not owned: the API makes their permissions deployment-wide
+// ("Per-queue isolation is not enforced"), so create-durable-queues
+// updates and delete-durable-queues deletes any of them.
+func CheckQueueOwner(p *auth.Principal, c *leasestore.Consumer) error {
+	if (c.Owner != "" && c.Owner == p.ID) || p.Can(auth.PermManageDestinations) {
+		return nil
+	}
+	return herr.New(herr.PermissionDenied, "only the principal that created this non-durable queue, or one with %s, may change its filters: a reconnect token lets you share its events, not re-filter it", auth.PermManageDestinations)
 }
 
 // UpdateQueueFilters is the notifications API's UpdateDurableQueue (PATCH

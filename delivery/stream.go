@@ -12,6 +12,7 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/logredact"
 	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
@@ -191,12 +192,18 @@ type Stream struct {
 // herr.NotFound.
 //
 // NonDurable: needs at least one receive:PATTERN right. Without a token a
-// fresh queue is created with FilterGroups (validated, herr.InvalidArgument).
-// A token must pass ValidateReconnectToken; one that names no live
-// non-durable queue is herr.NotFound. With FilterUpdate the queue's filters
-// move from PreviousFilterGroups to FilterGroups (compare-and-set as in
-// UpdateQueueFilters; a mismatch is herr.InvalidArgument naming
-// previous_filter_groups), unless it already has FilterGroups.
+// fresh queue is created with FilterGroups (validated, herr.InvalidArgument),
+// owned by p (see CheckQueueOwner). A token must pass
+// ValidateReconnectToken; one that names no live non-durable queue is
+// herr.NotFound. A token alone resumes the queue, whoever presents it:
+// clients share a token to split a queue's events, and every event is
+// checked against the reader's own receive rights (see Stream). With
+// FilterUpdate the queue's filters move from PreviousFilterGroups to
+// FilterGroups (compare-and-set as in UpdateQueueFilters; a mismatch is
+// herr.InvalidArgument naming previous_filter_groups), unless it already
+// has FilterGroups; only the queue's owner or an administrator may ask
+// for that, anyone else gets herr.PermissionDenied with the queue left as
+// it is (CheckQueueOwner).
 func (s *Service) OpenStream(ctx context.Context, p *auth.Principal, r StreamRequest) (*Stream, error) {
 	if h := s.hub.Load(); h != nil && r.Kind == NonDurable {
 		st, err := h.openStream(ctx, p, r)
@@ -248,7 +255,12 @@ func (s *Service) streamQueue(ctx context.Context, p *auth.Principal, r StreamRe
 		return nil, false, err
 	}
 	if r.ReconnectToken == "" {
-		c, err := s.createConsumer(ctx, "nd-"+uuid.NewString(), leasestore.TypeNonDurableQueue, "herald-nd-", r.FilterGroups, leasestore.Policies{})
+		c, err := s.createConsumer(ctx, consumerSpec{
+			// logredact recognizes this shape, and cuts it out of every
+			// log line.
+			id: logredact.TokenPrefix + uuid.NewString(), typ: leasestore.TypeNonDurableQueue, subPrefix: "herald-nd-",
+			groups: r.FilterGroups, owner: p.ID,
+		})
 		return c, err == nil, err
 	}
 	field := r.TokenField
@@ -266,6 +278,9 @@ func (s *Service) streamQueue(ctx context.Context, p *auth.Principal, r StreamRe
 		return nil, false, err
 	}
 	if r.FilterUpdate {
+		if err := CheckQueueOwner(p, c); err != nil {
+			return nil, false, err
+		}
 		if err := r.PreviousFilterGroups.Validate("previous_filter_groups"); err != nil {
 			return nil, false, err
 		}

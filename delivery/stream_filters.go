@@ -27,7 +27,13 @@ import (
 // next meet an event their filters reject, as they do after a reconnect
 // with previous_filter_groups.
 //
-// Errors, with nothing changed: herr.InvalidArgument for a durable
+// Only the queue's owner or an administrator may update its filters
+// (CheckQueueOwner): a stream that resumed a queue someone else created
+// gets herr.PermissionDenied, and the queue and the stream are left as
+// they were.
+//
+// Errors, with nothing changed: herr.PermissionDenied (above);
+// herr.InvalidArgument for a durable
 // stream (its filters change with UpdateQueueFilters, which needs
 // create-durable-queues), for invalid groups (naming filter_groups or
 // previous_filter_groups), or when previous is not the queue's filters
@@ -53,6 +59,9 @@ func (st *Stream) UpdateFilters(ctx context.Context, previous, next filter.Group
 	c, err := st.svc.cfg.Store.GetConsumer(ctx, st.queue)
 	if err != nil {
 		return st.sessionErr(err)
+	}
+	if err := CheckQueueOwner(st.p, c); err != nil {
+		return err
 	}
 	if err := st.svc.setFilters(ctx, c, "previous_filter_groups", previous, next); err != nil {
 		if herr.CodeOf(err) == herr.NotFound {

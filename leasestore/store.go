@@ -171,6 +171,14 @@ type Consumer struct {
 	// delivery limit, ack timeout); zero values take the Store's and the
 	// deployment's defaults.
 	Policies
+	// Owner is the principal id of whoever created the consumer, kept for
+	// the callers that decide who may reconfigure it (package delivery
+	// records it on non-durable queues: only their owner may change
+	// their filters); "" for none. Set by CreateConsumer and never
+	// changed. A consumer with an Owner is stored in a head encoding that
+	// releases before owners were recorded cannot read (see package
+	// internal/headcfg); one without is stored as before.
+	Owner string
 
 	// Home, when set, makes the consumer a hub queue: a non-durable queue
 	// held in the memory of the process Home names (a process record, see
@@ -197,7 +205,7 @@ func (d *consumerDoc) view(nowMs int64, blocks map[int64]*blockDoc, committed in
 		ID: d.ID, Type: d.Type, Subscription: d.Subscription, Paused: d.Paused,
 		CreatedAt: d.CreatedAt, Committed: max(committed, d.Committed), LiveSessions: d.liveSessions(nowMs),
 		MessageTTL: time.Duration(d.MessageTTL) * time.Millisecond, MaxLength: int(d.MaxLength),
-		Policies: d.policies(),
+		Policies: d.policies(), Owner: d.Owner,
 	}
 	live := d.sessionLive(nowMs)
 	if blocks == nil {
@@ -299,7 +307,7 @@ func (s *Store) CreateConsumer(ctx context.Context, c Consumer) (*Consumer, erro
 			ID: c.ID, Type: c.Type, Filters: string(fs), Subscription: c.Subscription, Paused: c.Paused,
 			CreatedAt:  c.CreatedAt.UTC(),
 			MessageTTL: c.MessageTTL.Milliseconds(), MaxLength: int64(c.MaxLength),
-			Incarnation: newIncarnation(),
+			Incarnation: newIncarnation(), Owner: c.Owner,
 		},
 	}
 	d.setPolicies(c.Policies)

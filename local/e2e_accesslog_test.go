@@ -73,12 +73,12 @@ func TestAccessLogE2E(t *testing.T) {
 	for _, l := range accessLines(t, logs) {
 		byRoute[l["route"].(string)] = l
 	}
-	require.Equal(t, "dev", byRoute["/api/v1beta/events"]["principal"])
+	require.Equal(t, "herald:dev", byRoute["/api/v1beta/events"]["principal"])
 	require.EqualValues(t, 200, byRoute["/api/v1beta/events"]["status"])
 	require.EqualValues(t, 401, byRoute["/v1/event-destinations/{id}"]["status"])
 	require.Equal(t, "", byRoute["/v1/event-destinations/{id}"]["principal"])
 	require.Equal(t, "sse-1", byRoute["/api/v1beta/events/stream"]["request_id"])
-	require.Equal(t, "dev", byRoute["/api/v1beta/events/stream"]["principal"])
+	require.Equal(t, "herald:dev", byRoute["/api/v1beta/events/stream"]["principal"])
 	for _, secret := range []string{"s3cr3t", "some-destination-id", "access_token"} {
 		require.NotContains(t, logs.String(), secret)
 	}

@@ -51,7 +51,7 @@ func TestCloudEventsE2E(t *testing.T) {
 
 		ext := e.Extensions()
 		require.Equal(t, "001.00000000000000000001", ext["sequence"])
-		require.Equal(t, "dev", ext["principalidentity"])
+		require.Equal(t, "herald:dev", ext["principalidentity"])
 		publishedAt, ok := ext["publishedat"].(string)
 		require.True(t, ok, "publishedat is %T", ext["publishedat"])
 		at, err := time.Parse(time.RFC3339Nano, publishedAt)
@@ -75,7 +75,7 @@ func TestCloudEventsE2E(t *testing.T) {
 		require.Equal(t, "myapp.user.created", str("type"))
 		require.Equal(t, "/users/123", str("subject"))
 		require.Equal(t, "001.00000000000000000001", str("sequence"))
-		require.Equal(t, "dev", str("principalidentity"))
+		require.Equal(t, "herald:dev", str("principalidentity"))
 		require.NotEmpty(t, str("publishedat"))
 		tm, err := time.Parse(time.RFC3339Nano, str("time"))
 		require.NoError(t, err)

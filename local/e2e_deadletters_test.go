@@ -102,7 +102,7 @@ func TestDeadLettersE2E(t *testing.T) {
 	require.EqualValues(t, limit, d.DeliveryCount)
 	require.False(t, d.DeadLetteredAt.IsZero())
 	require.Equal(t, "orders.created", d.Event.EventType)
-	require.Equal(t, "dev", d.Event.PrincipalIdentity)
+	require.Equal(t, "herald:dev", d.Event.PrincipalIdentity)
 	require.JSONEq(t, `{"n":1}`, string(d.Event.Message))
 	require.Equal(t, "/orders/1", d.ResourceID)
 

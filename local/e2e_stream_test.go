@@ -48,7 +48,7 @@ func TestNonDurableStreamE2E(t *testing.T) {
 		var e consumerEvent
 		require.NoError(t, json.Unmarshal([]byte(f.Data), &e))
 		require.Equal(t, "myapp.user.created", e.EventType)
-		require.Equal(t, "dev", e.PrincipalIdentity)
+		require.Equal(t, "herald:dev", e.PrincipalIdentity)
 		require.Equal(t, "2024-10-16T14:30:00Z", e.OccurredAt)
 		pub, err := time.Parse(time.RFC3339Nano, e.PublishedAt)
 		require.NoError(t, err)

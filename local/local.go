@@ -135,10 +135,19 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
-// Serve serves on ln until ctx is done.
+// Serve serves on ln until ctx is done. With the built-in development
+// token (DefaultDevToken) it serves only a loopback listener: it returns
+// an error naming HERALD_DEV_TOKEN, having served nothing, for any other
+// (docs/auth.md, "The development token").
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	if s.cfg.DevToken == DefaultDevToken {
-		s.cfg.Logger.Warn("HERALD_DEV_TOKEN is not set: the built-in default token grants every permission; use it only for local development, never on a shared or public address")
+	switch {
+	case s.cfg.DevToken == DefaultDevToken && !config.LoopbackAddr(ln.Addr().String()):
+		return fmt.Errorf("%s: the built-in development token is accepted only on a loopback address, and %s is not one: set %s to a token of your own (at least %d characters), or leave it unset and configure other tokens",
+			config.EnvDevToken, ln.Addr(), config.EnvDevToken, config.MinCloudTokenLength)
+	case s.cfg.DevToken == DefaultDevToken:
+		s.cfg.Logger.Warn("HERALD_DEV_TOKEN is not set: the built-in development token grants every permission on this loopback address; it is off on any other address and beside an identity provider")
+	case s.cfg.DevToken != "" && !config.LoopbackAddr(ln.Addr().String()):
+		s.cfg.Logger.Warn("HERALD_DEV_TOKEN is set and Herald listens beyond loopback: that token grants every permission to whoever holds it")
 	}
 	s.cfg.Logger.Info("herald listening", "addr", "http://"+ln.Addr().String(), "topic", config.Redact(s.cfg.TopicURL), "store", config.Redact(s.cfg.StoreURL))
 	reapCtx, stopReaper := context.WithCancel(ctx)

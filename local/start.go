@@ -6,11 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/internal/logcheck"
 )
 
 // Instance is a Herald started by Start.
@@ -38,6 +44,13 @@ var startCount atomic.Int64
 // Start runs an in-process Herald on a free 127.0.0.1 port with fresh
 // in-memory drivers, and stops it with t.Cleanup. It fails the test if
 // Herald cannot start.
+//
+// Every line the instance logs is checked (package internal/logcheck):
+// when the test ends, Start fails it for each line that held one of the
+// instance's static tokens (the development token, Config.Tokens), a
+// reconnect token or a JWT. Herald never logs a credential, so such a
+// line is a bug in Herald. The lines go on to Config.Logger (by default
+// nowhere).
 func Start(t testing.TB, opts ...Option) *Instance {
 	t.Helper()
 	n := startCount.Add(1)
@@ -51,6 +64,23 @@ func Start(t testing.TB, opts ...Option) *Instance {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	// The tokens are secrets, the principal ids are logged on purpose
+	// (the access log's principal): a token that is a principal's id too,
+	// as tests write them ("reader" for principal "reader"), is left out.
+	secrets := []string{cfg.DevToken}
+	for token := range cfg.Tokens {
+		if !slices.ContainsFunc(slices.Collect(maps.Values(cfg.Tokens)), func(p *auth.Principal) bool { return strings.Contains(p.ID, token) }) {
+			secrets = append(secrets, token)
+		}
+	}
+	leaks := logcheck.New(secrets...)
+	cfg.Logger = slog.New(leaks.Handler(cfg.Logger.Handler()))
+	// Registered first, so it runs last: after the server has stopped
+	// and logged its last line.
+	t.Cleanup(func() { leaks.Check(t) })
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := New(ctx, cfg)
 	if err != nil {

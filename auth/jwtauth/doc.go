@@ -32,6 +32,9 @@
 //     on client_id instead, as API Gateway's JWT authorizer does (Amazon
 //     Cognito access tokens carry client_id, not aud).
 //   - exp, nbf and iat, with ClockSkew of tolerance. exp is required.
+//   - The protected header has no "crit": Herald understands no JWS
+//     extension, and RFC 7515 (section 4.1.11) says a recipient refuses a
+//     token that lists one it does not understand.
 //
 // Every failure is herr.Unauthenticated with a short description ("token
 // expired", "wrong audience", …) that never repeats the token or a claim
@@ -61,10 +64,16 @@
 // # Principal and permissions
 //
 // The principal id is the string claim Config.PrincipalClaim (default
-// "sub"); a token without it is refused. Permissions are the values of
-// Config.PermissionsClaim (default "scope"), a space-separated string or
-// an array of strings, plus those of "scp" (Microsoft Entra ID, Okta) when
-// the claim is "scope"; Config.ScopePrefix, when set, is cut from the front
+// "sub"); a token without it is refused, and so is one whose id holds a
+// control character or starts with auth.ReservedPrincipalPrefix (the
+// namespace of Herald's own principals, such as the development token's
+// auth.DevPrincipalID). Permissions are the values of
+// Config.PermissionsClaim (default "scope"), a string of values separated
+// by spaces (U+0020 only, as RFC 8693 section 4.2 defines the scope
+// claim) or an array of strings taken value by value, plus those of "scp"
+// (Microsoft Entra ID, Okta) when the claim is "scope". A value holding a
+// control character makes the token refused ("malformed permissions
+// claim"). Config.ScopePrefix, when set, is cut from the front
 // of each value first (Amazon Cognito names custom scopes
 // RESOURCE-SERVER/NAME). Values are read as package auth's permissions,
 // with exactly the meaning they have for static tokens; values that name

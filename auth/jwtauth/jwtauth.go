@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
@@ -203,6 +204,13 @@ func (v *Verifier) Authenticate(ctx context.Context, token string) (*auth.Princi
 		return nil, invalid("malformed token")
 	}
 	hdr := msg.Signatures()[0].ProtectedHeaders()
+	if hdr.Has(jws.CriticalKey) {
+		// RFC 7515, section 4.1.11: a recipient must refuse a JWS whose
+		// "crit" lists an extension it does not understand, and Herald
+		// understands none (an empty list is malformed too). jws.Verify
+		// does not hold to this when given a key, so it is checked here.
+		return nil, invalid("unsupported critical header (crit)")
+	}
 	name, _ := hdr.Algorithm()
 	alg, ok := v.algs[name.String()]
 	if !ok {
@@ -298,6 +306,15 @@ func (v *Verifier) principal(tok jwt.Token) (*auth.Principal, error) {
 	if !ok || sid == "" {
 		return nil, invalid("token's " + v.cfg.PrincipalClaim + " claim is not a string")
 	}
+	if hasControl(sid) {
+		// The id is stamped on events and written to logs.
+		return nil, invalid("token's " + v.cfg.PrincipalClaim + " claim is malformed")
+	}
+	if auth.Reserved(sid) {
+		// Herald's own principals (the development token's) cannot be
+		// claimed by a token: see auth.ReservedPrincipalPrefix.
+		return nil, invalid("token's " + v.cfg.PrincipalClaim + " claim is reserved")
+	}
 	claims := []string{v.cfg.PermissionsClaim}
 	if v.cfg.PermissionsClaim == DefaultPermissionsClaim {
 		claims = append(claims, "scp")
@@ -308,28 +325,42 @@ func (v *Verifier) principal(tok jwt.Token) (*auth.Principal, error) {
 		if tok.Get(c, &raw) != nil {
 			continue
 		}
-		perms = append(perms, v.permissions(raw)...)
+		got, err := v.permissions(raw)
+		if err != nil {
+			return nil, err
+		}
+		perms = append(perms, got...)
 	}
 	perms = append(perms, v.cfg.Grants[sid]...)
 	slices.Sort(perms)
 	return &auth.Principal{ID: sid, Permissions: slices.Compact(perms)}, nil
 }
 
-// permissions reads one claim's value: a space-separated string or an
-// array of strings. Values that are no permission are dropped.
-func (v *Verifier) permissions(raw any) []string {
+// permissions reads one claim's value: a string of values separated by
+// spaces (U+0020 only: the scope claim of RFC 8693, section 4.2, whose
+// values are RFC 6749's scope-tokens) or an array of strings, each one
+// value taken as it is. A value holding a control character is refused
+// (herr.Unauthenticated, "malformed permissions claim") rather than read:
+// were tabs or line breaks separators, "x\t*" would grant "*". Values
+// that are no permission are dropped.
+func (v *Verifier) permissions(raw any) ([]string, error) {
 	var values []string
 	switch x := raw.(type) {
 	case string:
-		values = strings.Fields(x)
+		values = strings.Split(x, " ")
 	case []any:
 		for _, e := range x {
 			if s, ok := e.(string); ok {
-				values = append(values, strings.TrimSpace(s))
+				values = append(values, s)
 			}
 		}
 	case []string:
 		values = x
+	}
+	for _, s := range values {
+		if hasControl(s) {
+			return nil, invalid("malformed permissions claim")
+		}
 	}
 	var out []string
 	for _, s := range values {
@@ -343,7 +374,13 @@ func (v *Verifier) permissions(raw any) []string {
 			out = append(out, s)
 		}
 	}
-	return out
+	return out, nil
+}
+
+// hasControl reports whether s holds a control character: C0 (tab and
+// line breaks included), DEL or C1.
+func hasControl(s string) bool {
+	return strings.IndexFunc(s, unicode.IsControl) >= 0
 }
 
 // fits reports whether key k may verify a signature made with alg: a

@@ -287,3 +287,97 @@ func TestLooksLikeJWT(t *testing.T) {
 		require.False(t, jwtauth.LooksLikeJWT(s), s)
 	}
 }
+
+// TestScopeClaimParsing: a scope string is a list separated by spaces
+// (RFC 8693, section 4.2; RFC 6749, section 3.3) and nothing else splits
+// it, so a value with a tab or another Unicode space inside is one value,
+// not two; a permission value with a control character in it is refused
+// (401) rather than read, in a string and in an array alike.
+func TestScopeClaimParsing(t *testing.T) {
+	t.Parallel()
+	iss := jwttest.New(t)
+	v := verifier(t, iss)
+	with := func(scope any) string {
+		c := iss.Claims("alice", "")
+		c["scope"] = scope
+		return iss.Sign(t, c)
+	}
+	for name, scope := range map[string]any{
+		"tab before *":           "x\t*",
+		"newline before *":       "read:events\n*",
+		"carriage return":        "read:events\r\npublish:*",
+		"NUL":                    "read:events\x00",
+		"C1 control (NEL)":       "read:events\u0085*",
+		"DEL":                    "read:events\x7f",
+		"tab in an array value":  []string{"read:events", "x\t*"},
+		"newline in scp as well": nil, // filled below
+	} {
+		token := with(scope)
+		if scope == nil {
+			c := iss.Claims("alice", "read:events")
+			c["scp"] = "manage:destinations\n*"
+			token = iss.Sign(t, c)
+		}
+		t.Run(name, func(t *testing.T) { refused(t, v, token, "malformed permissions claim") })
+	}
+
+	for name, tc := range map[string]struct {
+		scope any
+		want  []string
+	}{
+		"spaces":                         {"read:events publish:a.*", []string{"publish:a.*", "read:events"}},
+		"runs of spaces":                 {"  read:events   publish:a.*  ", []string{"publish:a.*", "read:events"}},
+		"no-break space is no separator": {"read:events\u00a0*", nil},
+		"em space is no separator":       {"x\u2003*", nil},
+		"array values are exact":         {[]string{" *", "* ", "read:events"}, []string{"read:events"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, err := v.Authenticate(t.Context(), with(tc.scope))
+			require.NoError(t, err)
+			require.Equal(t, tc.want, p.Permissions)
+			require.False(t, p.Can(auth.PermAll))
+		})
+	}
+}
+
+// TestCritHeader: Herald understands no JWS extension, so a token whose
+// protected header lists any in "crit" is refused (RFC 7515, section
+// 4.1.11), whatever its signature.
+func TestCritHeader(t *testing.T) {
+	t.Parallel()
+	iss := jwttest.New(t)
+	v := verifier(t, iss)
+	claims := iss.Claims("alice", "read:events")
+	for name, hdr := range map[string]map[string]any{
+		"an extension":       {"crit": []string{"https://example.com/must-check"}, "https://example.com/must-check": true},
+		"an unknown listed":  {"crit": []string{"exp"}},
+		"b64 (RFC 7797)":     {"crit": []string{"b64"}, "b64": true},
+		"an empty crit list": {"crit": []string{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			refused(t, v, iss.SignWithHeaders(t, claims, hdr), "unsupported critical header (crit)")
+		})
+	}
+	_, err := v.Authenticate(t.Context(), iss.SignWithHeaders(t, claims, map[string]any{"x-extra": "not critical"}))
+	require.NoError(t, err, "a header parameter that is not critical may be ignored")
+}
+
+// TestReservedPrincipal: a JWT cannot name a principal Herald reserves for
+// its own (the development token's is auth.DevPrincipalID), nor one with
+// a control character (principal ids are stamped on events and logged).
+func TestReservedPrincipal(t *testing.T) {
+	t.Parallel()
+	iss := jwttest.New(t)
+	v := verifier(t, iss)
+	refused(t, v, iss.Token(t, auth.DevPrincipalID, "read:events"), "token's sub claim is reserved")
+	refused(t, v, iss.Token(t, auth.ReservedPrincipalPrefix+"anything", "read:events"), "token's sub claim is reserved")
+	refused(t, v, iss.Token(t, "alice\nlevel=ERROR", "read:events"), "token's sub claim is malformed")
+	p, err := v.Authenticate(t.Context(), iss.Token(t, "dev", "read:events"))
+	require.NoError(t, err)
+	require.Equal(t, "dev", p.ID)
+	require.NotEqual(t, auth.DevPrincipalID, p.ID, "a JWT whose sub is dev is not the development token's principal")
+	email := verifier(t, iss, func(c *jwtauth.Config) { c.PrincipalClaim = "email" })
+	c := iss.Claims("alice", "read:events")
+	c["email"] = auth.DevPrincipalID
+	refused(t, email, iss.Sign(t, c), "token's email claim is reserved")
+}

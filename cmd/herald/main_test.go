@@ -535,6 +535,46 @@ func TestServeDefaultTokenOnAnyLoopbackPort(t *testing.T) {
 	require.NoError(t, cmd.Wait(), "serve stops cleanly on SIGTERM")
 }
 
+// TestServeOffLoopback: `herald serve --addr` beyond loopback has no
+// built-in development token, so with no other token it refuses to start
+// and says how to set one; with HERALD_TOKENS it starts, and the built-in
+// token is refused there.
+func TestServeOffLoopback(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
+	refused := exec.CommandContext(ctx, bin, "serve", "--addr", "0.0.0.0:0")
+	refused.Env = env()
+	out, err := refused.CombinedOutput()
+	require.Error(t, err, "%s", out)
+	assert.Contains(t, string(out), "HERALD_DEV_TOKEN")
+	assert.Contains(t, string(out), "not a loopback address")
+
+	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "0.0.0.0:0")
+	cmd.Env = env(`HERALD_TOKENS={"svc-token-0123456789": {"id": "svc", "permissions": ["publish:*"]}}`)
+	errPipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill() }()
+	sc := bufio.NewScanner(errPipe)
+	port := ""
+	for port == "" && sc.Scan() {
+		if m := regexp.MustCompile(`addr=http://[^ ]*:(\d+)`).FindStringSubmatch(sc.Text()); m != nil {
+			port = m[1]
+		}
+	}
+	require.NotEmpty(t, port, "serve logged no address")
+	go func() { _, _ = io.Copy(io.Discard, errPipe) }()
+	for token, want := range map[string]string{"svc-token-0123456789": "published served.off", "dev-token": "401"} {
+		c := exec.CommandContext(ctx, bin, "publish", "--type", "served.off")
+		c.Env = env("HERALD_URL=http://127.0.0.1:"+port, "HERALD_TOKEN="+token)
+		out, _ := c.CombinedOutput()
+		assert.Contains(t, string(out), want, "token %s", token)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "serve stops cleanly on SIGTERM")
+}
+
 // TestProgressBarOnATerminal runs `dlq replay --all` and `publish --file`
 // with standard error on a pseudo-terminal: both draw a progress bar
 // there (and only there: the other tests' pipes get none).

@@ -26,6 +26,13 @@
 // trace id of a valid W3C traceparent header, else 32 random hex digits.
 // It is returned in the X-Request-Id response header and available to
 // handlers through RequestID.
+//
+// # Logging from handlers
+//
+// Logger returns the middleware's logger to the handlers inside it, so
+// that what they log (a 5xx's cause, say) lands with the access log,
+// through the same handler chain (level, format, redaction), and Route
+// gives them the route pattern to name the request by.
 package accesslog
 
 import (
@@ -57,8 +64,18 @@ type ctxKey struct{}
 // entry is what the handlers inside the middleware add to the line.
 type entry struct {
 	id        string
+	logger    *slog.Logger
 	mu        sync.Mutex
 	principal string
+}
+
+// Logger returns the logger of the middleware the request ctx belongs to,
+// or slog.Default() outside one.
+func Logger(ctx context.Context) *slog.Logger {
+	if e, ok := ctx.Value(ctxKey{}).(*entry); ok && e.logger != nil {
+		return e.logger
+	}
+	return slog.Default()
 }
 
 // RequestID returns the id of the request ctx belongs to, or "" outside
@@ -88,7 +105,7 @@ func SetPrincipal(ctx context.Context, id string) {
 func Middleware(logger *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		e := &entry{id: requestID(r.Header)}
+		e := &entry{id: requestID(r.Header), logger: logger}
 		w.Header().Set(Header, e.id)
 		var status atomic.Int64
 		var written atomic.Int64
@@ -147,7 +164,7 @@ func Middleware(logger *slog.Logger, next http.Handler) http.Handler {
 			ms := float64(time.Since(start).Microseconds()) / 1000
 			logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
 				slog.String("method", r.Method),
-				slog.String("route", route(r2)),
+				slog.String("route", Route(r2)),
 				slog.Int("status", code),
 				slog.Float64("duration_ms", math.Round(ms*1000)/1000),
 				slog.Int64("bytes", written.Load()),
@@ -159,11 +176,13 @@ func Middleware(logger *slog.Logger, next http.Handler) http.Handler {
 	})
 }
 
-// route returns r's pattern without its method ("GET /health" → "/health"),
-// as net/http's ServeMux set it on r. A gRPC service is mounted on a
-// prefix ("/pkg.Service/"): its route is the procedure, whose name is a
-// fixed identifier, not a value. "" when no mux matched.
-func route(r *http.Request) string {
+// Route returns r's pattern without its method ("GET /health" →
+// "/health"), as net/http's ServeMux set it on r: what a log line names a
+// request by, never the raw path, which carries ids (a non-durable
+// queue's is its reconnect token). A gRPC service is mounted on a prefix
+// ("/pkg.Service/"): its route is the procedure, whose name is a fixed
+// identifier, not a value. "" when no mux matched.
+func Route(r *http.Request) string {
 	p := r.Pattern
 	if i := strings.IndexByte(p, ' '); i >= 0 {
 		p = p[i+1:]

@@ -26,6 +26,7 @@ import (
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/internal/logredact"
 	"github.com/heraldevents/herald/internal/netcork"
 	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/leasestore"
@@ -106,7 +107,10 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	opts.Logger = slog.New(telemetry.LogHandler(minLevel{opts.Logger.Handler(), cfg.LogLevel}))
+	// Every line goes out with reconnect tokens and JWTs cut out
+	// (logredact): the last defence behind logging route patterns and
+	// redacted queue ids, since store and broker errors quote consumer ids.
+	opts.Logger = slog.New(logredact.Handler(telemetry.LogHandler(minLevel{opts.Logger.Handler(), cfg.LogLevel})))
 	a := &App{cfg: cfg, logger: opts.Logger, jobs: opts.Jobs}
 	var err error
 	if cfg.Profile.Cloud() {
@@ -115,9 +119,9 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 				opts.Logger.Warn(u.name + " is in memory: every instance has its own, so instances disagree and state is lost on exit; use it only for tests")
 			}
 		}
-		if cfg.DevToken != "" {
-			opts.Logger.Warn(config.EnvDevToken + " is set: it grants every permission")
-		}
+	}
+	if cfg.DevToken != "" && (cfg.Profile.Cloud() || cfg.JWTEnabled()) {
+		opts.Logger.Warn(config.EnvDevToken + " is set: it grants every permission, beside any identity provider")
 	}
 	if cfg.Function.UsesBroker() {
 		if a.broker, err = pubsubx.Open(ctx, cfg.TopicURL); err != nil {

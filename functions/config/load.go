@@ -22,7 +22,12 @@ type Config struct {
 	// Addr is the listen address: HERALD_ADDR locally, 0.0.0.0:$PORT on
 	// Cloud Run, "" on Lambda.
 	Addr string
-	// DevToken is HERALD_DEV_TOKEN ("" for none).
+	// DevToken is HERALD_DEV_TOKEN ("" for none): a token with every
+	// permission, as principal auth.DevPrincipalID. The built-in
+	// DefaultDevToken is the local adapter's default only on a loopback
+	// Addr without an identity provider, and is refused elsewhere; a
+	// token of one's own is the explicit opt-in, at least
+	// MinCloudTokenLength characters beyond loopback (Validate).
 	DevToken string
 	// Tokens are the tokens of HERALD_TOKENS and HERALD_TOKENS_FILE.
 	Tokens auth.StaticTokens
@@ -133,7 +138,9 @@ func Defaults(p Profile) Config {
 // them. Each error names the field and its variable, e.g. `SSEKeepAlive
 // (HERALD_SSE_KEEPALIVE): 0s is not a positive Go duration (the
 // variable's range is 1s–5m)`; a Config that is not from Load should
-// start from Defaults.
+// start from Defaults. DevToken is held to the development token's rules
+// too: the built-in DefaultDevToken only in the local profile, on a
+// loopback Addr, without an identity provider (docs/auth.md).
 func (c Config) Validate() error {
 	var errs []error
 	for _, v := range vars {
@@ -143,6 +150,9 @@ func (c Config) Validate() error {
 		if err := v.field.check(&c); err != nil {
 			errs = append(errs, fmt.Errorf("%s (%s): %w; start from config.Defaults(%s)", v.field.name(), v.Name, err, c.Profile))
 		}
+	}
+	if err := c.checkDevToken(); err != nil {
+		errs = append(errs, fmt.Errorf("DevToken (%s): %w", EnvDevToken, err))
 	}
 	return errors.Join(errs...)
 }

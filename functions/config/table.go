@@ -240,7 +240,7 @@ var vars = []Var{
 		profiles: []Profile{CloudRun},
 		field:    portField},
 	{Name: EnvDevToken, LocalDefault: DefaultDevToken,
-		Meaning:  "a bearer token with every permission, as principal \"dev\" (a warning is logged when the local default is used); no default in the cloud",
+		Meaning:  "a bearer token with every permission, as principal \"herald:dev\"; the built-in dev-token is the default only of the local adapter on a loopback HERALD_ADDR without an identity provider, and refused elsewhere; set a token of your own (at least 16 characters beyond loopback) to opt in anywhere; no default in the cloud",
 		profiles: allProfiles,
 		field:    text{field: "DevToken", at: func(c *Config) *string { return &c.DevToken }}},
 	{Name: EnvTokens, Unit: "JSON", Deploy: true,

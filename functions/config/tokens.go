@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -12,22 +13,85 @@ import (
 	"github.com/heraldevents/herald/auth/jwtauth"
 )
 
-// Authenticator returns the token table: Tokens plus DevToken.
+// Authenticator returns the token table: Tokens plus DevToken, whose
+// principal is auth.DevPrincipalID.
 func (c Config) Authenticator() auth.StaticTokens {
 	out := make(auth.StaticTokens, len(c.Tokens)+1)
 	for t, p := range c.Tokens {
 		out[t] = p
 	}
-	if c.DevToken != "" {
-		out[c.DevToken] = &auth.Principal{ID: "dev", Permissions: []string{auth.PermAll}}
+	for t, p := range auth.DevToken(c.DevToken) {
+		out[t] = p
 	}
 	return out
 }
 
-// loadTokens reads HERALD_DEV_TOKEN's companions, HERALD_TOKENS and
-// HERALD_TOKENS_FILE, into c.Tokens, and in the cloud checks that some
-// token (or an identity provider) is configured and no token is short.
+// LoopbackAddr reports whether a listen address (host:port) accepts
+// connections from this machine only: its host is "localhost" or a
+// loopback IP (127.0.0.0/8, ::1). An empty host, a wildcard (0.0.0.0,
+// ::) and any other name are not loopback; names are not resolved.
+func LoopbackAddr(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// builtInDevTokenOff says why the built-in development token
+// (DefaultDevToken, which the README makes public knowledge) may not be
+// used with c, or "" when it may: only the local adapter, listening on a
+// loopback address, without an identity provider.
+func (c Config) builtInDevTokenOff() string {
+	switch {
+	case c.Profile.Cloud():
+		return "the " + c.Profile.String() + " profile has no development token unless you set one"
+	case !LoopbackAddr(c.Addr):
+		return fmt.Sprintf("%s %s is not a loopback address", EnvAddr, c.Addr)
+	case c.JWTEnabled():
+		return "an identity provider is configured (" + EnvJWTIssuer + " or " + EnvJWTJWKSURL + ")"
+	}
+	return ""
+}
+
+// checkDevToken holds DevToken to the development token's rules (see
+// docs/auth.md, "The development token"): the built-in value only where
+// builtInDevTokenOff allows it, and a token of one's own of at least
+// MinCloudTokenLength characters wherever Herald is reachable beyond
+// loopback. Its errors name no variable and quote no token.
+func (c Config) checkDevToken() error {
+	if c.DevToken == "" {
+		return nil
+	}
+	if c.DevToken == DefaultDevToken {
+		if why := c.builtInDevTokenOff(); why != "" {
+			return fmt.Errorf("the built-in development token is accepted only by the local adapter on a loopback address without an identity provider (here %s): set %s to a token of your own (at least %d characters), or leave it unset", why, EnvDevToken, MinCloudTokenLength)
+		}
+		return nil
+	}
+	if (c.Profile.Cloud() || !LoopbackAddr(c.Addr)) && len(c.DevToken) < MinCloudTokenLength {
+		return fmt.Errorf("the token is shorter than %d characters", MinCloudTokenLength)
+	}
+	return nil
+}
+
+// loadTokens settles HERALD_DEV_TOKEN (the built-in default is dropped
+// where it is off, see builtInDevTokenOff; a value set explicitly is the
+// opt-in and is checked by checkDevToken), reads its companions,
+// HERALD_TOKENS and HERALD_TOKENS_FILE, into c.Tokens, and checks that
+// some token (or an identity provider) is configured wherever Herald is
+// reachable beyond loopback, and that no such token is short.
 func (c *Config) loadTokens(get func(string) string, fail func(name, format string, args ...any)) {
+	if get(EnvDevToken) == "" && c.DevToken == DefaultDevToken && c.builtInDevTokenOff() != "" {
+		c.DevToken = ""
+	}
+	if err := c.checkDevToken(); err != nil {
+		fail(EnvDevToken, "%v", err)
+	}
 	c.Tokens = auth.StaticTokens{}
 	owner := map[string]string{} // token → variable that gave it
 	if c.DevToken != "" {
@@ -60,13 +124,15 @@ func (c *Config) loadTokens(get func(string) string, fail func(name, format stri
 		}
 	}
 	if !c.Profile.Cloud() {
+		if LoopbackAddr(c.Addr) || len(owner) > 0 || c.JWTEnabled() {
+			return
+		}
+		fail(EnvDevToken, "no bearer token is configured: the built-in development token is off because %s %s is not a loopback address; set %s to a token of your own (at least %d characters), or set %s, %s or an identity provider (%s)",
+			EnvAddr, c.Addr, EnvDevToken, MinCloudTokenLength, EnvTokens, EnvTokensFile, EnvJWTIssuer)
 		return
 	}
 	if len(owner) == 0 && !c.JWTEnabled() {
 		fail(EnvTokens, "no bearer token is configured: set %s (or %s, or %s), or an identity provider (%s)", EnvTokens, EnvTokensFile, EnvDevToken, EnvJWTIssuer)
-	}
-	if c.DevToken != "" && len(c.DevToken) < MinCloudTokenLength {
-		fail(EnvDevToken, "the token is shorter than %d characters", MinCloudTokenLength)
 	}
 	for t, pr := range c.Tokens {
 		if len(t) < MinCloudTokenLength {
@@ -87,6 +153,9 @@ func (c *Config) loadJWT(get, val func(string) string, fail func(name, format st
 			fail(EnvJWTGrants, `must be a JSON object from principal to a list of permissions: {"<principal>": ["publish:app.*"]}`)
 		}
 		for id, perms := range c.JWT.Grants {
+			if auth.Reserved(id) {
+				fail(EnvJWTGrants, "principal %q: ids starting with %q are reserved for Herald's own principals, which no token can claim", id, auth.ReservedPrincipalPrefix)
+			}
 			for _, perm := range perms {
 				if !knownPermission(perm) {
 					fail(EnvJWTGrants, "principal %q: unknown permission %q", id, perm)
@@ -164,6 +233,9 @@ func ParseTokens(raw []byte) (auth.StaticTokens, error) {
 		}
 		if e.ID == "" {
 			return nil, errors.New(`an entry has no "id"`)
+		}
+		if auth.Reserved(e.ID) {
+			return nil, fmt.Errorf("principal %q: ids starting with %q are reserved for Herald's own principals", e.ID, auth.ReservedPrincipalPrefix)
 		}
 		if len(e.Permissions) == 0 {
 			return nil, fmt.Errorf("principal %q has no permissions", e.ID)

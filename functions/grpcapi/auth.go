@@ -58,5 +58,5 @@ func reject(w http.ResponseWriter, r *http.Request, err error) {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	_ = errorWriter.Write(w, r, Error(r.Context(), r.URL.Path, err))
+	_ = errorWriter.Write(w, r, Error(r.Context(), accesslog.Route(r), err))
 }

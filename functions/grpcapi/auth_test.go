@@ -111,7 +111,7 @@ func TestAuthenticateBeforeTheBody(t *testing.T) {
 	req.Header.Set("authorization", "bearer good-token") // scheme is case-insensitive
 	h.ServeHTTP(httptest.NewRecorder(), req)
 	require.NotNil(t, principal)
-	require.Equal(t, "dev", principal.ID)
+	require.Equal(t, "herald:dev", principal.ID)
 }
 
 // TestAuthenticateNonRPC: a request in no RPC protocol (a browser's GET)

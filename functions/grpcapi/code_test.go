@@ -2,15 +2,24 @@ package grpcapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/functions/grpcapi"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/logcheck"
+	"github.com/heraldevents/herald/internal/testkit"
 )
 
 // TestCode holds the one herr → gRPC map to the table below, and fails
@@ -62,4 +71,40 @@ func TestErrorIsSafe(t *testing.T) {
 	err = grpcapi.Error(context.Background(), "/p.S/M", herr.New(herr.PermissionDenied, "permission %q is required", "x"))
 	require.Equal(t, connect.CodePermissionDenied, err.Code())
 	require.Equal(t, `permission "x" is required`, err.Message())
+}
+
+// TestErrorLogsThroughTheRequestLogger: a server-side failure is logged
+// once, through the logger of the request's access-log middleware (not
+// slog.Default), naming the procedure, with the reconnect token its cause
+// quotes cut out.
+func TestErrorLogsThroughTheRequestLogger(t *testing.T) {
+	t.Parallel()
+	token := "nd-" + uuid.NewString()
+	logs := &testkit.SyncBuffer{}
+	leaks := logcheck.New()
+	logger := slog.New(leaks.Handler(slog.NewJSONHandler(logs, nil)))
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /p.S/", func(w http.ResponseWriter, r *http.Request) {
+		err := grpcapi.Error(r.Context(), accesslog.Route(r), herr.Wrap(herr.Unavailable, fmt.Errorf("lease store: consumer %q: connection refused", token), "lease store: unavailable"))
+		require.Equal(t, connect.CodeUnavailable, err.Code())
+	})
+	srv := httptest.NewServer(accesslog.Middleware(logger, mux))
+	t.Cleanup(srv.Close)
+	res, err := http.Post(srv.URL+"/p.S/M", "application/grpc", nil)
+	require.NoError(t, err)
+	require.NoError(t, res.Body.Close())
+
+	require.Empty(t, leaks.Leaks())
+	require.NotContains(t, logs.String(), token)
+	var failed []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec))
+		if rec["msg"] == "rpc failed" {
+			failed = append(failed, rec)
+		}
+	}
+	require.Len(t, failed, 1, "%s", logs.String())
+	require.Equal(t, "/p.S/M", failed[0]["procedure"])
+	require.Contains(t, failed[0]["err"], token[:7]+"…")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
+	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/functions/httpx"
 	pb "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta/consumerv1betaconnect"
@@ -425,7 +425,7 @@ func sendBatch(ctx context.Context, procedure string, st *delivery.Stream, ds []
 			// every stream until the delivery limit, with an error line
 			// each time; ending the stream would hold up every event
 			// behind it.
-			slog.ErrorContext(ctx, "poison event: gRPC cannot encode it; it goes to the dead-letter queue at once", "procedure", procedure, "delivery_count", d.DeliveryCount, "err", err)
+			accesslog.Logger(ctx).ErrorContext(ctx, "poison event: gRPC cannot encode it; it goes to the dead-letter queue at once", "procedure", procedure, "delivery_count", d.DeliveryCount, "err", err)
 			if _, err := st.Reject(context.WithoutCancel(ctx), d.Tag); err != nil && ctx.Err() == nil {
 				return Error(ctx, procedure, err)
 			}

@@ -330,7 +330,7 @@ func TestGRPCConsumeDurableEventsAutoAck(t *testing.T) {
 	require.Len(t, res.GetEvents(), 1)
 	require.Equal(t, 1.0, res.GetEvents()[0].GetMessage().GetFields()["n"].GetNumberValue())
 	require.Equal(t, typ, res.GetEvents()[0].GetEventType())
-	require.Equal(t, "dev", res.GetEvents()[0].GetPrincipalIdentity())
+	require.Equal(t, "herald:dev", res.GetEvents()[0].GetPrincipalIdentity())
 
 	// Errors: a bad id, an unknown queue.
 	for id, code := range map[string]codes.Code{"bad id": codes.InvalidArgument, "no-such-q": codes.NotFound} {
@@ -546,7 +546,7 @@ func TestGRPCManageDeadLetters(t *testing.T) {
 		require.Equal(t, cpb.ManageDeadLetteredEventsResponse_DeadLetteredEvent_REASON_DELIVERY_LIMIT, d.GetReason())
 		require.EqualValues(t, 1, d.GetDeliveryCount())
 		require.NotNil(t, d.GetDeadLetteredAt())
-		require.Equal(t, "dev", d.GetEvent().GetPrincipalIdentity())
+		require.Equal(t, "herald:dev", d.GetEvent().GetPrincipalIdentity())
 		if n == 3 {
 			require.Equal(t, "doomed-q", d.GetOriginQueue())
 		} else {

@@ -135,7 +135,7 @@ func TestGRPCPublishThenPull(t *testing.T) {
 		require.Equal(t, "1.0", e.SpecVersion)
 		require.Equal(t, "myapp.user.created", e.Type)
 		require.Equal(t, "/herald", e.Source)
-		require.Equal(t, "dev", e.PrincipalIdentity)
+		require.Equal(t, "herald:dev", e.PrincipalIdentity)
 		require.Equal(t, "application/json", e.DataContentType)
 		require.NotEmpty(t, e.ID)
 		require.NotEmpty(t, e.Sequence)

@@ -63,10 +63,12 @@ import (
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/functions/health"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta/consumerv1betaconnect"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/logredact"
 	"github.com/heraldevents/herald/internal/telemetry"
 )
 
@@ -196,12 +198,16 @@ func Code(c herr.Code) connect.Code {
 // Error returns err as a *connect.Error whose code is Code(herr.CodeOf(err))
 // and whose message is herr.MessageOf(err): caller-safe, never the cause.
 // Server-side failures (INTERNAL, UNAVAILABLE, DEADLINE_EXCEEDED,
-// UNIMPLEMENTED) are logged with their cause and procedure.
+// UNIMPLEMENTED) are logged with their cause and procedure, through the
+// request's logger (accesslog.Logger), with any reconnect token cut out of
+// the cause.
 func Error(ctx context.Context, procedure string, err error) *connect.Error {
 	code := Code(herr.CodeOf(err))
 	switch code {
 	case connect.CodeInternal, connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeUnimplemented:
-		slog.ErrorContext(ctx, "rpc failed", "procedure", procedure, "code", code.String(), "err", err)
+		accesslog.Logger(ctx).LogAttrs(ctx, slog.LevelError, "rpc failed",
+			slog.String("procedure", procedure), slog.String("code", code.String()),
+			slog.String("err", logredact.String(err.Error())))
 	}
 	return connect.NewError(code, errors.New(herr.MessageOf(err)))
 }

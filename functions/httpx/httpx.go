@@ -38,6 +38,7 @@ import (
 	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/internal/bufpool"
+	"github.com/heraldevents/herald/internal/logredact"
 	"github.com/heraldevents/herald/internal/strictjson"
 )
 
@@ -160,8 +161,11 @@ type WindowState interface {
 	WindowState() (inFlight, committed, dispatched int64)
 }
 
-// WriteError writes err as a JSON error response. Unexpected errors are
-// logged with their cause; the client gets only the safe message.
+// WriteError writes err as a JSON error response. Unexpected errors (5xx)
+// are logged with their cause, through the request's logger
+// (accesslog.Logger), naming the route pattern, never the path, with any
+// reconnect token cut out of the cause; the client gets only the safe
+// message.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	code := herr.CodeOf(err)
 	status := Status(code)
@@ -182,7 +186,12 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		insufficientScope(w, r, err)
 	}
 	if status >= 500 {
-		slog.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+		// The route pattern, not the path: a path carries ids, and a
+		// non-durable queue's id is its reconnect token; the cause's text
+		// may quote one too (store errors quote consumer ids).
+		accesslog.Logger(r.Context()).LogAttrs(r.Context(), slog.LevelError, "request failed",
+			slog.String("method", r.Method), slog.String("route", accesslog.Route(r)), slog.Int("status", status),
+			slog.String("err", logredact.String(err.Error())))
 	}
 	WriteJSON(w, status, body)
 }

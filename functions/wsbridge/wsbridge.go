@@ -94,10 +94,12 @@ import (
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/wsframe"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/logredact"
 	"github.com/heraldevents/herald/internal/netcork"
 	"github.com/heraldevents/herald/internal/telemetry"
 )
@@ -127,7 +129,8 @@ type Handler struct {
 	// DefaultPingInterval. A client silent for two intervals is dropped.
 	PingInterval time.Duration
 	// Logger logs failures the client is not told the cause of; nil means
-	// slog.Default().
+	// the request's (accesslog.Logger: the server's logger, slog.Default()
+	// outside the access-log middleware).
 	Logger *slog.Logger
 	// CheckOrigin decides whether a browser page's Origin may open the
 	// WebSocket; a refused one is answered 403 before the upgrade. nil
@@ -204,7 +207,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	log := h.Logger
 	if log == nil {
-		log = slog.Default()
+		log = accesslog.Logger(r.Context())
 	}
 	s := &session{svc: h.Service, p: p, conn: conn, ping: ping, log: log, wake: make(chan struct{}, 1)}
 	s.run(telemetry.WithTransport(r.Context(), "websocket"), goingAway)
@@ -339,7 +342,7 @@ func (s *session) Stream() string { return s.stream }
 func (s *session) Fail(_ context.Context, id string, err error) {
 	f := wsframe.Error(id, err, true)
 	if f.StatusCode >= 500 {
-		s.log.Error("websocket stream failed", "stream", s.stream, "err", err)
+		s.log.Error("websocket stream failed", "stream", s.stream, "err", logredact.String(err.Error()))
 	}
 	_ = s.send(f)
 	s.close(wsframe.CloseCode(f.StatusCode), f.Code)

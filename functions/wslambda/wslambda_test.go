@@ -26,6 +26,7 @@ import (
 	"github.com/heraldevents/herald/functions/wsframe/wstest"
 	"github.com/heraldevents/herald/functions/wslambda"
 	"github.com/heraldevents/herald/functions/wslambda/apigwmgmt"
+	"github.com/heraldevents/herald/internal/logcheck"
 	"github.com/heraldevents/herald/internal/testkit"
 	"github.com/heraldevents/herald/local/apigwws"
 )
@@ -33,6 +34,7 @@ import (
 const (
 	token   = "wslambda-test-token-0123456789"
 	limited = "wslambda-limited-token-0123456789"
+	other   = "wslambda-other-token-0123456789"
 )
 
 var stackCount atomic.Int64
@@ -65,12 +67,16 @@ func startStackWith(t *testing.T, deliveryLimit int, emuOpts apigwws.Options, co
 		config.EnvTopicURL:      fmt.Sprintf("mem://wslambda-%d", n),
 		config.EnvStoreURL:      fmt.Sprintf("mem://wslambda-%d/key", n),
 		config.EnvDevToken:      token,
-		config.EnvTokens:        `{"` + limited + `": {"id": "publisher", "permissions": ["publish:*"]}}`,
+		config.EnvTokens:        `{"` + limited + `": {"id": "publisher", "permissions": ["publish:*"]}, "` + other + `": {"id": "other", "permissions": ["receive:*"]}}`,
 		config.EnvDeliveryLimit: fmt.Sprint(deliveryLimit),
 	}
 	cfg, err := config.Load(config.Local, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	require.NoError(t, err)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Every line the stack logs, the REST API's and the handler's, is
+	// checked for the tokens and for reconnect tokens and JWTs.
+	leaks := logcheck.New(token, limited, other)
+	t.Cleanup(func() { leaks.Check(t) })
+	logger := slog.New(leaks.Handler(slog.NewTextHandler(io.Discard, nil)))
 	opts := app.Options{Logger: logger}
 	if len(now) > 0 {
 		opts.Now = now[0]
@@ -83,7 +89,7 @@ func startStackWith(t *testing.T, deliveryLimit int, emuOpts apigwws.Options, co
 		Service: a.Service(), Store: a.Store(), Auth: cfg.Authenticator(),
 		Endpoints: func(domainName, stage string) (wslambda.Poster, error) { return mgmt.Load(), nil },
 		PollWait:  300 * time.Millisecond, SessionTTL: time.Minute,
-		Logger: slog.New(slog.NewTextHandler(s.logs, nil)),
+		Logger: slog.New(leaks.Handler(slog.NewTextHandler(s.logs, nil))),
 	}
 	if configure != nil {
 		configure(&hcfg)
@@ -118,6 +124,7 @@ func TestConformance(t *testing.T) {
 		RESTURL:       s.rest.URL,
 		Token:         token,
 		LimitedToken:  limited,
+		OtherToken:    other,
 		DeliveryLimit: 2,
 		Push:          false,
 		NoCloseCodes:  true,
@@ -141,6 +148,7 @@ func TestConformanceConcurrent(t *testing.T) {
 		RESTURL:       s.rest.URL,
 		Token:         token,
 		LimitedToken:  limited,
+		OtherToken:    other,
 		DeliveryLimit: 2,
 		Push:          false,
 		NoCloseCodes:  true,
@@ -229,7 +237,7 @@ func TestStateLivesInTheStore(t *testing.T) {
 	require.NoError(t, err)
 	var st wslambda.State
 	require.NoError(t, json.Unmarshal(rec.Data, &st))
-	require.Equal(t, "dev", st.Principal.ID)
+	require.Equal(t, "herald:dev", st.Principal.ID)
 	require.Equal(t, wsframe.StreamDurable, st.Stream)
 	require.NotNil(t, st.Session)
 	require.Equal(t, "q-state", st.Session.Queue)

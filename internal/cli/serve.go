@@ -3,10 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/internal/version"
 	"github.com/heraldevents/herald/local"
@@ -21,17 +23,26 @@ func (a *app) serveCmd() *cobra.Command {
 periodic jobs, over in-memory drivers unless HERALD_TOPIC_URL and
 HERALD_STORE_URL name others. It is configured by the HERALD_* variables
 (docs/configuration.md): HERALD_ADDR (default 127.0.0.1:8080),
-HERALD_DEV_TOKEN (default dev-token), … It stops on Ctrl-C or SIGTERM,
-letting open requests finish.`,
+HERALD_DEV_TOKEN (default dev-token on a loopback address, none on any
+other), … It stops on Ctrl-C or SIGTERM, letting open requests finish.`,
 		Example: `  herald serve
   HERALD_ADDR=127.0.0.1:18080 HERALD_DEV_TOKEN=my-secret herald serve
   herald serve --addr 127.0.0.1:0     # a free port; the address is logged`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
-			cfg := local.ConfigFromEnv()
-			if addr != "" {
-				cfg.Addr = addr
+			// --addr is read as HERALD_ADDR would be, so that the rules
+			// that depend on the address (the built-in development token
+			// is for loopback only) see the address served.
+			c, err := config.Load(config.Local, func(name string) (string, bool) {
+				if name == config.EnvAddr && addr != "" {
+					return addr, true
+				}
+				return os.LookupEnv(name)
+			})
+			if err != nil {
+				return err
 			}
+			cfg := local.Config{Config: c}
 			tel, err := telemetry.Setup(cmd.Context())
 			if err != nil {
 				return err

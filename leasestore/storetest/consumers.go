@@ -18,6 +18,7 @@ var consumerCases = []conformanceCase{
 	{"Consumer/PauseResume", testPauseResume},
 	{"Consumer/Delete", testDeleteConsumer},
 	{"Consumer/DeleteRemovesPayloads", testDeleteRemovesPayloads},
+	{"Consumer/Owner", testConsumerOwner},
 }
 
 // requireCode checks err carries code (herr.CodeOf), never its message.
@@ -178,4 +179,47 @@ func testDeleteRemovesPayloads(t *testing.T, h Harness) {
 	require.Zero(t, countRecords(t, b, payloadKeyPrefix(b.consumer)), "payload records left after delete")
 	require.Zero(t, countRecords(t, b, consumerKey(b.consumer)), "consumer record left after delete")
 	require.Equal(t, 1, countRecords(t, b, payloadKeyPrefix(other)), "another consumer's payload must survive")
+}
+
+// testConsumerOwner: a consumer's Owner is what CreateConsumer was given,
+// on every read (GetConsumer, LookupConsumer, ListConsumers), and stays
+// through the writes that rewrite the head (sessions, reservations,
+// settlements, filters, pause); a consumer created without one has none.
+func testConsumerOwner(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	const owner = "alice@example.com"
+	q := b.newQueue(t, leasestore.TypeNonDurableQueue, func(c *leasestore.Consumer) { c.Owner = owner })
+	plain := b.newQueue(t, leasestore.TypeNonDurableQueue, nil)
+	owners := func() map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		for _, id := range []string{q, plain} {
+			out[id+" get"] = b.getC(t, id).Owner
+			c, err := b.store.LookupConsumer(b.ctx, id)
+			require.NoError(t, err)
+			out[id+" lookup"] = c.Owner
+		}
+		list, err := b.store.ListConsumers(b.ctx)
+		require.NoError(t, err)
+		for _, c := range list {
+			if c.ID == q || c.ID == plain {
+				out[c.ID+" list"] = c.Owner
+			}
+		}
+		return out
+	}
+	want := map[string]string{q + " get": owner, q + " lookup": owner, q + " list": owner, plain + " get": "", plain + " lookup": "", plain + " list": ""}
+	require.Equal(t, want, owners())
+
+	session := "s-" + uuid.NewString()
+	b.attach(t, q, session)
+	ls := b.pullEvents(t, q, session, 2, NewScriptedSource(bodies("owned", 2)...))
+	require.Len(t, ls, 2)
+	b.settle(t, q, []leasestore.EventRef{ref(ls[0])}, []leasestore.EventRef{ref(ls[1])})
+	_, err := b.store.SetFilters(b.ctx, q, filter.Groups{{EventType: "a.b"}})
+	require.NoError(t, err)
+	_, err = b.store.SetPaused(b.ctx, q, true)
+	require.NoError(t, err)
+	require.NoError(t, b.store.Detach(b.ctx, q, session))
+	require.Equal(t, want, owners(), "every write keeps the owner")
 }

@@ -149,6 +149,13 @@ func (i *Issuer) Token(t testing.TB, sub, scope string) string {
 // Sign returns claims signed with the current key (its alg, its kid).
 func (i *Issuer) Sign(t testing.TB, claims map[string]any) string {
 	t.Helper()
+	return i.SignWithHeaders(t, claims, nil)
+}
+
+// SignWithHeaders is Sign with more protected header parameters (such as
+// "crit"), set after kid and typ so that they may replace them.
+func (i *Issuer) SignWithHeaders(t testing.TB, claims, headers map[string]any) string {
+	t.Helper()
 	i.mu.Lock()
 	key, alg, kid := i.signer, i.alg, i.kid
 	i.mu.Unlock()
@@ -159,6 +166,11 @@ func (i *Issuer) Sign(t testing.TB, claims map[string]any) string {
 	hdr := jws.NewHeaders()
 	_ = hdr.Set(jws.KeyIDKey, kid)
 	_ = hdr.Set(jws.TypeKey, "JWT")
+	for k, v := range headers {
+		if err := hdr.Set(k, v); err != nil {
+			t.Fatalf("header %s: %v", k, err)
+		}
+	}
 	b, err := jws.Sign(payload, jws.WithKey(alg, key, jws.WithProtectedHeaders(hdr)))
 	if err != nil {
 		t.Fatal(err)

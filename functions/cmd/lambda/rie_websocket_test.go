@@ -18,7 +18,10 @@ import (
 )
 
 // rieLimited is a valid token without stream rights, for the suite.
-const rieLimited = "rie-limited-token-0123456789"
+const (
+	rieLimited = "rie-limited-token-0123456789"
+	rieOther   = "rie-other-token-0123456789"
+)
 
 // restGateway turns HTTP requests into API Gateway HTTP API (payload 2.0)
 // events for inv and the answers back: a minimal stand-in for the HTTP
@@ -93,7 +96,7 @@ func TestWebSocketUnderRIE(t *testing.T) {
 		"HERALD_FUNCTION":                          "all",
 		"HERALD_TOPIC_URL":                         "mem://rie-ws",
 		"HERALD_STORE_URL":                         "mem://rie-ws/key",
-		"HERALD_TOKENS":                            `{"` + rieToken + `": {"id": "rie-test", "permissions": ["*"]}, "` + rieLimited + `": {"id": "publisher", "permissions": ["publish:*"]}}`,
+		"HERALD_TOKENS":                            `{"` + rieToken + `": {"id": "rie-test", "permissions": ["*"]}, "` + rieLimited + `": {"id": "publisher", "permissions": ["publish:*"]}, "` + rieOther + `": {"id": "other", "permissions": ["receive:*"]}}`,
 		"HERALD_DELIVERY_LIMIT":                    "2",
 		"HERALD_WS_POLL_WAIT":                      "200ms",
 		"AWS_ENDPOINT_URL_APIGATEWAYMANAGEMENTAPI": emu.ManagementEndpoint(emuSrv.URL),
@@ -112,6 +115,7 @@ func TestWebSocketUnderRIE(t *testing.T) {
 			RESTURL:       rest.URL,
 			Token:         rieToken,
 			LimitedToken:  rieLimited,
+			OtherToken:    rieOther,
 			DeliveryLimit: 2,
 			Push:          false,
 			NoCloseCodes:  true,

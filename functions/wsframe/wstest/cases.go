@@ -259,6 +259,48 @@ func testReconnect(t *testing.T, h *Harness) {
 	c.Close()
 }
 
+// testReconnectTokenOfAnother: a principal holding another's reconnect
+// token may resume the queue but not re-filter it: the open with
+// previous_filter_groups is a fatal 403, and the queue keeps its filters
+// and every event, which its owner then receives.
+func testReconnectTokenOfAnother(t *testing.T, h *Harness) {
+	typA, typB := unique("ws.owned-a"), unique("ws.owned-b")
+	c := Dial(t, h, h.Token)
+	token := c.Open(map[string]any{"stream": "non_durable", "filter_groups": groups(typA)}).ReconnectToken
+
+	o := Dial(t, h, h.OtherToken)
+	o.Send(map[string]any{"type": wsframe.TypeOpen, "stream": "non_durable", "reconnect_token": token,
+		"previous_filter_groups": groups(typA), "filter_groups": groups(typB)})
+	if f := o.ExpectError(http.StatusForbidden, true); strings.Contains(f.Message, token) {
+		t.Fatalf("the error quotes the reconnect token: %+v", f)
+	}
+	o.ExpectFatalClose(http.StatusForbidden)
+
+	// The token alone resumes: clients share a queue that way.
+	o = Dial(t, h, h.OtherToken)
+	if f := o.Open(map[string]any{"stream": "non_durable", "reconnect_token": token}); f.ReconnectToken != token {
+		t.Fatalf("resume answers the same token: %+v", f)
+	}
+	o.Close()
+
+	Publish(t, h, typB, 20, 1)
+	Publish(t, h, typA, 0, 3)
+	c.Demand(3)
+	got := []int{}
+	for _, f := range c.Events(3) {
+		if f.Event.EventType != typA {
+			t.Fatalf("the queue was re-filtered: got %s", f.Event.EventType)
+		}
+		got = append(got, N(t, f))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []int{0, 1, 2}) {
+		t.Fatalf("the owner receives every event: %v", got)
+	}
+	c.Quiet()
+	c.Close()
+}
+
 // testDurableRedelivered: what a durable stream did not settle is
 // delivered again on the next connection, one delivery count higher.
 func testDurableRedelivered(t *testing.T, h *Harness) {

@@ -59,6 +59,10 @@ type Harness struct {
 	// LimitedToken is valid but holds none of receive:PATTERN,
 	// consume-durable-queues and inspect-and-replay-all-dlq.
 	LimitedToken string
+	// OtherToken is valid for a principal other than Token's that holds
+	// receive:* and neither "*" nor manage:destinations: it may resume a
+	// non-durable queue Token's principal made, not re-filter it.
+	OtherToken string
 	// DeliveryLimit is the deployment's HERALD_DELIVERY_LIMIT; the
 	// dead-letter case delivers an event this often. Keep it small (1–5).
 	DeliveryLimit int
@@ -77,8 +81,8 @@ type Harness struct {
 // Run runs every case against h, as parallel subtests.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	if h.Dial == nil || h.RESTURL == "" || h.Token == "" || h.LimitedToken == "" || h.DeliveryLimit < 1 {
-		t.Fatal("wstest: Harness needs Dial, RESTURL, Token, LimitedToken and DeliveryLimit")
+	if h.Dial == nil || h.RESTURL == "" || h.Token == "" || h.LimitedToken == "" || h.OtherToken == "" || h.DeliveryLimit < 1 {
+		t.Fatal("wstest: Harness needs Dial, RESTURL, Token, LimitedToken, OtherToken and DeliveryLimit")
 	}
 	cases := []struct {
 		name string
@@ -92,6 +96,7 @@ func Run(t *testing.T, h Harness) {
 		{"DurableAckNack", testDurableAckNack},
 		{"DurableExtendAndDelayedNack", testDurableExtendAndDelayedNack},
 		{"ReconnectWithToken", testReconnect},
+		{"ReconnectTokenOfAnother", testReconnectTokenOfAnother},
 		{"DurableRedeliveredAfterReconnect", testDurableRedelivered},
 		{"DeadLetters", testDeadLetters},
 		{"FrameErrors", testFrameErrors},

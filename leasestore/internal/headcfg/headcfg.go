@@ -37,22 +37,42 @@ type Config struct {
 	AckTimeout   int64     // ms; 0 = the deployment's
 	// Incarnation tells consumers that reuse an id apart (see leasestore).
 	Incarnation string
+	// Owner is the principal id of whoever created the consumer, where
+	// that decides who may reconfigure it (a non-durable queue's); ""
+	// for none. Stored from version 2 on.
+	Owner string
 }
 
-// version1 is the first byte of an encoded Config. A reader refuses bytes
-// after the fields it knows: every reservation rewrites the head, so a
-// reader that skipped a later version's fields would silently drop them.
-// A new field needs a new version, which readers of this one refuse.
-const version1 = 1
+// Versions of the encoding: the first byte of an encoded Config. A reader
+// refuses bytes after the fields it knows: every reservation rewrites the
+// head, so a reader that skipped a later version's fields would silently
+// drop them. A new field needs a new version, which readers of the older
+// ones refuse; every reader decodes every version up to its own.
+//
+//   - version1: the fields up to AckTimeout.
+//   - version2: version1's, then Owner.
+//
+// MarshalBinary writes the oldest version that holds c: a Config without
+// Owner is written as version1, byte for byte as before version2 existed,
+// so a release that knows only version1 still reads every consumer but
+// those that record an owner.
+const (
+	version1 = 1
+	version2 = 2
+)
 
 // MarshalBinary implements encoding.BinaryMarshaler for docstore: version
 // byte, then the strings (ID, Type, Filters, Subscription, Incarnation) as
 // uvarint length and bytes, a Paused byte (0 or 1), CreatedAt (0, or 1
-// and its Unix seconds as a varint and nanoseconds as a uvarint), then the
-// six numbers as varints.
+// and its Unix seconds as a varint and nanoseconds as a uvarint), the six
+// numbers as varints, and in version2 Owner as uvarint length and bytes.
 func (c Config) MarshalBinary() ([]byte, error) {
-	b := make([]byte, 0, 48+len(c.ID)+len(c.Type)+len(c.Filters)+len(c.Subscription)+len(c.Incarnation))
-	b = append(b, version1)
+	b := make([]byte, 0, 48+len(c.ID)+len(c.Type)+len(c.Filters)+len(c.Subscription)+len(c.Incarnation)+len(c.Owner))
+	version := byte(version1)
+	if c.Owner != "" {
+		version = version2
+	}
+	b = append(b, version)
 	for _, s := range [...]string{c.ID, c.Type, c.Filters, c.Subscription, c.Incarnation} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
@@ -72,18 +92,25 @@ func (c Config) MarshalBinary() ([]byte, error) {
 	for _, n := range [...]int64{c.MessageTTL, c.MaxLength, c.RetryMin, c.RetryMax, c.MaxAttempts, c.AckTimeout} {
 		b = binary.AppendVarint(b, n)
 	}
+	if version >= version2 {
+		b = binary.AppendUvarint(b, uint64(len(c.Owner)))
+		b = append(b, c.Owner...)
+	}
 	return b, nil
 }
 
 // UnmarshalBinary implements encoding.BinaryUnmarshaler for docstore. It
-// fails on an unknown version, a truncated encoding, a flag byte other
-// than 0 or 1, or bytes after the last field, and leaves c unchanged then.
+// reads version1 and version2 encodings (a version1 Config has no Owner).
+// It fails on an unknown version, a truncated encoding, a flag byte other
+// than 0 or 1, an empty Owner in version2 (which MarshalBinary never
+// writes), or bytes after the last field, and leaves c unchanged then.
 func (c *Config) UnmarshalBinary(b []byte) error {
-	if len(b) == 0 || b[0] != version1 {
-		if len(b) == 0 {
-			return errors.New("consumer config: empty")
-		}
-		return fmt.Errorf("consumer config: unknown version %d", b[0])
+	if len(b) == 0 {
+		return errors.New("consumer config: empty")
+	}
+	version := b[0]
+	if version != version1 && version != version2 {
+		return fmt.Errorf("consumer config: unknown version %d", version)
 	}
 	r := reader{b: b[1:]}
 	var out Config
@@ -101,6 +128,11 @@ func (c *Config) UnmarshalBinary(b []byte) error {
 	}
 	for _, n := range [...]*int64{&out.MessageTTL, &out.MaxLength, &out.RetryMin, &out.RetryMax, &out.MaxAttempts, &out.AckTimeout} {
 		*n = r.varint()
+	}
+	if version >= version2 {
+		if out.Owner = r.str(); out.Owner == "" {
+			r.bad = true
+		}
 	}
 	if r.bad {
 		return errors.New("consumer config: truncated or corrupt")

@@ -1,6 +1,7 @@
 package headcfg
 
 import (
+	"encoding/hex"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ func TestRoundTrip(t *testing.T) {
 			ID: str(), Type: str(), Filters: str(), Subscription: str(), Incarnation: str(), Paused: rng.IntN(2) == 0,
 			CreatedAt:  time.Unix(rng.Int64N(1<<50)-1<<49, rng.Int64N(1e9)).UTC(),
 			MessageTTL: num(), MaxLength: num(), RetryMin: num(), RetryMax: num(), MaxAttempts: num(), AckTimeout: num(),
+			Owner: str(),
 		})
 	}
 	for _, c := range cases {
@@ -74,8 +76,57 @@ func TestRefusesBadEncodings(t *testing.T) {
 		require.Error(t, got.UnmarshalBinary(flag), "a flag byte of 2 at %d", at)
 		require.Equal(t, keep, got)
 	}
-	bad := append([]byte{2}, b[1:]...)
+	bad := append([]byte{3}, b[1:]...)
 	got := keep
-	require.ErrorContains(t, got.UnmarshalBinary(bad), "unknown version 2")
+	require.ErrorContains(t, got.UnmarshalBinary(bad), "unknown version 3")
 	require.Equal(t, keep, got)
+}
+
+// version1Golden is a Config as the release before version 2 encoded it
+// (ID "nd-q", every field set, no Owner): heads stored by that release
+// must still decode, and a Config without an Owner must still encode to
+// exactly these bytes, so that that release keeps reading it.
+const version1Golden = "01046e642d71114e4f4e5f44555241424c455f5155455545145b7b226576656e745f74797065223a2261227d5d0b686572616c642d6e642d3103696e63010180c49fd50c05c0a90714d00fa01f0ae0d403"
+
+func goldenConfig() Config {
+	return Config{ID: "nd-q", Type: "NON_DURABLE_QUEUE", Filters: `[{"event_type":"a"}]`, Subscription: "herald-nd-1", Paused: true,
+		CreatedAt: time.Unix(1_700_000_000, 5).UTC(), MessageTTL: 60000, MaxLength: 10, RetryMin: 1000, RetryMax: 2000, MaxAttempts: 5, AckTimeout: 30000, Incarnation: "inc"}
+}
+
+// TestVersion1: an encoding of version 1 decodes (no Owner), and a Config
+// without an Owner is still written as version 1, byte for byte.
+func TestVersion1(t *testing.T) {
+	gold, err := hex.DecodeString(version1Golden)
+	require.NoError(t, err)
+	var got Config
+	require.NoError(t, got.UnmarshalBinary(gold))
+	require.Equal(t, goldenConfig(), got)
+	require.Empty(t, got.Owner)
+	b, err := goldenConfig().MarshalBinary()
+	require.NoError(t, err)
+	require.Equal(t, gold, b)
+}
+
+// TestVersion2Owner: a Config with an Owner is written as version 2 and
+// comes back with it; a version-2 encoding cut anywhere, or with an empty
+// Owner (never written), is refused.
+func TestVersion2Owner(t *testing.T) {
+	c := goldenConfig()
+	c.Owner = "alice@example.com"
+	b, err := c.MarshalBinary()
+	require.NoError(t, err)
+	require.Equal(t, byte(2), b[0])
+	var got Config
+	require.NoError(t, got.UnmarshalBinary(b))
+	require.Equal(t, c, got)
+	for n := range len(b) {
+		keep := Config{ID: "kept"}
+		got := keep
+		require.Error(t, got.UnmarshalBinary(b[:n]), "truncated to %d of %d bytes", n, len(b))
+		require.Equal(t, keep, got)
+	}
+	gold, err := hex.DecodeString(version1Golden)
+	require.NoError(t, err)
+	empty := append(append([]byte{2}, gold[1:]...), 0)
+	require.Error(t, got.UnmarshalBinary(empty), "a version-2 Owner is never empty")
 }
