@@ -50,7 +50,11 @@ func (h *Hub) openStream(ctx context.Context, p *auth.Principal, r StreamRequest
 		if err := h.register(q); err != nil {
 			return nil, err
 		}
-		st, err := h.attach(ctx, q, p, true)
+		err = h.cover(ctx, q.groups)
+		var st *Stream
+		if err == nil {
+			st, err = h.attach(ctx, q, p, true)
+		}
 		if err != nil {
 			h.unregister(q)
 			_, _ = s.cfg.Store.DeleteIfHome(context.WithoutCancel(ctx), c.ID, h.cfg.ProcessID)
@@ -139,7 +143,7 @@ func (h *Hub) setFilters(ctx context.Context, p *auth.Principal, q *hubQueue, pr
 		return err
 	}
 	h.setGroups(q, next)
-	return nil
+	return h.cover(ctx, next)
 }
 
 // attach opens a stream on q.
@@ -180,6 +184,9 @@ func (h *Hub) claim(ctx context.Context, c *leasestore.Consumer) (*hubQueue, err
 	fail := func(err error) (*hubQueue, error) {
 		h.unregister(q)
 		return nil, err
+	}
+	if err := h.cover(ctx, q.groups); err != nil {
+		return fail(err)
 	}
 	s := h.svc
 	store := s.cfg.Store

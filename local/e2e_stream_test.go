@@ -248,22 +248,52 @@ func TestNonDurableStreamE2E(t *testing.T) {
 	t.Run("the reconnect grace window", func(t *testing.T) {
 		t.Parallel()
 		clk := newClock()
-		c := start(t, local.WithClock(clk.Now), streamOpts(func(c *local.Config) { c.ReapInterval = config.MaxReapInterval }))
+		c := start(t, local.WithClock(clk.Now), streamOpts(func(c *local.Config) {
+			c.ReapInterval = config.MaxReapInterval
+			c.ProcessHeartbeat = 100 * time.Millisecond
+		}))
 		s := c.mustStream(t, streamPath(), nil)
 		token := s.connected(t)
 		s.close()
+		status := func() int {
+			r, err := c.raw("GET", "/v1/event-destinations/"+token, c.token, nil)
+			require.NoError(t, err)
+			return r.Status
+		}
 		// Whenever the server sees the client leave (before or after the
 		// clock moves), 19 s later the queue is still there, and a minute
-		// later it is gone.
+		// later it is gone: its home process deletes it (the stream hub,
+		// docs/streams-at-scale.md), and the reaper job has nothing to do.
+		clk.Advance(19 * time.Second)
+		time.Sleep(300 * time.Millisecond) // three of the home's sweeps
+		require.Equal(t, http.StatusOK, status(), "inside the grace window")
+		require.EqualValues(t, 0, c.runJob(t, "reap-idle-queues")["reaped_queues"])
+		clk.Advance(41 * time.Second)
+		require.Eventually(t, func() bool { return status() == http.StatusNotFound }, 10*time.Second, 20*time.Millisecond,
+			"the queue goes at the home's next sweep past the grace window")
+		_, r := c.openStream(t, streamPath(), map[string]string{"Last-Event-ID": token})
+		require.Equal(t, http.StatusNotFound, r.Status)
+		// A fresh stream with no token starts over.
+		s = c.mustStream(t, streamPath(), nil)
+		require.NotEqual(t, token, s.connected(t))
+	})
+
+	t.Run("the reconnect grace window without a hub", func(t *testing.T) {
+		t.Parallel()
+		clk := newClock()
+		c := start(t, local.WithClock(clk.Now), streamOpts(func(c *local.Config) {
+			c.ReapInterval = config.MaxReapInterval
+			c.ProcessHeartbeat = 0 // a stream is a session in the store, reaped by the job
+		}))
+		s := c.mustStream(t, streamPath(), nil)
+		token := s.connected(t)
+		s.close()
 		clk.Advance(19 * time.Second)
 		require.EqualValues(t, 0, c.runJob(t, "reap-idle-queues")["reaped_queues"])
 		clk.Advance(41 * time.Second)
 		require.EqualValues(t, 1, c.runJob(t, "reap-idle-queues")["reaped_queues"])
 		_, r := c.openStream(t, streamPath(), map[string]string{"Last-Event-ID": token})
 		require.Equal(t, http.StatusNotFound, r.Status)
-		// A fresh stream with no token starts over.
-		s = c.mustStream(t, streamPath(), nil)
-		require.NotEqual(t, token, s.connected(t))
 	})
 }
 

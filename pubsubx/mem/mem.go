@@ -281,7 +281,7 @@ func (c *client) lock(ctx context.Context) error {
 // BatchOptions implements driver.Broker: the whole batch is stored at
 // once, in order, and there is no size limit.
 func (c *client) BatchOptions() driver.BatchOptions {
-	return driver.BatchOptions{KeepsPublishOrder: true}
+	return driver.BatchOptions{KeepsPublishOrder: true, CheapFilterUpdates: true}
 }
 
 // SendBatch implements driver.Broker: the whole batch is stored under one
