@@ -128,7 +128,6 @@ func requireQuiet(t *testing.T, st *delivery.Stream) {
 	require.ErrorIs(t, err, context.DeadlineExceeded, "want nothing, got %d events", len(ds))
 }
 
-
 // One event reaches every stream whose filters it passes, through one
 // subscription per process and none per stream.
 func TestHubFanOut(t *testing.T) {

@@ -42,7 +42,7 @@ type hubSub struct {
 	// covered; err is the last apply's error.
 	want, done int64
 	err        error
-	errFor     int64 // the want of the apply that failed with err
+	errFor     int64         // the want of the apply that failed with err
 	changed    chan struct{} // closed after every apply attempt
 	kick       chan struct{}
 	// emptySince is when the process last had no queue.
