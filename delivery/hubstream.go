@@ -256,6 +256,9 @@ func (h *Hub) claim(ctx context.Context, c *leasestore.Consumer) (*hubQueue, err
 	}
 	q.mu.Lock()
 	q.claiming = false
+	// Its grace window starts now, should the stream that claimed it not
+	// attach after all.
+	q.detachedAt = s.cfg.Now()
 	q.mu.Unlock()
 	// The old home may still spill what was on its way to it for two of
 	// its heartbeats: look again meanwhile.
