@@ -78,7 +78,22 @@ func (s *Service) GetDestination(ctx context.Context, p *auth.Principal, id stri
 	if err := p.Require(auth.PermManageDestinations); err != nil {
 		return nil, err
 	}
-	return s.cfg.Store.GetConsumer(ctx, id)
+	c, err := s.cfg.Store.GetConsumer(ctx, id)
+	if err == nil {
+		s.countHubStreams(c)
+	}
+	return c, err
+}
+
+// countHubStreams sets c.LiveSessions for a hub queue homed in this
+// process: its streams live in the hub, not in the store. (A hub queue
+// homed in another process shows none.)
+func (s *Service) countHubStreams(c *leasestore.Consumer) {
+	if h := s.hub.Load(); h != nil && c.Home == h.ProcessID() {
+		if n, ok := h.LiveStreams(c.ID); ok {
+			c.LiveSessions = n
+		}
+	}
 }
 
 // ListDestinations returns every consumer: durable consumers, durable
@@ -92,6 +107,7 @@ func (s *Service) ListDestinations(ctx context.Context, p *auth.Principal) ([]*l
 	}
 	cs, err := s.cfg.Store.ListConsumers(ctx)
 	for _, c := range cs {
+		s.countHubStreams(c)
 		if c.Type == leasestore.TypeNonDurableQueue {
 			c.ID = RedactQueue(NonDurable, c.ID)
 		}

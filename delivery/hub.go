@@ -222,7 +222,17 @@ func (h *Hub) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	h.svc.deleteSubscription(ctx, h.sub)
+	h.subs.mu.Lock()
+	exists := h.subs.exists
+	h.subs.mu.Unlock()
+	if exists {
+		// Bounded on its own: a broker that does not answer must not use
+		// up the time the store's delete needs. A subscription left
+		// behind is the reaper's (the process record names it).
+		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		h.svc.deleteSubscription(dctx, h.sub)
+		cancel()
+	}
 	if err := h.svc.cfg.Store.DeleteProcess(ctx, h.cfg.ProcessID, time.Time{}); err != nil {
 		errs = append(errs, err)
 	}
@@ -322,6 +332,18 @@ func (h *Hub) unregister(q *hubQueue) {
 		delete(h.queues, q.id)
 		h.unindex(q)
 	}
+}
+
+// LiveStreams returns how many streams the hub serves from hub queue id,
+// and whether the queue is registered here.
+func (h *Hub) LiveStreams(id string) (int, bool) {
+	q := h.local(id)
+	if q == nil {
+		return 0, false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.streams), true
 }
 
 // local returns the queue registered under id, or nil.
