@@ -373,15 +373,23 @@ func (s *Service) sendFailed(ctx, sendCtx context.Context, err error, eventType 
 	// The caller's own end is theirs (Canceled, DeadlineExceeded);
 	// everything else, the publish timeout included, is the broker's.
 	code := herr.Unavailable
+	key := errText(err)
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		code = herr.Canceled
 	case ctx.Err() != nil:
 		code = herr.DeadlineExceeded
 	case sendCtx.Err() != nil:
-		err = herr.Wrap(herr.Unavailable, err, "the message broker did not accept the event within "+s.cfg.PublishTimeout.String())
+		timeout := "the message broker did not accept the event within " + s.cfg.PublishTimeout.String()
+		err = herr.Wrap(herr.Unavailable, err, timeout)
+		// One failure however it was noticed: the portable layer finds
+		// the deadline passed before it calls the driver (a publish that
+		// waited for a CPU longer than the timeout), a driver when it
+		// gives up, each with its own text. Keyed by the cause's text, a
+		// black-holed broker wrote a warning per wording instead of one.
+		key = timeout
 	}
-	s.warn(ctx, "publish failed", err, "event_type", eventType)
+	s.warnKeyed(ctx, key, "publish failed", err, "event_type", eventType)
 	if herr.CodeOf(err) == herr.ResourceExhausted {
 		// The broker is full (the in-memory broker's reject-publish
 		// bound): its reason is the publisher's to read, and written for
@@ -395,8 +403,13 @@ func (s *Service) sendFailed(ctx, sendCtx context.Context, err error, eventType 
 // outage fails every publish alike, and one line per interval with a count
 // says as much as thousands (internal/lograte).
 func (s *Service) warn(ctx context.Context, msg string, err error, args ...any) {
-	text := errText(err)
-	s.warnings.Log(ctx, s.cfg.Logger, slog.LevelWarn, msg+"\x00"+text, msg, append(args, slog.String("err", text))...)
+	s.warnKeyed(ctx, errText(err), msg, err, args...)
+}
+
+// warnKeyed is warn with the lines that count as the same chosen by key
+// (with msg) rather than by the error's whole text.
+func (s *Service) warnKeyed(ctx context.Context, key, msg string, err error, args ...any) {
+	s.warnings.Log(ctx, s.cfg.Logger, slog.LevelWarn, msg+"\x00"+key, msg, append(args, slog.String("err", errText(err)))...)
 }
 
 func errText(err error) string {
