@@ -169,7 +169,7 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		}
 	}
 	a.authn = chain
-	a.admission = admission(cfg)
+	a.admission = admission(cfg, opts.Logger)
 	a.handler = telemetry.Handler(accesslog.Middleware(opts.Logger, telemetry.Route(
 		router.Build(a.svc, chain, cfg.Function, router.Options{
 			Ready: a.readiness(opts.Logger), CORSOrigins: cfg.CORSOrigins, Admission: a.admission,
@@ -184,11 +184,11 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 // HERALD_MAX_CONCURRENT_PUBLISHES, 0 for no bound), or nil when both are
 // off. A Lambda function gets nil: Lambda runs one request per instance
 // and sheds load itself.
-func admission(cfg config.Config) *httpx.Admission {
+func admission(cfg config.Config, logger *slog.Logger) *httpx.Admission {
 	if cfg.Profile == config.Lambda || (cfg.MaxInflightBytes == 0 && cfg.MaxConcurrentPublishes == 0) {
 		return nil
 	}
-	return &httpx.Admission{MaxBytes: cfg.MaxInflightBytes, MaxPublishes: cfg.MaxConcurrentPublishes}
+	return &httpx.Admission{MaxBytes: cfg.MaxInflightBytes, MaxPublishes: cfg.MaxConcurrentPublishes, Logger: logger}
 }
 
 // Authenticator returns what resolves bearer tokens: the static tokens,

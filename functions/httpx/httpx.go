@@ -181,7 +181,8 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if code == herr.PermissionDenied {
 		insufficientScope(w, r, err)
 	}
-	if status >= 500 {
+	var shed *OverloadedError
+	if status >= 500 && !errors.As(err, &shed) { // Admission logs its refusals, rate-limited
 		slog.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
 	WriteJSON(w, status, body)
