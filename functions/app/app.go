@@ -26,6 +26,7 @@ import (
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/internal/connlimit"
 	"github.com/heraldevents/herald/internal/netcork"
 	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/leasestore"
@@ -297,6 +298,22 @@ type ServeOptions struct {
 	// unacknowledged PING, a panicking handler) as warnings, in the
 	// process's log format; nil means slog.Default().
 	Logger *slog.Logger
+	// Conns bounds the client connections the server holds (package
+	// internal/connlimit: HERALD_MAX_CONNS, HERALD_MAX_CONNS_PER_CLIENT,
+	// HERALD_HEALTH_CONN_RESERVE; config.Config.ConnLimits); the zero
+	// value bounds none.
+	Conns connlimit.Limits
+}
+
+// healthRoute reports whether r asks for a health check — GET /health,
+// GET /api/v1beta/health, GET /health/ready, or gRPC health checking —
+// the only requests a connection of the health reserve serves.
+func healthRoute(r *http.Request) bool {
+	switch r.URL.Path {
+	case health.LivePath, health.ReadyPath, "/api/v1beta/health":
+		return true
+	}
+	return strings.HasPrefix(r.URL.Path, "/grpc.health.v1.Health/")
 }
 
 // PingAckTimeout is how long Serve waits for the acknowledgement of a
@@ -319,6 +336,13 @@ const PingAckTimeout = 15 * time.Second
 // client that stops reading is bounded by the streams' own write
 // deadlines and keep-alives.
 //
+// With o.Conns set, the listener holds the connections to those bounds
+// (package internal/connlimit): at a bound the longest-idle connection is
+// closed for the new one, a new one that finds every connection busy
+// takes a place of the health reserve (health checks only) or is refused
+// with 503, so idle keep-alive connections can never take every file
+// descriptor of the process.
+//
 // Long-lived requests — WebSockets, gRPC streams, SSE — are tracked with
 // an httpx.LongLived in the server's base context: on shutdown they are
 // told to go away (a WebSocket closes with 1001, a gRPC stream ends
@@ -327,17 +351,30 @@ const PingAckTimeout = 15 * time.Second
 // leave hijacked connections open and wait streams out to its deadline.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions) error {
 	longLived := httpx.NewLongLived()
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	var conns *connlimit.Listener
+	if o.Conns.Enabled() {
+		conns = connlimit.NewListener(ln, o.Conns, logger)
+		ln, h = conns, connlimit.Guard(h, healthRoute)
+		logger.Info("connection bounds", "max_conns", o.Conns.MaxConns, "max_conns_per_client", o.Conns.MaxPerClient,
+			"health_conn_reserve", o.Conns.HealthReserve, "fd_limit", connlimit.FDLimit())
+	}
 	srv := &http.Server{
 		Handler: h, ReadHeaderTimeout: httpx.ReadHeaderTimeout,
 		ReadTimeout: httpx.ReadTimeout, IdleTimeout: httpx.IdleTimeout,
 		BaseContext: func(net.Listener) context.Context { return httpx.WithLongLived(context.Background(), longLived) },
 		// A stream's handler may cork its connection while it writes a
-		// batch (internal/netcork).
-		ConnContext: netcork.WithConn,
+		// batch (internal/netcork); the connection bounds' guard reads
+		// the connection too.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return netcork.WithConn(connlimit.ConnContext(ctx, c), c)
+		},
 	}
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.Default()
+	if conns != nil {
+		srv.ConnState = conns.ConnState
 	}
 	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	srv.Protocols = new(http.Protocols)
