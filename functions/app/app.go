@@ -152,7 +152,7 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 			ReconnectGrace: cfg.ReconnectGrace, IdleWindow: cfg.QueueIdleWindow,
 			KeepAlive: cfg.SSEKeepAlive, AutoAckDelay: cfg.SSEAckDelay, AutoAckAtOnce: cfg.SSEAckDelay == 0, SessionTTL: opts.SessionTTL,
 			MessageTTL: cfg.QueueMessageTTL, MaxLength: cfg.QueueMaxLength,
-			WSPingInterval: cfg.WSPingInterval,
+			WSPingInterval: cfg.WSPingInterval, WriteTimeout: cfg.StreamWriteTimeout,
 		},
 		Now: opts.Now, Logger: opts.Logger,
 	})
@@ -334,7 +334,8 @@ const PingAckTimeout = 15 * time.Second
 // httpx.Unbounded), httpx.IdleTimeout for a keep-alive connection without
 // a request. There is no write timeout: streams write for hours, and a
 // client that stops reading is bounded by the streams' own write
-// deadlines and keep-alives.
+// deadlines (delivery.StreamConfig.WriteTimeout, per write) and
+// keep-alives.
 //
 // With o.Conns set, the listener holds the connections to those bounds
 // (package internal/connlimit): at a bound the longest-idle connection is

@@ -64,6 +64,9 @@ type Config struct {
 	// 0 acknowledges at once (HERALD_SSE_ACK_DELAY=0s).
 	SSEKeepAlive time.Duration
 	SSEAckDelay  time.Duration
+	// StreamWriteTimeout is HERALD_STREAM_WRITE_TIMEOUT: how long a stream
+	// waits for its client to take one frame (local and Cloud Run).
+	StreamWriteTimeout time.Duration
 	// ReapInterval is how often the local adapter reaps idle queues
 	// (HERALD_REAP_INTERVAL; local only). A test that runs the
 	// reap-idle-queues job itself sets MaxReapInterval, which no test

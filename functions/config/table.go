@@ -31,6 +31,8 @@ const (
 	EnvSSEKeepAlive    = "HERALD_SSE_KEEPALIVE"
 	EnvSSEAckDelay     = "HERALD_SSE_ACK_DELAY"
 	EnvReapInterval    = "HERALD_REAP_INTERVAL"
+	// EnvStreamWriteTimeout is read by the servers (local, Cloud Run).
+	EnvStreamWriteTimeout = "HERALD_STREAM_WRITE_TIMEOUT"
 	// EnvPprofAddr, local only, serves Go's net/http/pprof profiles on a
 	// second listener: for profiling the server under a benchmark.
 	EnvPprofAddr      = "HERALD_PPROF_ADDR"
@@ -145,6 +147,12 @@ const (
 	// MaxSSEKeepAlive and MaxSSEAckDelay bound the SSE settings.
 	MaxSSEKeepAlive = 5 * time.Minute
 	MaxSSEAckDelay  = time.Minute
+	// DefaultStreamWriteTimeout is how long a stream waits for its client
+	// to take one frame (delivery.DefaultStreamWriteTimeout);
+	// MinStreamWriteTimeout and MaxStreamWriteTimeout bound it.
+	DefaultStreamWriteTimeout = delivery.DefaultStreamWriteTimeout
+	MinStreamWriteTimeout     = time.Second
+	MaxStreamWriteTimeout     = 5 * time.Minute
 	// DefaultWSPingInterval is how often the WebSocket bridge pings a
 	// client; a client that answers nothing for two intervals is
 	// disconnected (docs/websocket.md, "Keep-alive"). Package
@@ -343,6 +351,10 @@ var vars = []Var{
 		Meaning:  "how long GET /api/v1beta/events/stream-durable waits after writing an event before it acknowledges it; 0s = at once (0s–1m)",
 		profiles: allProfiles, uses: usesStream,
 		field: duration("SSEAckDelay", func(c *Config) *time.Duration { return &c.SSEAckDelay }, 0, MaxSSEAckDelay)},
+	{Name: EnvStreamWriteTimeout, LocalDefault: FormatDuration(DefaultStreamWriteTimeout), CloudDefault: FormatDuration(DefaultStreamWriteTimeout), Unit: "Go duration",
+		Meaning:  "servers (local, Cloud Run): how long an SSE, gRPC or WebSocket stream waits for its client to take one frame before it drops the client, whose unsettled events go back to the queue (1s–5m)",
+		profiles: []Profile{Local, CloudRun}, uses: usesStream,
+		field: duration("StreamWriteTimeout", func(c *Config) *time.Duration { return &c.StreamWriteTimeout }, MinStreamWriteTimeout, MaxStreamWriteTimeout)},
 	{Name: EnvHTTP2PingInterval, LocalDefault: FormatDuration(DefaultHTTP2PingInterval), CloudDefault: FormatDuration(DefaultHTTP2PingInterval), Unit: "Go duration",
 		Meaning:  "servers (local, Cloud Run): an HTTP/2 connection (gRPC) that has sent no frame for this long gets a PING from the server, so idle streams survive load balancers' idle timeouts; 0s = none (0s, or 1s–10m)",
 		profiles: []Profile{Local, CloudRun},

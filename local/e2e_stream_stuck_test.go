@@ -1,0 +1,156 @@
+package local_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/local"
+)
+
+// stuckEvents and stuckPad size what the stuck-client tests publish:
+// 128 events of 64 KiB, 8 MiB, more than the server's socket buffer can
+// take (Linux tunes it up to 4 MiB) once the client has stopped reading.
+const (
+	stuckEvents = 128
+	stuckPad    = 64 << 10
+)
+
+// publishPadded publishes n events of eventType with messages
+// {"n": i, "pad": "xxx…"} of about stuckPad bytes, requiring each to
+// succeed.
+func publishPadded(t testing.TB, c *client, eventType string, n int) {
+	t.Helper()
+	pad := strings.Repeat("x", stuckPad)
+	for from := 0; from < n; from += 10 {
+		var es []map[string]any
+		for i := from; i < min(from+10, n); i++ {
+			es = append(es, ev(eventType, "", map[string]any{"n": i, "pad": pad}))
+		}
+		c.publish(t, es...)
+	}
+}
+
+// stuckDial connects to addr with a 4 KiB receive buffer, so that a
+// client that stops reading stops the server's writes soon.
+func stuckDial(t testing.TB, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	conn, err := d.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// readSSE reads SSE frames from r until the stream ends, and returns the
+// "n" of every event frame.
+func readSSE(t testing.TB, r *bufio.Reader) []int {
+	t.Helper()
+	var ns []int
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return ns
+		}
+		if data, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "data: "); ok && strings.HasPrefix(data, `{"event_type"`) {
+			var e consumerEvent
+			require.NoError(t, json.Unmarshal([]byte(data), &e))
+			ns = append(ns, nValues(t, []consumerEvent{e})...)
+		}
+	}
+}
+
+// TestStuckSSEClientIsDropped: an SSE client that stops reading is
+// dropped once a write has waited HERALD_STREAM_WRITE_TIMEOUT: its
+// session detaches, and the events it was not sent go back to the
+// queue. Reconnected with its token, the client gets every event: those
+// the server flushed to it before it stopped reading (still in its
+// socket), and the rest. It used to hold its session — and 613 MiB of
+// the broker, in the report — for as long as the connection lived.
+func TestStuckSSEClientIsDropped(t *testing.T) {
+	t.Parallel()
+	c := start(t, streamOpts(func(cfg *local.Config) { cfg.StreamWriteTimeout = 2 * time.Second }))
+	const typ = "stuck.sse"
+
+	conn := stuckDial(t, strings.TrimPrefix(c.base, "http://"))
+	_, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: herald\r\nAuthorization: Bearer %s\r\n\r\n",
+		streamPath("filter_groups", `[{"event_type":"`+typ+`"}]`), c.token)
+	require.NoError(t, err)
+	r := bufio.NewReader(conn)
+	res, err := http.ReadResponse(r, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	body := bufio.NewReader(res.Body)
+	var token string
+	for token == "" {
+		line, err := body.ReadString('\n')
+		require.NoError(t, err)
+		if id, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "id: "); ok {
+			token = id
+		}
+	}
+	// From here the client reads nothing.
+
+	publishPadded(t, c, typ, stuckEvents)
+	require.Eventually(t, func() bool { return liveSessions(t, c, token) == 0 }, frameWait, 10*time.Millisecond,
+		"the server drops a client that takes no frame within the write timeout")
+
+	seen := map[int]bool{}
+	_ = conn.SetReadDeadline(time.Now().Add(frameWait))
+	for _, n := range readSSE(t, body) { // what it was flushed before, then the end
+		seen[n] = true
+	}
+	require.Less(t, len(seen), stuckEvents, "the client was stuck before it had everything")
+
+	s := c.mustStream(t, streamPath(), map[string]string{"Last-Event-ID": token})
+	require.Equal(t, token, s.connected(t))
+	for len(seen) < stuckEvents {
+		for _, n := range nValues(t, []consumerEvent{s.event(t)}) {
+			seen[n] = true
+		}
+	}
+	for i := range stuckEvents {
+		require.True(t, seen[i], "event %d reached the client", i)
+	}
+}
+
+// TestIdleStreamsOutliveTheWriteTimeout: the write timeout bounds writes,
+// not silence. Over HTTP/2 a write deadline that passes resets the
+// stream whether or not anything is being written, so a deadline left
+// armed after a flush would drop every stream that waits longer than
+// HERALD_STREAM_WRITE_TIMEOUT for its next event. Here an SSE stream over
+// h2c stays quiet past the timeout (keep-alives every 3 s, the timeout
+// 1 s) and still delivers.
+func TestIdleStreamsOutliveTheWriteTimeout(t *testing.T) {
+	t.Parallel()
+	c := start(t, streamOpts(func(cfg *local.Config) {
+		cfg.StreamWriteTimeout = time.Second
+		cfg.SSEKeepAlive = 3 * time.Second
+	}))
+	h2 := new(http.Protocols)
+	h2.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: h2}
+	t.Cleanup(tr.CloseIdleConnections)
+	h2c := &client{base: c.base, token: c.token, hc: &http.Client{Transport: tr}}
+
+	s := h2c.mustStream(t, streamPath("filter_groups", `[{"event_type":"idle.e"}]`), nil)
+	s.connected(t)
+	require.Equal(t, "keep-alive", s.frame(t).Comment, "the stream outlived three write timeouts of silence")
+	c.publishN(t, "idle.e", 7, 1)
+	require.Equal(t, []int{7}, nValues(t, []consumerEvent{s.event(t)}))
+}
