@@ -86,6 +86,9 @@ type Service struct {
 	// warnings rate-limits repeated failure warnings (a broker outage
 	// fails every publish the same way).
 	warnings *lograte.Limiter
+	// owners caches which consumer owns a broker subscription, for the
+	// events a full subscription refused (overflow.go).
+	owners subscriptionOwners
 }
 
 // New returns a Service.
@@ -288,6 +291,9 @@ func (s *Service) publish(ctx, sendCtx context.Context, p *auth.Principal, e Eve
 	err := s.prepare(ctx, p, e, s.cfg.Now().UTC(), traceContextOf(ctx), msg, pub)
 	if err == nil {
 		if err = s.cfg.Broker.Send(spanned(sendCtx, ctx), msg); err != nil {
+			err = s.overflowed(sendCtx, msg, err)
+		}
+		if err != nil {
 			err = s.sendFailed(ctx, sendCtx, err, e.EventType)
 		}
 	}
@@ -366,6 +372,17 @@ func (s *Service) encode(ctx context.Context, p *auth.Principal, e Event, now ti
 	}
 	*pub = Published{ID: id, PublishedAt: now}
 	return nil
+}
+
+// overflowed returns nil when err says only that some subscriptions were
+// full and msg is now in their consumers' dead-letter queues (see
+// overflow.go), else the error to report.
+func (s *Service) overflowed(ctx context.Context, msg *pubsubx.Message, err error) error {
+	var full *pubsubx.SubscriptionsFullError
+	if !errors.As(err, &full) {
+		return err
+	}
+	return s.deadLetterOverflow(ctx, msg, full)
 }
 
 // sendFailed is the publisher's error for a send that failed with err.
@@ -473,6 +490,9 @@ func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []
 		index = append(index, i)
 	}
 	for k, err := range s.cfg.Broker.SendBatch(spanned(sendCtx, ctx), msgs) {
+		if err != nil {
+			err = s.overflowed(sendCtx, msgs[k], err)
+		}
 		if err != nil {
 			i := index[k]
 			err = s.sendFailed(ctx, sendCtx, err, events[i].EventType)

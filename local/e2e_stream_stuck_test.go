@@ -154,3 +154,84 @@ func TestIdleStreamsOutliveTheWriteTimeout(t *testing.T) {
 	c.publishN(t, "idle.e", 7, 1)
 	require.Equal(t, []int{7}, nValues(t, []consumerEvent{s.event(t)}))
 }
+
+// TestStuckSSEClientFailsNoPublish: a publish does not depend on how
+// fast any consumer reads. An SSE client that never reads used to make
+// every publish of its event types answer success:false once the
+// in-memory broker's per-subscription bound (max_pending) was reached —
+// 644 of 2,000 in the report. Now every publish succeeds, and nothing is
+// lost for the stuck client: each event is in its queue, to be delivered
+// when it reconnects, or — what its full subscription could not take —
+// in the dead-letter queue with reason MAXLEN.
+func TestStuckSSEClientFailsNoPublish(t *testing.T) {
+	t.Parallel()
+	const typ, events = "stuck.publish", 200
+	c := start(t, streamOpts(func(cfg *local.Config) {
+		cfg.TopicURL = "mem://stuck-publish-" + strings.ReplaceAll(t.Name(), "/", "-") + "?max_pending=20"
+		cfg.StreamWriteTimeout = 2 * time.Second
+	}))
+	conn := stuckDial(t, strings.TrimPrefix(c.base, "http://"))
+	_, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: herald\r\nAuthorization: Bearer %s\r\n\r\n",
+		streamPath("filter_groups", `[{"event_type":"`+typ+`"}]`), c.token)
+	require.NoError(t, err)
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	body := bufio.NewReader(res.Body)
+	var token string
+	for token == "" {
+		line, err := body.ReadString('\n')
+		require.NoError(t, err)
+		if id, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "id: "); ok {
+			token = id
+		}
+	}
+
+	pad := strings.Repeat("x", stuckPad) // 12.5 MiB in all: more than the socket buffers take
+	for from := 0; from < events; from += 10 {
+		var es []map[string]any
+		for i := from; i < from+10; i++ {
+			es = append(es, ev(typ, "", map[string]any{"n": i, "pad": pad}))
+		}
+		c.publish(t, es...) // every event succeeds
+	}
+
+	seen := map[int]bool{}
+	var dl struct {
+		DeadLetters []struct {
+			Reason      string          `json:"reason"`
+			OriginQueue string          `json:"origin_queue"`
+			Event       json.RawMessage `json:"event"`
+		} `json:"dead_letters"`
+		Next string `json:"next_page_token"`
+	}
+	for page := ""; ; page = dl.Next {
+		dl.Next = ""
+		c.expect(t, http.StatusOK, "GET", "/api/v1beta/dead-letters?limit=100&page_token="+page, nil).decode(t, &dl)
+		for _, d := range dl.DeadLetters {
+			require.Equal(t, "MAXLEN", d.Reason)
+			require.Equal(t, token, d.OriginQueue)
+			var e consumerEvent
+			require.NoError(t, json.Unmarshal(d.Event, &e))
+			seen[nValues(t, []consumerEvent{e})[0]] = true
+		}
+		if dl.Next == "" {
+			break
+		}
+	}
+	require.NotEmpty(t, seen, "the full subscription's overflow is in the dead-letter queue")
+
+	require.Eventually(t, func() bool { return liveSessions(t, c, token) == 0 }, frameWait, 10*time.Millisecond)
+	_ = conn.SetReadDeadline(time.Now().Add(frameWait))
+	for _, n := range readSSE(t, body) {
+		seen[n] = true
+	}
+	s := c.mustStream(t, streamPath(), map[string]string{"Last-Event-ID": token})
+	require.Equal(t, token, s.connected(t))
+	for len(seen) < events {
+		seen[nValues(t, []consumerEvent{s.event(t)})[0]] = true
+	}
+	for i := range events {
+		require.True(t, seen[i], "event %d was delivered or dead-lettered", i)
+	}
+}

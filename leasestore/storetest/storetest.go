@@ -85,6 +85,7 @@ var conformanceCases = concat(
 	sessionCases,
 	eventCases,
 	deadLetterCases,
+	unreceivedCases,
 	reapCases,
 	connectionCases,
 	claimCases,
