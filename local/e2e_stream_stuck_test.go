@@ -6,13 +6,18 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldevents/herald/functions/wsbridge"
+	"github.com/heraldevents/herald/functions/wsframe"
+	"github.com/heraldevents/herald/functions/wsframe/wstest"
 	"github.com/heraldevents/herald/local"
 )
 
@@ -233,5 +238,56 @@ func TestStuckSSEClientFailsNoPublish(t *testing.T) {
 	}
 	for i := range events {
 		require.True(t, seen[i], "event %d was delivered or dead-lettered", i)
+	}
+}
+
+// TestStuckWebSocketClientIsDropped: the WebSocket bridge holds a client
+// that stops reading to the same rule as SSE and gRPC (it always gave a
+// write 10 s; HERALD_STREAM_WRITE_TIMEOUT now sets it): with credit
+// granted and nothing read, the client is dropped, its session detaches,
+// and on reconnect it gets every event it had not received.
+func TestStuckWebSocketClientIsDropped(t *testing.T) {
+	t.Parallel()
+	c := start(t, streamOpts(func(cfg *local.Config) { cfg.StreamWriteTimeout = 2 * time.Second }))
+	const typ = "stuck.ws"
+	endpoint := "ws" + strings.TrimPrefix(c.base, "http") + wsbridge.Path
+	h := &wstest.Harness{Dial: func(t testing.TB, token string, _ url.Values) (*websocket.Conn, *http.Response, error) {
+		d := websocket.Dialer{HandshakeTimeout: frameWait, Subprotocols: []string{wsframe.Subprotocol},
+			NetDial: func(_, addr string) (net.Conn, error) { return stuckDial(t, addr), nil }}
+		return d.Dial(endpoint, http.Header{"Authorization": {"Bearer " + token}})
+	}, RESTURL: c.base, Token: c.token, Push: true}
+
+	stuck := wstest.Dial(t, h, c.token)
+	token := stuck.Open(map[string]any{"stream": "non_durable", "filter_groups": []map[string]any{{"event_type": typ}}}).ReconnectToken
+	stuck.Demand(stuckEvents)
+	// From here the client reads nothing.
+
+	publishPadded(t, c, typ, stuckEvents)
+	require.Eventually(t, func() bool { return liveSessions(t, c, token) == 0 }, frameWait, 10*time.Millisecond,
+		"the server drops a client that takes no frame within the write timeout")
+
+	seen := map[int]bool{}
+	_ = stuck.WS().SetReadDeadline(time.Now().Add(frameWait))
+	for {
+		_, data, err := stuck.WS().ReadMessage()
+		if err != nil {
+			break
+		}
+		var f wsframe.ServerFrame
+		require.NoError(t, json.Unmarshal(data, &f))
+		if f.Type == wsframe.TypeEvent {
+			seen[wstest.N(t, f)] = true
+		}
+	}
+	require.Less(t, len(seen), stuckEvents, "the client was stuck before it had everything")
+
+	again := wstest.Dial(t, &wstest.Harness{Dial: wstest.Dialer(endpoint), RESTURL: c.base, Token: c.token, Push: true}, c.token)
+	again.Open(map[string]any{"stream": "non_durable", "reconnect_token": token})
+	again.Demand(stuckEvents)
+	for len(seen) < stuckEvents {
+		seen[wstest.N(t, again.Events(1)[0])] = true
+	}
+	for i := range stuckEvents {
+		require.True(t, seen[i], "event %d reached the client", i)
 	}
 }
