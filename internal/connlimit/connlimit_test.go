@@ -45,6 +45,10 @@ func serve(t *testing.T, limits connlimit.Limits) *server {
 		Handler:   connlimit.Guard(mux, func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/health") }),
 		ConnState: s.ln.ConnState, ConnContext: connlimit.ConnContext,
 	}
+	// As app.Serve: HTTP/1.1 and cleartext HTTP/2 on one port.
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(s.ln) }()
 	t.Cleanup(func() {
@@ -244,4 +248,33 @@ func TestDerived(t *testing.T) {
 	if _, err := os.Stat("/proc/self"); err == nil {
 		require.Positive(t, connlimit.FDLimit())
 	}
+}
+
+// TestBusyHTTP2ConnectionIsNotEvicted: an HTTP/2 connection (gRPC, h2c)
+// with a stream in progress is busy, not new: it is never closed for
+// room, however long it has been open.
+func TestBusyHTTP2ConnectionIsNotEvicted(t *testing.T) {
+	t.Parallel()
+	s := serve(t, connlimit.Limits{MaxConns: 1})
+	h2 := new(http.Protocols)
+	h2.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: h2}
+	t.Cleanup(tr.CloseIdleConnections)
+	done := make(chan int, 1)
+	go func() {
+		res, err := (&http.Client{Transport: tr}).Get("http://" + s.addr + "/busy")
+		if err != nil {
+			done <- 0
+			return
+		}
+		_ = res.Body.Close()
+		done <- res.StatusCode
+	}()
+	<-s.entered
+
+	n := s.dial(t)
+	require.Equal(t, http.StatusServiceUnavailable, n.get(t, "/health"), "the only connection is busy: the new one is refused")
+	close(s.release)
+	require.Equal(t, http.StatusOK, <-done, "the HTTP/2 stream was not cut")
+	require.Zero(t, s.ln.Stats().Evicted)
 }
