@@ -144,9 +144,19 @@ func TestPublishDoesNotDependOnAFullConsumer(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{`{"n":3}`, `{"n":4}`}, replayed)
 
+	// A subscription no consumer record owns has no dead-letter queue to
+	// keep the event in: the publish says so.
+	require.NoError(t, broker.CreateSubscription(t.Context(), "no-consumer", nil))
+	for i := range 3 {
+		o, err = svc.PublishOutcome(t.Context(), admin, delivery.Event{EventType: "other.test"})
+		require.NoError(t, err)
+		require.Equal(t, i < 2, o.Success(), "event %d: %s", i, o.FailureReason)
+	}
+	require.NoError(t, broker.DeleteSubscription(t.Context(), "no-consumer"))
+
 	// Without a lease store the event cannot be kept for the consumer.
 	bare := delivery.New(delivery.Config{Broker: broker})
-	for range 3 { // the consumer holds nothing now: two fit, the third does not
+	for range 3 { // the consumer holds at most two: the third finds it full at the latest
 		o, err = bare.PublishOutcome(t.Context(), admin, delivery.Event{EventType: "full.test"})
 		require.NoError(t, err)
 	}

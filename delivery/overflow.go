@@ -46,7 +46,7 @@ type owner struct {
 }
 
 // subscriptionOwner returns the consumer that owns subscription sub; a
-// zero owner when none does (a leftover subscription: nobody reads it).
+// zero owner when no consumer record names it.
 func (s *Service) subscriptionOwner(ctx context.Context, sub string) (owner, error) {
 	o := &s.owners
 	o.mu.Lock()
@@ -97,7 +97,10 @@ func (s *Service) deadLetterOverflow(ctx context.Context, msg *pubsubx.Message, 
 			return errors.Join(full, err)
 		}
 		if own.id == "" {
-			continue // nobody reads it: nothing to keep
+			// No consumer record owns it, so there is no dead-letter queue
+			// to keep the event in: whoever reads the subscription would
+			// lose it. Report the refusal, as a broker bound does.
+			return full
 		}
 		err = s.cfg.Store.DeadLetterUnreceived(ctx, own.id, []leasestore.Unreceived{{ID: id, Body: body}}, leasestore.ReasonMaxLen)
 		if herr.CodeOf(err) == herr.NotFound {
