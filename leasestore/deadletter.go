@@ -48,7 +48,9 @@ const (
 type DeadLetter struct {
 	// ID identifies the dead letter for ReplayDeadLetter and
 	// DiscardDeadLetter: "<origin>:<incarnation>:<position>", the position
-	// zero-padded to 20 digits. It is deterministic, so finishing an
+	// zero-padded to 20 digits, or "<origin>:<incarnation>:u<event id>"
+	// for an event that never reached its consumer
+	// (DeadLetterUnreceived). It is deterministic, so finishing an
 	// interrupted dead-lettering never makes a second copy.
 	ID string
 	// Reason is ReasonDeliveryLimit, ReasonExpired, ReasonMaxLen or

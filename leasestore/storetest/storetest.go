@@ -86,6 +86,7 @@ var conformanceCases = concat(
 	eventCases,
 	deadLetterCases,
 	intakeCases,
+	unreceivedCases,
 	reapCases,
 	connectionCases,
 	claimCases,
