@@ -512,9 +512,10 @@ func (h *Hub) spillLoop() {
 		h.mu.RUnlock()
 		for _, q := range qs {
 			q.mu.Lock()
-			es := q.spill
-			q.spill = nil
+			es, over := q.spill, q.overflow
+			q.spill, q.overflow = nil, nil
 			q.mu.Unlock()
+			h.deadLetterOverflow(q, over)
 			if len(es) == 0 {
 				continue
 			}
@@ -531,6 +532,32 @@ func (h *Hub) spillLoop() {
 				h.wakeSpiller()
 			}
 		}
+	}
+}
+
+// deadLetterOverflow writes the events q's limit pushed out to the
+// dead-letter queue, reason MAXLEN, never delivered (delivery count 0 for
+// those no stream was handed). A failure loses them, and is logged.
+func (h *Hub) deadLetterOverflow(q *hubQueue, es []hubEntry) {
+	if len(es) == 0 {
+		return
+	}
+	us := make([]leasestore.Unreceived, 0, len(es))
+	for _, e := range es {
+		if e.ev.id != "" {
+			us = append(us, leasestore.Unreceived{ID: e.ev.id, Body: e.ev.body})
+		}
+	}
+	err := h.svc.cfg.Store.DeadLetterUnreceived(h.ctx, q.id, us, leasestore.ReasonMaxLen)
+	switch {
+	case err == nil:
+		q.mu.Lock()
+		q.dropped += int64(len(es))
+		q.mu.Unlock()
+	case herr.CodeOf(err) == herr.NotFound:
+		h.forget(q, errHubQueueGone(q.id))
+	default:
+		h.log(slog.LevelWarn, "hub-overflow", "could not dead-letter the events a non-durable queue had no room for; they are lost", queueAttr(NonDurable, q.id), errAttr(NonDurable, q.id, err), "events", len(es))
 	}
 }
 

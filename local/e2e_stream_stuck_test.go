@@ -168,12 +168,32 @@ func TestIdleStreamsOutliveTheWriteTimeout(t *testing.T) {
 // lost for the stuck client: each event is in its queue, to be delivered
 // when it reconnects, or — what its full subscription could not take —
 // in the dead-letter queue with reason MAXLEN.
+//
+// Served by the stream hub (docs/streams-at-scale.md), the queue is in the
+// process's memory and the bound is the queue's own maximum length
+// (HERALD_QUEUE_MAX_LENGTH, 20 here); served from the store, it is the
+// queue's broker subscription's (max_pending, 20 here). Either way the
+// overflow is dead-lettered.
 func TestStuckSSEClientFailsNoPublish(t *testing.T) {
 	t.Parallel()
+	for _, hub := range []bool{true, false} {
+		t.Run(map[bool]string{true: "hub", false: "store"}[hub], func(t *testing.T) {
+			t.Parallel()
+			testStuckSSEClientFailsNoPublish(t, hub)
+		})
+	}
+}
+
+func testStuckSSEClientFailsNoPublish(t *testing.T, hub bool) {
 	const typ, events = "stuck.publish", 200
 	c := start(t, streamOpts(func(cfg *local.Config) {
 		cfg.TopicURL = "mem://stuck-publish-" + strings.ReplaceAll(t.Name(), "/", "-") + "?max_pending=20"
 		cfg.StreamWriteTimeout = 2 * time.Second
+		if hub {
+			cfg.QueueMaxLength = 20
+		} else {
+			cfg.ProcessHeartbeat = 0
+		}
 	}))
 	conn := stuckDial(t, strings.TrimPrefix(c.base, "http://"))
 	_, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: herald\r\nAuthorization: Bearer %s\r\n\r\n",

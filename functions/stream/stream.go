@@ -226,21 +226,28 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *delivery.Str
 		return
 	}
 
-	go func() {
-		defer close(nextDone)
-		for {
-			ds, err := st.Next(ctx)
-			if err != nil {
-				nextErr <- err
-				return
+	// A stream served by the hub is polled from this goroutine's select;
+	// any other waits in Next on a goroutine of its own.
+	poll := st.Pollable()
+	if poll {
+		close(nextDone)
+	} else {
+		go func() {
+			defer close(nextDone)
+			for {
+				ds, err := st.Next(ctx)
+				if err != nil {
+					nextErr <- err
+					return
+				}
+				select {
+				case batches <- ds:
+				case <-ctx.Done():
+					return
+				}
 			}
-			select {
-			case batches <- ds:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+		}()
+	}
 
 	keepAlive := time.NewTicker(h.Service.Streams().KeepAlive)
 	defer keepAlive.Stop()
@@ -250,7 +257,61 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *delivery.Str
 	defer ackTimer.Stop()
 
 	var eventBuf []byte // one event's JSON, reused
+	// send writes a batch and acknowledges it (or schedules that); false
+	// ends the stream.
+	send := func(ds []delivery.Delivery) bool {
+		tags := make([]int64, len(ds))
+		for i, d := range ds {
+			tags[i] = d.Tag
+			data, err := d.Event.AppendJSON(eventBuf[:0])
+			eventBuf = data
+			if err != nil {
+				sse.fail(herr.Wrap(herr.Internal, err, "an event could not be encoded"))
+				return false
+			}
+			if sse.frame("event", "", data) != nil {
+				return false
+			}
+		}
+		if sse.flush() != nil {
+			return false
+		}
+		if ackDelay <= 0 {
+			if err := ack(ctx, st, tags); err != nil {
+				if ctx.Err() == nil {
+					sse.fail(err)
+				}
+				return false
+			}
+			return true
+		}
+		due := time.Now().Add(ackDelay)
+		if len(pending) == 0 {
+			ackTimer.Reset(ackDelay)
+		}
+		for _, t := range tags {
+			pending = append(pending, pendingAck{tag: t, due: due})
+		}
+		return true
+	}
 	for {
+		var wake <-chan struct{}
+		if poll {
+			ds, w, err := st.Poll()
+			if err != nil {
+				if ctx.Err() == nil {
+					sse.fail(err)
+				}
+				return
+			}
+			if len(ds) > 0 {
+				if !send(ds) {
+					return
+				}
+				continue
+			}
+			wake = w
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -259,42 +320,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *delivery.Str
 				sse.fail(err)
 			}
 			return
+		case <-wake:
+		case <-st.Done():
+			// Poll says why at the top of the loop.
 		case <-keepAlive.C:
 			if sse.comment("keep-alive") != nil {
 				return
 			}
 		case ds := <-batches:
-			tags := make([]int64, len(ds))
-			for i, d := range ds {
-				tags[i] = d.Tag
-				data, err := d.Event.AppendJSON(eventBuf[:0])
-				eventBuf = data
-				if err != nil {
-					sse.fail(herr.Wrap(herr.Internal, err, "an event could not be encoded"))
-					return
-				}
-				if sse.frame("event", "", data) != nil {
-					return
-				}
-			}
-			if sse.flush() != nil {
+			if !send(ds) {
 				return
-			}
-			if ackDelay <= 0 {
-				if err := ack(ctx, st, tags); err != nil {
-					if ctx.Err() == nil {
-						sse.fail(err)
-					}
-					return
-				}
-				continue
-			}
-			due := time.Now().Add(ackDelay)
-			if len(pending) == 0 {
-				ackTimer.Reset(ackDelay)
-			}
-			for _, t := range tags {
-				pending = append(pending, pendingAck{tag: t, due: due})
 			}
 		case <-ackTimer.C:
 			now := time.Now()
