@@ -92,6 +92,7 @@ var conformanceCases = concat(
 	layoutCases,
 	controlCases,
 	streamControlCases,
+	withheldCases,
 )
 
 func concat[T any](lists ...[]T) []T {
