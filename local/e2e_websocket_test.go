@@ -14,16 +14,20 @@ import (
 // against the local adapter's gorilla bridge, end to end over TCP.
 func TestWebSocketConformance(t *testing.T) {
 	t.Parallel()
-	const limited = "limited-token-of-some-length"
+	const limited, reader = "limited-token-of-some-length", "reader-token-of-some-length"
 	h := local.Start(t, local.Option(func(c *local.Config) {
 		c.DeliveryLimit = 2
-		c.Tokens = auth.StaticTokens{limited: {ID: "publisher", Permissions: []string{"publish:*"}}}
+		c.Tokens = auth.StaticTokens{
+			limited: {ID: "publisher", Permissions: []string{"publish:*"}},
+			reader:  {ID: "reader", Permissions: wstest.ReaderPermissions},
+		}
 	}))
 	wstest.Run(t, wstest.Harness{
 		Dial:          wstest.Dialer("ws" + strings.TrimPrefix(h.URL, "http") + wsbridge.Path),
 		RESTURL:       h.URL,
 		Token:         h.Token,
 		LimitedToken:  limited,
+		ReaderToken:   reader,
 		DeliveryLimit: 2,
 		Push:          true,
 	})

@@ -33,6 +33,7 @@ import (
 const (
 	token   = "wslambda-test-token-0123456789"
 	limited = "wslambda-limited-token-0123456789"
+	reader  = "wslambda-reader-token-0123456789"
 )
 
 var stackCount atomic.Int64
@@ -61,11 +62,13 @@ func startStack(t *testing.T, deliveryLimit int, emuOpts apigwws.Options, now ..
 func startStackWith(t *testing.T, deliveryLimit int, emuOpts apigwws.Options, configure func(*wslambda.Config), setup func(*wslambda.Handler), now ...func() time.Time) *stack {
 	t.Helper()
 	n := stackCount.Add(1)
+	readerPermissions, err := json.Marshal(wstest.ReaderPermissions)
+	require.NoError(t, err)
 	env := map[string]string{
 		config.EnvTopicURL:      fmt.Sprintf("mem://wslambda-%d", n),
 		config.EnvStoreURL:      fmt.Sprintf("mem://wslambda-%d/key", n),
 		config.EnvDevToken:      token,
-		config.EnvTokens:        `{"` + limited + `": {"id": "publisher", "permissions": ["publish:*"]}}`,
+		config.EnvTokens:        `{"` + limited + `": {"id": "publisher", "permissions": ["publish:*"]}, "` + reader + `": {"id": "reader", "permissions": ` + string(readerPermissions) + `}}`,
 		config.EnvDeliveryLimit: fmt.Sprint(deliveryLimit),
 	}
 	cfg, err := config.Load(config.Local, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
@@ -118,6 +121,7 @@ func TestConformance(t *testing.T) {
 		RESTURL:       s.rest.URL,
 		Token:         token,
 		LimitedToken:  limited,
+		ReaderToken:   reader,
 		DeliveryLimit: 2,
 		Push:          false,
 		NoCloseCodes:  true,
@@ -141,6 +145,7 @@ func TestConformanceConcurrent(t *testing.T) {
 		RESTURL:       s.rest.URL,
 		Token:         token,
 		LimitedToken:  limited,
+		ReaderToken:   reader,
 		DeliveryLimit: 2,
 		Push:          false,
 		NoCloseCodes:  true,

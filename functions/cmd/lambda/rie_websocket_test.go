@@ -17,8 +17,12 @@ import (
 	"github.com/heraldevents/herald/local/apigwws"
 )
 
-// rieLimited is a valid token without stream rights, for the suite.
-const rieLimited = "rie-limited-token-0123456789"
+// rieLimited is a valid token without stream rights, rieReader one with
+// wstest.ReaderPermissions, for the suite.
+const (
+	rieLimited = "rie-limited-token-0123456789"
+	rieReader  = "rie-reader-token-0123456789"
+)
 
 // restGateway turns HTTP requests into API Gateway HTTP API (payload 2.0)
 // events for inv and the answers back: a minimal stand-in for the HTTP
@@ -89,11 +93,13 @@ func TestWebSocketUnderRIE(t *testing.T) {
 	emuSrv := httptest.NewServer(emu)
 	t.Cleanup(func() { emu.Close(); emuSrv.Close() })
 
+	readerPermissions, err := json.Marshal(wstest.ReaderPermissions)
+	require.NoError(t, err)
 	r := startRIE(t, bootstrap, map[string]string{
 		"HERALD_FUNCTION":                          "all",
 		"HERALD_TOPIC_URL":                         "mem://rie-ws",
 		"HERALD_STORE_URL":                         "mem://rie-ws/key",
-		"HERALD_TOKENS":                            `{"` + rieToken + `": {"id": "rie-test", "permissions": ["*"]}, "` + rieLimited + `": {"id": "publisher", "permissions": ["publish:*"]}}`,
+		"HERALD_TOKENS":                            `{"` + rieToken + `": {"id": "rie-test", "permissions": ["*"]}, "` + rieLimited + `": {"id": "publisher", "permissions": ["publish:*"]}, "` + rieReader + `": {"id": "reader", "permissions": ` + string(readerPermissions) + `}}`,
 		"HERALD_DELIVERY_LIMIT":                    "2",
 		"HERALD_WS_POLL_WAIT":                      "200ms",
 		"AWS_ENDPOINT_URL_APIGATEWAYMANAGEMENTAPI": emu.ManagementEndpoint(emuSrv.URL),
@@ -112,6 +118,7 @@ func TestWebSocketUnderRIE(t *testing.T) {
 			RESTURL:       rest.URL,
 			Token:         rieToken,
 			LimitedToken:  rieLimited,
+			ReaderToken:   rieReader,
 			DeliveryLimit: 2,
 			Push:          false,
 			NoCloseCodes:  true,
