@@ -371,3 +371,132 @@ func (r *reader) done() error {
 	}
 	return r.err
 }
+
+// Remembered acknowledgements (ackMemory), a block's: a version byte, a
+// uvarint count, then per entry the lease's offset in the block
+// (uvarint), its tag (8 bytes, big-endian), the generation acknowledged
+// (uvarint) and the outcome (a byte: 1 committed, 2 dead-lettered).
+//
+// Kept blocks (keptList), a head's: a version byte, a uvarint count, the
+// earliest forget time in whole seconds (varint), then per entry its start
+// (varint; after the first, the gap from the previous start, entries being
+// sorted by start) and its forget time (uvarint: whole seconds after the
+// earliest, rounded up).
+
+const (
+	ackMemoryV1 = 1
+	keptListV1  = 1
+)
+
+// ackOutcomes are the remembered outcomes as stored; 0 is none.
+var ackOutcomes = [...]Outcome{1: OutcomeCommitted, 2: OutcomeDeadLettered}
+
+// MarshalBinary implements encoding.BinaryMarshaler for docstore.
+func (m ackMemory) MarshalBinary() ([]byte, error) {
+	b := make([]byte, 0, 2+len(m)*12)
+	b = append(b, ackMemoryV1)
+	b = binary.AppendUvarint(b, uint64(len(m)))
+	for _, a := range m {
+		code := byte(0)
+		for i, o := range ackOutcomes {
+			if i > 0 && o == a.Outcome {
+				code = byte(i)
+			}
+		}
+		if code == 0 || a.Offset < 0 || a.Generation < 0 {
+			return nil, fmt.Errorf("remembered acknowledgements: cannot store %+v", a)
+		}
+		b = binary.AppendUvarint(b, uint64(a.Offset))
+		b = binary.BigEndian.AppendUint64(b, a.Tag)
+		b = binary.AppendUvarint(b, uint64(a.Generation))
+		b = append(b, code)
+	}
+	return b, nil
+}
+
+// UnmarshalBinary implements encoding.BinaryUnmarshaler for docstore.
+func (m *ackMemory) UnmarshalBinary(b []byte) error {
+	r := reader{b: b}
+	if v := r.byte(); v != ackMemoryV1 {
+		return fmt.Errorf("remembered acknowledgements: unknown version %d", v)
+	}
+	n := r.count()
+	out := make(ackMemory, 0, n)
+	for i := 0; i < n && r.err == nil; i++ {
+		off, tag, gen := r.uvarint(), r.uint64(), r.uvarint()
+		code := r.byte()
+		if off > maxBlockEvents || gen > math.MaxInt64 || code == 0 || int(code) >= len(ackOutcomes) {
+			r.fail(errors.New("entry out of range"))
+			break
+		}
+		out = append(out, ackRec{Offset: int64(off), Tag: tag, Generation: int64(gen), Outcome: ackOutcomes[code]})
+	}
+	if err := r.done(); err != nil {
+		return fmt.Errorf("remembered acknowledgements: %w", err)
+	}
+	*m = out
+	return nil
+}
+
+// MarshalBinary implements encoding.BinaryMarshaler for docstore. The
+// entries must be sorted by start (keptList.add keeps them so).
+func (k keptList) MarshalBinary() ([]byte, error) {
+	b := make([]byte, 0, 12+len(k)*4)
+	b = append(b, keptListV1)
+	b = binary.AppendUvarint(b, uint64(len(k)))
+	var base int64 = -1 // the earliest forget time in seconds
+	for _, e := range k {
+		if base < 0 || e.Until/1000 < base {
+			base = e.Until / 1000
+		}
+	}
+	b = binary.AppendVarint(b, base)
+	var prev int64
+	for i, e := range k {
+		if i > 0 && e.Start <= prev {
+			return nil, fmt.Errorf("kept blocks: starts out of order (%d after %d)", e.Start, prev)
+		}
+		if i == 0 {
+			b = binary.AppendVarint(b, e.Start)
+		} else {
+			b = binary.AppendVarint(b, e.Start-prev)
+		}
+		prev = e.Start
+		b = binary.AppendUvarint(b, uint64((e.Until+999)/1000-base))
+	}
+	return b, nil
+}
+
+// UnmarshalBinary implements encoding.BinaryUnmarshaler for docstore.
+func (k *keptList) UnmarshalBinary(b []byte) error {
+	r := reader{b: b}
+	if v := r.byte(); v != keptListV1 {
+		return fmt.Errorf("kept blocks: unknown version %d", v)
+	}
+	n := r.count()
+	base := r.varint()
+	out := make(keptList, 0, n)
+	var prev int64
+	for i := 0; i < n && r.err == nil; i++ {
+		st := r.varint()
+		if i > 0 {
+			if st <= 0 {
+				r.fail(errors.New("starts out of order"))
+				break
+			}
+			st += prev
+		}
+		prev = st
+		sec := r.uvarint()
+		if base < 0 || base > maxUntilSec || sec > maxUntilSec || base+int64(sec) > maxUntilSec {
+			r.fail(errors.New("forget time out of range"))
+			break
+		}
+		out = append(out, keptBlock{Start: st, Until: (base + int64(sec)) * 1000})
+	}
+	if err := r.done(); err != nil {
+		return fmt.Errorf("kept blocks: %w", err)
+	}
+	*k = out
+	return nil
+}

@@ -345,7 +345,7 @@ func (s *Store) pullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 		s.settleSource(ctx, p.Source, received, n)
 		received = nil
 		for b := range dirty {
-			s.notes.note(d, b.Start, b.unsettled())
+			s.notes.noteBlock(d, b)
 		}
 		if nb.hasDying() {
 			dirty[nb] = true
@@ -526,7 +526,7 @@ func (s *Store) settle(ctx context.Context, consumer string, p SettleParams) (Se
 			}
 			ok, err := s.commit(ctx, d.ID, blockWrite(b))
 			if ok {
-				s.notes.note(d, b.Start, b.unsettled())
+				s.notes.noteBlock(d, b)
 			}
 			return ok, err
 		})

@@ -504,7 +504,7 @@ func (s *Store) commitBlocks(ctx context.Context, d *consumerDoc, dirty map[*blo
 	ok, err := s.commit(ctx, d.ID, ws...)
 	if ok {
 		for b := range dirty {
-			s.notes.note(d, b.Start, b.unsettled())
+			s.notes.noteBlock(d, b)
 			s.dropIfEmpty(ctx, d, b)
 		}
 	}
@@ -580,7 +580,7 @@ func (s *Store) holding(ctx context.Context, d *consumerDoc, blocks map[int64]*b
 		if b == nil {
 			s.notes.note(d, st, 0)
 		} else {
-			s.notes.note(d, st, b.unsettled())
+			s.notes.noteBlock(d, b)
 		}
 	}
 	n, _ = count()
