@@ -141,8 +141,9 @@ type Ack struct {
 // consumer is paused. A retried ok or rejected whose first attempt was
 // applied (its answer lost) answers as the first did, OutcomeCommitted or
 // OutcomeDeadLettered: Herald remembers an applied acknowledgement for at
-// least 10 minutes (fewer under a heavy load of settled leases; see the
-// docs, "Acknowledge"), past which a repeat answers OutcomeStale. It is
+// least 10 minutes, unless 128 batches settled since push it out first
+// (docs/api.md, "Delivery guarantees"); a later repeat answers
+// OutcomeStale. It is
 // AcknowledgeWith without a retry delay.
 func (c *Client) Acknowledge(ctx context.Context, destinationID string, l *Lease, status AckStatus) (AckResult, error) {
 	return c.AcknowledgeWith(ctx, destinationID, l, Ack{Status: status})
