@@ -97,6 +97,16 @@ func (d *consumerDoc) allStarts() []int64 {
 	return out
 }
 
+// recordStarts returns the starts of every block record d may have: the
+// ones it indexes and the settled ones it keeps (see RememberAcks).
+func (d *consumerDoc) recordStarts() []int64 {
+	out := d.allStarts()
+	for _, k := range d.Kept {
+		out = append(out, k.Start)
+	}
+	return out
+}
+
 // sessionLive returns the liveness test of d's sessions at nowMs (d's
 // sessions pruned first).
 func (d *consumerDoc) sessionLive(nowMs int64) func(string) bool {

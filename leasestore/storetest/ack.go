@@ -231,6 +231,9 @@ func testAckRepeatRemembered(t *testing.T, h Harness) {
 	last := settle()
 	require.Equal(t, 1, countRecords(t, b, blockKeyPrefix(b.consumer)), "only the block settled last is left")
 	require.Equal(t, leasestore.OutcomeCommitted, repeat(last))
+	sweep() // the head now lists it as kept, no longer as open
+	require.Equal(t, 1, countRecords(t, b, blockKeyPrefix(b.consumer)))
+	require.Equal(t, leasestore.OutcomeCommitted, repeat(last))
 
 	_, err := b.store.DeleteConsumer(b.ctx, b.consumer)
 	require.NoError(t, err)
