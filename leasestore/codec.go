@@ -377,11 +377,12 @@ func (r *reader) done() error {
 // (uvarint), its tag (8 bytes, big-endian), the generation acknowledged
 // (uvarint) and the outcome (a byte: 1 committed, 2 dead-lettered).
 //
-// Kept blocks (keptList), a head's: a version byte, a uvarint count, the
-// earliest forget time in whole seconds (varint), then per entry its start
-// (varint; after the first, the gap from the previous start, entries being
-// sorted by start) and its forget time (uvarint: whole seconds after the
-// earliest, rounded up).
+// Kept blocks (keptList), a head's, in the order they were kept: a version
+// byte, a uvarint count, the earliest forget time in whole seconds
+// (varint), then per entry its start (varint; after the first, the
+// difference from the previous start, mostly small: blocks settle in
+// roughly the order they were reserved) and its forget time (uvarint:
+// whole seconds after the earliest, rounded up).
 
 const (
 	ackMemoryV1 = 1
@@ -438,8 +439,7 @@ func (m *ackMemory) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
-// MarshalBinary implements encoding.BinaryMarshaler for docstore. The
-// entries must be sorted by start (keptList.add keeps them so).
+// MarshalBinary implements encoding.BinaryMarshaler for docstore.
 func (k keptList) MarshalBinary() ([]byte, error) {
 	b := make([]byte, 0, 12+len(k)*4)
 	b = append(b, keptListV1)
@@ -453,9 +453,6 @@ func (k keptList) MarshalBinary() ([]byte, error) {
 	b = binary.AppendVarint(b, base)
 	var prev int64
 	for i, e := range k {
-		if i > 0 && e.Start <= prev {
-			return nil, fmt.Errorf("kept blocks: starts out of order (%d after %d)", e.Start, prev)
-		}
 		if i == 0 {
 			b = binary.AppendVarint(b, e.Start)
 		} else {
@@ -480,11 +477,11 @@ func (k *keptList) UnmarshalBinary(b []byte) error {
 	for i := 0; i < n && r.err == nil; i++ {
 		st := r.varint()
 		if i > 0 {
-			if st <= 0 {
-				r.fail(errors.New("starts out of order"))
-				break
-			}
 			st += prev
+		}
+		if st < 1 {
+			r.fail(errors.New("start out of range"))
+			break
 		}
 		prev = st
 		sec := r.uvarint()

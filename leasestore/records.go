@@ -279,8 +279,8 @@ func (b *blockDoc) remembered(start int64, tag uint64, gen int64) (Outcome, bool
 // remembered acknowledgements.
 func (b *blockDoc) kept() bool { return b != nil && len(b.Leases) == 0 && len(b.Acks) > 0 }
 
-// keptList is a head's list of kept blocks (see RememberAcks), sorted by
-// start.
+// keptList is a head's list of kept blocks (see RememberAcks), in the
+// order they were kept: the first is the first to be forgotten.
 type keptList []keptBlock
 
 // keptBlock is a settled block whose record is kept until Until (Unix ms).
@@ -292,17 +292,16 @@ type keptBlock struct {
 // keep adds the block at start, to be kept until until (Unix ms), unless
 // it is there already.
 func (d *consumerDoc) keep(start, until int64) {
-	i := sort.Search(len(d.Kept), func(i int) bool { return d.Kept[i].Start >= start })
-	if i < len(d.Kept) && d.Kept[i].Start == start {
-		return
+	for _, k := range d.Kept {
+		if k.Start == start {
+			return
+		}
 	}
-	d.Kept = append(d.Kept, keptBlock{})
-	copy(d.Kept[i+1:], d.Kept[i:])
-	d.Kept[i] = keptBlock{Start: start, Until: until}
+	d.Kept = append(d.Kept, keptBlock{Start: start, Until: until})
 }
 
 // forget drops from d's kept list the blocks due at nowMs and, past
-// MaxRememberedBlocks, the ones due first, and returns their starts: the
+// MaxRememberedBlocks, the ones kept first, and returns their starts: the
 // records to delete once d is written.
 func (d *consumerDoc) forget(nowMs int64) []int64 {
 	var gone []int64
@@ -314,17 +313,13 @@ func (d *consumerDoc) forget(nowMs int64) []int64 {
 		}
 		kept = append(kept, k)
 	}
-	d.Kept = kept
-	for len(d.Kept) > MaxRememberedBlocks {
-		first := 0
-		for i, k := range d.Kept {
-			if k.Until < d.Kept[first].Until {
-				first = i
-			}
+	if over := len(kept) - MaxRememberedBlocks; over > 0 {
+		for _, k := range kept[:over] {
+			gone = append(gone, k.Start)
 		}
-		gone = append(gone, d.Kept[first].Start)
-		d.Kept = append(d.Kept[:first], d.Kept[first+1:]...)
+		kept = kept[over:]
 	}
+	d.Kept = kept
 	if len(d.Kept) == 0 {
 		d.Kept = nil
 	}

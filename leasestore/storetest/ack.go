@@ -21,6 +21,7 @@ var ackCases = []conformanceCase{
 	{"Ack/RepeatFromAnotherClient", testAckRepeatOtherClient},
 	{"Ack/RepeatRemembered", testAckRepeatRemembered},
 	{"Ack/RepeatOfSplitLease", testAckRepeatSplit},
+	{"Ack/RepeatOfALateBatch", testAckRepeatLate},
 	{"Ack/OlderGenerationIsStale", testAckOlderGeneration},
 	{"Ack/AfterExpiryBeforeReclaim", testAckAfterExpiry},
 	{"Ack/UnknownLeaseIsStale", testAckUnknownLease},
@@ -333,4 +334,30 @@ func testAckInvalidStatus(t *testing.T, h Harness) {
 	})
 	requireCode(t, herr.InvalidArgument, err)
 	requireSameLease(t, l, b.pull(t, "w", 1, NewScriptedSource()))
+}
+
+// testAckRepeatLate: a batch settled after many others (here, at the
+// lowest position, after MaxRememberedBlocks later batches settled within
+// the same second) is remembered like any other: the blocks settled first
+// are forgotten first, whatever their positions.
+func testAckRepeatLate(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	src := NewScriptedSource(bodies("t", leasestore.MaxRememberedBlocks+3)...)
+	late := b.pull(t, "slow", 1, src)
+	for range leasestore.MaxRememberedBlocks + 1 {
+		l := b.pull(t, "fast", 1, src)
+		require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, l, leasestore.StatusOK).Outcome)
+	}
+	_, err := b.store.ExpireLeases(b.ctx, b.consumer)
+	require.NoError(t, err)
+	require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, late, leasestore.StatusOK).Outcome)
+	// Another pull of new work writes the head: the late batch's block is
+	// kept now, and one of the first ones forgotten.
+	l := b.pull(t, "fast", 1, src)
+	require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, l, leasestore.StatusOK).Outcome)
+	_, err = b.store.ExpireLeases(b.ctx, b.consumer)
+	require.NoError(t, err)
+	r := b.ack(t, late, leasestore.StatusOK)
+	require.Equal(t, leasestore.OutcomeCommitted, r.Outcome, "the batch settled last is remembered")
+	require.Equal(t, int64(leasestore.MaxRememberedBlocks+3), r.Committed)
 }
