@@ -378,11 +378,11 @@ func (r *reader) done() error {
 // (uvarint) and the outcome (a byte: 1 committed, 2 dead-lettered).
 //
 // Kept blocks (keptList), a head's, in the order they were kept: a version
-// byte, a uvarint count, the earliest forget time in whole seconds
-// (varint), then per entry its start (varint; after the first, the
-// difference from the previous start, mostly small: blocks settle in
-// roughly the order they were reserved) and its forget time (uvarint:
-// whole seconds after the earliest, rounded up).
+// byte, a uvarint count, then per entry its start and its forget time in
+// whole seconds, rounded up, each as a varint of the difference from the
+// previous entry's (from 0 for the first): blocks settle in roughly the
+// order they were reserved and are kept in the order they settle, so an
+// entry takes about 2–3 bytes.
 
 const (
 	ackMemoryV1 = 1
@@ -441,25 +441,15 @@ func (m *ackMemory) UnmarshalBinary(b []byte) error {
 
 // MarshalBinary implements encoding.BinaryMarshaler for docstore.
 func (k keptList) MarshalBinary() ([]byte, error) {
-	b := make([]byte, 0, 12+len(k)*4)
+	b := make([]byte, 0, 4+len(k)*3)
 	b = append(b, keptListV1)
 	b = binary.AppendUvarint(b, uint64(len(k)))
-	var base int64 = -1 // the earliest forget time in seconds
+	var start, sec int64
 	for _, e := range k {
-		if base < 0 || e.Until/1000 < base {
-			base = e.Until / 1000
-		}
-	}
-	b = binary.AppendVarint(b, base)
-	var prev int64
-	for i, e := range k {
-		if i == 0 {
-			b = binary.AppendVarint(b, e.Start)
-		} else {
-			b = binary.AppendVarint(b, e.Start-prev)
-		}
-		prev = e.Start
-		b = binary.AppendUvarint(b, uint64((e.Until+999)/1000-base))
+		s := (e.Until + 999) / 1000 // rounded up: never forgotten early
+		b = binary.AppendVarint(b, e.Start-start)
+		b = binary.AppendVarint(b, s-sec)
+		start, sec = e.Start, s
 	}
 	return b, nil
 }
@@ -471,25 +461,20 @@ func (k *keptList) UnmarshalBinary(b []byte) error {
 		return fmt.Errorf("kept blocks: unknown version %d", v)
 	}
 	n := r.count()
-	base := r.varint()
 	out := make(keptList, 0, n)
-	var prev int64
+	var start, sec int64
 	for i := 0; i < n && r.err == nil; i++ {
-		st := r.varint()
-		if i > 0 {
-			st += prev
-		}
-		if st < 1 {
-			r.fail(errors.New("start out of range"))
+		ds, dt := r.varint(), r.varint()
+		if ds < -maxUntilSec || ds > maxUntilSec || dt < -maxUntilSec || dt > maxUntilSec {
+			r.fail(errors.New("entry out of range"))
 			break
 		}
-		prev = st
-		sec := r.uvarint()
-		if base < 0 || base > maxUntilSec || sec > maxUntilSec || base+int64(sec) > maxUntilSec {
-			r.fail(errors.New("forget time out of range"))
+		start, sec = start+ds, sec+dt
+		if start < 1 || sec < 1 || sec > maxUntilSec {
+			r.fail(errors.New("entry out of range"))
 			break
 		}
-		out = append(out, keptBlock{Start: st, Until: (base + int64(sec)) * 1000})
+		out = append(out, keptBlock{Start: start, Until: sec * 1000})
 	}
 	if err := r.done(); err != nil {
 		return fmt.Errorf("kept blocks: %w", err)
