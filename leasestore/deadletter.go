@@ -216,7 +216,7 @@ func (s *Store) finishDying(ctx context.Context, d *consumerDoc, b *blockDoc) er
 			for reason, n := range moved {
 				telemetry.DeadLettered(ctx, reason, n)
 			}
-			s.notes.note(d, b.Start, b.unsettled())
+			s.notes.noteBlock(d, b)
 			s.dropIfEmpty(ctx, d, b)
 			return nil
 		}

@@ -405,8 +405,8 @@ func TestStreamPermissionsE2E(t *testing.T) {
 		e := s.event(t)
 		require.Equal(t, "orders.created", e.EventType)
 		s.closeAndWait(t, admin, token)
-		// The skipped event was handed back to the queue, never settled by
-		// this principal (docs/limits.md); it is not shown on reconnect
+		// The skipped event waits in the queue, never settled by this
+		// principal (docs/limits.md); it is not shown on reconnect
 		// either.
 		s = orders.mustStream(t, streamPath(), map[string]string{"Last-Event-ID": token})
 		s.connected(t)
@@ -434,19 +434,33 @@ func TestStreamPermissionsE2E(t *testing.T) {
 		require.Len(t, heads, 1)
 		require.Equal(t, "orders.created", heads[0].Type)
 		orders.ack(t, id, l.LeaseID, l.Generation, "ok")
-		// users.created is next: 403 naming it, and nothing is settled.
-		for _, c := range []*client{orders, none} {
-			r := c.pull(t, id, "limit", "10")
-			require.Equal(t, http.StatusForbidden, r.Status, "%s", r.Body)
-			require.Contains(t, string(r.Body), "users.created")
+		// users.created is next: 403 naming it, with a Retry-After, and
+		// nothing is settled, leased or counted, however often it is asked
+		// for (past the delivery limit).
+		var retryAfter []string
+		for range 12 {
+			for _, c := range []*client{orders, none} {
+				r := c.pull(t, id, "limit", "10")
+				require.Equal(t, http.StatusForbidden, r.Status, "%s", r.Body)
+				require.Contains(t, string(r.Body), "users.created")
+				retryAfter = append(retryAfter, r.Header.Get("Retry-After"))
+			}
 		}
-		require.Equal(t, "001.00000000000000000001", admin.getDest(t, id).Committed)
-		// A worker that may read them gets both, in order.
+		d := admin.getDest(t, id)
+		require.Equal(t, "001.00000000000000000001", d.Committed)
+		require.Zero(t, d.InFlight)
+		require.Empty(t, admin.listDeadLetters(t, nil).DeadLetters)
+		for _, ra := range retryAfter {
+			require.Equal(t, "5", ra, "a refused pull says when to ask again")
+		}
+		// A worker that may read them gets both, in order, as a first
+		// delivery.
 		l = admin.pullLease(t, id, "limit", "10")
 		heads = l.heads(t)
 		require.Len(t, heads, 2)
 		require.Equal(t, "users.created", heads[0].Type)
 		require.Equal(t, "001.00000000000000000002", heads[0].Sequence, "the event keeps its position")
+		require.EqualValues(t, 1, l.Attempt, "refused pulls are not deliveries")
 		a := admin.ack(t, id, l.LeaseID, l.Generation, "ok")
 		require.Equal(t, "001.00000000000000000003", a.Committed)
 	})

@@ -95,6 +95,7 @@ var conformanceCases = concat(
 	controlCases,
 	streamControlCases,
 	hubCases,
+	withheldCases,
 )
 
 func concat[T any](lists ...[]T) []T {
