@@ -204,7 +204,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if log == nil {
 		log = accesslog.Logger(r.Context())
 	}
-	s := &session{svc: h.Service, p: p, conn: conn, ping: ping, log: log, wake: make(chan struct{}, 1),
+	s := &session{svc: h.Service, p: p, conn: conn, ping: ping, log: log, wake: make(chan struct{}, 1), opened: make(chan struct{}, 1),
 		writeWait: h.Service.Streams().WriteTimeout}
 	s.run(telemetry.WithTransport(r.Context(), "websocket"), goingAway)
 }
@@ -246,6 +246,11 @@ type session struct {
 	mu     sync.Mutex
 	credit int
 	wake   chan struct{} // a token when credit grew
+	// polled, once set, is a stream the keep-alive loop pushes itself
+	// (delivery.Stream.Pollable: served by the process's hub), so an idle
+	// connection costs one goroutine less; opened is signalled then.
+	polled atomic.Pointer[delivery.Stream]
+	opened chan struct{}
 
 	// Set by the open frame, on the reader goroutine.
 	stream string
@@ -276,7 +281,11 @@ func (s *session) run(ctx context.Context, goingAway <-chan struct{}) {
 		s.close(wsframe.CloseNormal, "")
 		return nil
 	})
-	go s.keepAlive(goingAway)
+	s.pumps.Add(1)
+	go func() {
+		defer s.pumps.Done()
+		s.keepAlive(goingAway)
+	}()
 	s.read()
 }
 
@@ -290,11 +299,31 @@ func (s *session) alive() {
 }
 
 // keepAlive pings every interval and closes with 1001 when the server
-// shuts down.
+// shuts down; once a stream served by the hub is open (polled), it also
+// pushes that stream's events against credit, waiting in the same select.
 func (s *session) keepAlive(goingAway <-chan struct{}) {
 	t := time.NewTicker(s.ping)
 	defer t.Stop()
+	var held []delivery.Delivery // taken from the stream, beyond the credit
 	for {
+		var ready, lost, credit <-chan struct{}
+		if st := s.polled.Load(); st != nil {
+			// The push pump of other streams waits on s.wake itself.
+			lost, credit = st.Done(), s.wake
+			var (
+				pushed bool
+				err    error
+			)
+			if held, ready, pushed, err = s.pushPolled(st, held); err != nil {
+				if s.ctx.Err() == nil {
+					s.Fail(s.ctx, "", err)
+				}
+				return
+			}
+			if pushed {
+				continue // look again at once
+			}
+		}
 		select {
 		case <-s.ctx.Done():
 			return
@@ -305,8 +334,46 @@ func (s *session) keepAlive(goingAway <-chan struct{}) {
 			// A failed ping needs no handling here: the read deadline
 			// ends a connection that stopped answering.
 			_ = s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.writeWait))
+		case <-ready:
+		case <-lost:
+			// Poll says why on the next round.
+		case <-credit:
+			// Credit grew.
+		case <-s.opened:
 		}
 	}
+}
+
+// pushPolled pushes what it can of st without blocking: held events first,
+// then what Poll hands out, against the credit. It returns the events it
+// took and holds beyond the credit, whether it pushed any, and, when
+// there was nothing to push, the channel to wait on for more (nil when it
+// waits for credit: s.wake).
+func (s *session) pushPolled(st *delivery.Stream, held []delivery.Delivery) ([]delivery.Delivery, <-chan struct{}, bool, error) {
+	s.mu.Lock()
+	credit := s.credit
+	s.mu.Unlock()
+	if credit == 0 {
+		return held, nil, false, nil
+	}
+	if len(held) == 0 {
+		ds, w, err := st.Poll()
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if len(ds) == 0 {
+			return nil, w, false, nil
+		}
+		held = ds
+	}
+	n := s.take(len(held))
+	uncork := func() {}
+	if n > 1 {
+		uncork = netcork.Cork(s.conn.NetConn())
+	}
+	err := s.pushEach(held[:n])
+	uncork()
+	return held[n:], nil, true, err
 }
 
 // close sends a close frame once and gives the client closeWait to
@@ -414,7 +481,15 @@ func (s *session) Open(_ context.Context, f *wsframe.ClientFrame) {
 			s.proc = telemetry.NewProcessing(s.ctx)
 		}
 		if s.send(wsframe.Connected(f.ID, f.Stream, st.QueueID())) == nil {
-			s.start(s.push)
+			if st.Pollable() {
+				s.polled.Store(st)
+				select {
+				case s.opened <- struct{}{}:
+				default:
+				}
+			} else {
+				s.start(s.push)
+			}
 		}
 	}
 }
