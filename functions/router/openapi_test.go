@@ -92,8 +92,9 @@ func TestRouteDiffCatchesBoth(t *testing.T) {
 // list no 401; the others take the bearer token and answer 401, and the
 // routes that take the token in the access_token query parameter
 // (QueryToken) say so with the accessToken scheme and the parameter. A
-// route with a request timeout lists 504 and one without does not; every
-// route lists 503 (the connection bounds shed any request).
+// route without a request timeout lists no 504 (one with a timeout lists
+// it where a backend call can outlast it); every route lists 503 (the
+// connection bounds shed any request).
 func TestOpenAPIDocumentFollowsTheRouteTable(t *testing.T) {
 	t.Parallel()
 	doc := loadDocument(t, openapi.YAML())
@@ -134,8 +135,9 @@ func TestOpenAPIDocumentFollowsTheRouteTable(t *testing.T) {
 			require.True(t, status(http.StatusUnauthorized), name)
 			require.True(t, status(http.StatusBadRequest), "%s: two Authorization headers are 400", name)
 		}
-		timed := !r.Public && !r.QueryToken && r.Function != config.Jobs
-		require.Equal(t, timed, status(http.StatusGatewayTimeout), "%s: 504 is listed where RequestTimeout applies", name)
+		if timed := !r.Public && !r.QueryToken && r.Function != config.Jobs; !timed {
+			require.False(t, status(http.StatusGatewayTimeout), "%s has no request timeout: no 504", name)
+		}
 		require.True(t, status(http.StatusServiceUnavailable), "%s lists 503", name)
 	}
 }
