@@ -680,8 +680,8 @@ func TestOpenAPILiveReadiness(t *testing.T) {
 // TestOpenAPILiveCatchesBreaks: the harness above fails on the breaks it
 // exists to catch — a status the document does not list, a member it does
 // not define, a required member or header missing, an error of the wrong
-// shape for its API, a frame it does not define — so its passes mean
-// something.
+// shape for its API, a frame it does not define, a request out of the
+// document's limits — so its passes mean something.
 func TestOpenAPILiveCatchesBreaks(t *testing.T) {
 	t.Parallel()
 	s := newLiveSpec(t, "http://127.0.0.1:1")
@@ -718,6 +718,29 @@ func TestOpenAPILiveCatchesBreaks(t *testing.T) {
 	require.Error(t, check("POST", "/v1/event-destinations", 422, nil, `{"code":"invalid_argument","message":"m","detail":[{"loc":["body"],"msg":"m","type":"value_error"}]}`), "a 422 outside /api/ has a string detail")
 	require.Error(t, check("POST", "/api/v1beta/queues/durable", 422, nil, `{"code":"invalid_argument","message":"m","detail":"m"}`), "a 422 under /api/ has a list")
 	require.Error(t, check("GET", "/health", 200, nil, `{"status":"healthy","version":"v1"}`), "status is ok")
+
+	// Requests: what a client generated from the document may not send.
+	checkReq := func(method, path string, header http.Header, body string) error {
+		req, err := http.NewRequest(method, "http://127.0.0.1:1"+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header = header
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		route, params := s.route(t, req)
+		return openapi3filter.ValidateRequest(context.Background(), &openapi3filter.RequestValidationInput{
+			Request: req, PathParams: params, Route: route,
+			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
+		})
+	}
+	require.NoError(t, checkReq("GET", streamPath("filter_groups", `[{"event_type":"a","filters":[{"filter_type":"eq","resource_id":"/r"}]}]`), http.Header{}, ""))
+	require.Error(t, checkReq("GET", streamPath("filter_groups", `[{"event_type":"a b","filters":[]}]`), http.Header{}, ""), "filter_groups is JSON of FilterGroups")
+	require.Error(t, checkReq("GET", streamPath(), http.Header{"Last-Event-Id": {"a token"}}, ""), "a reconnect token is printable ASCII")
+	require.Error(t, checkReq("GET", durablePath("bad id"), http.Header{}, ""), "the queue_id pattern")
+	require.Error(t, checkReq("POST", "/v1/event-destinations/x/pull?limit=101", http.Header{}, ""), "limit is 1-100")
+	require.Error(t, checkReq("POST", "/v1/event-destinations/x/acknowledge", http.Header{}, `{"leaseId":"l","generation":0,"status":"ok","delay":1}`), "an unknown member")
+	require.NoError(t, checkReq("POST", "/api/v1beta/events", http.Header{}, `{"event":{"event_type":"a","kind":"k"},"request_id":"r"}`), "the publish bodies take unknown members")
+	require.Error(t, checkReq("POST", "/api/v1beta/events/batch", http.Header{}, `{"events":[]}`), "1-1,000 events")
 
 	sseHeader := http.Header{"Content-Type": {"text/event-stream"}, "Cache-Control": {"no-store"}, "X-Accel-Buffering": {"no"}}
 	connected := "event: connected\nid: q\ndata: {\"message\":\"Connection established\",\"reconnect_token\":\"q\"}\n\n"
