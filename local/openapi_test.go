@@ -627,34 +627,54 @@ func TestOpenAPILive(t *testing.T) {
 	call(request{method: "DELETE", path: "/v1/event-destinations/" + window.ID, status: 204})
 
 	// Overload: while one publish holds the only publish slot, the next
-	// is shed with 503 and Retry-After.
-	held, hold := io.Pipe()
-	heldDone := make(chan struct{})
-	go func() {
-		defer close(heldDone)
-		req, _ := http.NewRequest("POST", c.base+"/api/v1beta/events", held)
-		req.Header.Set("Authorization", "Bearer "+c.token)
-		if res, err := http.DefaultTransport.RoundTrip(req); err == nil {
-			_, _ = io.Copy(io.Discard, res.Body)
+	// is shed with 503 and Retry-After. The held publish sends the start
+	// of its body and waits; a probe that comes in while the server
+	// handles it is shed, which shows that it holds the slot. (A probe
+	// the server is still handling when the held publish arrives sheds
+	// that one instead: it is sent again.)
+	hold := func() (*io.PipeWriter, <-chan string) {
+		body, w := io.Pipe()
+		done := make(chan string, 1)
+		go func() {
+			req, _ := http.NewRequest("POST", c.base+"/api/v1beta/events", body)
+			req.Header.Set("Authorization", "Bearer "+c.token)
+			tr := &http.Transport{DisableKeepAlives: true}
+			defer tr.CloseIdleConnections()
+			res, err := tr.RoundTrip(req)
+			if err != nil {
+				done <- err.Error()
+				return
+			}
+			b, _ := io.ReadAll(res.Body)
 			_ = res.Body.Close()
+			done <- fmt.Sprintf("%d %s", res.StatusCode, b)
+		}()
+		_, _ = w.Write([]byte(`{"event":`)) // fails only when the publish ended already
+		return w, done
+	}
+	held, heldDone := hold()
+	for deadline, shed := time.Now().Add(frameWait), false; !shed; {
+		require.True(t, time.Now().Before(deadline), "no probe was shed")
+		select {
+		case outcome := <-heldDone:
+			require.True(t, strings.HasPrefix(outcome, "503 "), "the held publish ended: %s", outcome)
+			_ = held.Close()
+			held, heldDone = hold()
+			continue
+		default:
 		}
-	}()
-	_, err := hold.Write([]byte(`{"event":`)) // the server reads this much, then waits
-	require.NoError(t, err)
-	shed := false
-	for deadline := time.Now().Add(frameWait); !shed; {
-		require.True(t, time.Now().Before(deadline), "the held publish never took its slot")
 		req, err := http.NewRequest("POST", c.base+"/api/v1beta/events", strings.NewReader(`{"event":{"event_type":"oa.shed"}}`))
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer "+c.token)
 		res, err := http.DefaultTransport.RoundTrip(req)
 		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, res.Body)
 		_ = res.Body.Close()
 		shed = res.StatusCode == http.StatusServiceUnavailable
 	}
 	r = call(request{method: "POST", path: "/api/v1beta/events", body: map[string]any{"event": event("oa.shed", 9)}, status: 503})
 	require.Equal(t, "1", r.Header.Get("Retry-After"))
-	require.NoError(t, hold.CloseWithError(errors.New("the test is done with it")))
+	require.NoError(t, held.CloseWithError(errors.New("the test is done with it")))
 	<-heldDone
 
 	s.requireCovered(t, 400, 401, 403, 404, 409, 422, 429, 503)
