@@ -5,9 +5,14 @@
 // Routes are grouped by config.Function, the unit one deployment serves
 // (package functions/config parses HERALD_FUNCTION; the router serves
 // it): a Lambda function or Cloud Run service started with
-// HERALD_FUNCTION=pull serves only the pull routes (and the health routes,
-// GET /health, GET /api/v1beta/health and GET /health/ready); config.All
-// serves every route.
+// HERALD_FUNCTION=pull serves only the pull routes (and the routes every
+// function serves: the health checks GET /health, GET /api/v1beta/health
+// and GET /health/ready, and the OpenAPI document GET /openapi.yaml and
+// GET /openapi.json); config.All serves every route.
+//
+// Every route is described in the OpenAPI document of package
+// functions/openapi; its tests fail when a route is missing there, or
+// the document has one that is not here.
 //
 // The gRPC services of package functions/grpcapi are mounted on the same
 // handler: EventPublishingService with the publish routes,
@@ -30,6 +35,7 @@ import (
 	"github.com/heraldevents/herald/functions/health"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/jobs"
+	"github.com/heraldevents/herald/functions/openapi"
 	"github.com/heraldevents/herald/functions/publish"
 	"github.com/heraldevents/herald/functions/pull"
 	"github.com/heraldevents/herald/functions/queues"
@@ -132,6 +138,14 @@ var table = []route{
 	// GET /health/ready's handler needs the Checker of Options; ForFunction
 	// mounts it.
 	{Route: Route{Method: "GET", Path: health.ReadyPath, Function: config.All, Public: true}, handler: nil},
+	// The OpenAPI document of these routes (package functions/openapi),
+	// from every function, as the health checks.
+	{Route: Route{Method: "GET", Path: openapi.YAMLPath, Function: config.All, Public: true}, handler: func(*delivery.Service) http.Handler {
+		return openapi.Handler{}
+	}},
+	{Route: Route{Method: "GET", Path: openapi.JSONPath, Function: config.All, Public: true}, handler: func(*delivery.Service) http.Handler {
+		return openapi.Handler{}
+	}},
 }
 
 // withTimeout ends the context of every request h serves after d.
@@ -207,8 +221,9 @@ func Routes() []Route {
 // ServedBy reports whether function f serves r.
 func (r Route) ServedBy(f config.Function) bool { return f.Serves(r.Function) }
 
-// New returns the handler for every endpoint. Everything but GET /health
-// and GET /health/ready requires a bearer token that a resolves.
+// New returns the handler for every endpoint. Everything but the public
+// routes (the health checks and the OpenAPI document) requires a bearer
+// token that a resolves.
 func New(svc *delivery.Service, a auth.Authenticator) http.Handler {
 	return ForFunction(svc, a, config.All)
 }

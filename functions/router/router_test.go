@@ -35,7 +35,8 @@ func noRoute(t *testing.T, rec *httptest.ResponseRecorder) bool {
 }
 
 // TestFunctionsServeOnlyTheirRoutes sends every route to every function:
-// a function answers its own routes (and GET /health) and 404s the rest.
+// a function answers its own routes (and those of every function: the
+// health checks, the OpenAPI document) and 404s the rest.
 func TestFunctionsServeOnlyTheirRoutes(t *testing.T) {
 	t.Parallel()
 	svc := newService(t)
@@ -65,7 +66,14 @@ func TestFunctionsServeOnlyTheirRoutes(t *testing.T) {
 		}
 		if f == config.Websocket {
 			// API Gateway WebSocket events are not HTTP routes.
-			require.Equal(t, 3, served, "%s serves only /health, /api/v1beta/health and /health/ready", f)
+			shared := 0
+			for _, r := range router.Routes() {
+				if r.Function == config.All {
+					shared++
+				}
+			}
+			require.Equal(t, 5, shared, "the health checks and the OpenAPI document")
+			require.Equal(t, shared, served, "%s serves only the health checks and the OpenAPI document", f)
 			continue
 		}
 		require.Greater(t, served, 1, "%s serves its routes and /health", f)
