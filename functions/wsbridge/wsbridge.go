@@ -137,10 +137,15 @@ type Handler struct {
 // upgrader accepts any origin: Handler.CheckOrigin has decided before
 // the upgrade (with a JSON 403 the upgrader's own refusal would not give).
 var upgrader = websocket.Upgrader{
-	Subprotocols:    []string{wsframe.Subprotocol},
-	CheckOrigin:     func(*http.Request) bool { return true },
-	ReadBufferSize:  4096,
+	Subprotocols: []string{wsframe.Subprotocol},
+	CheckOrigin:  func(*http.Request) bool { return true },
+	// An idle connection should cost little: client frames are small
+	// (a demand, an ack of a few tags; a larger one is read in pieces),
+	// and the write buffer is borrowed from a pool for each message
+	// instead of held by every connection.
+	ReadBufferSize:  1024,
 	WriteBufferSize: 4096,
+	WriteBufferPool: &sync.Pool{},
 	Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
 		code := herr.Malformed
 		if status >= 500 {
