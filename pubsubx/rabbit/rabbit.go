@@ -146,6 +146,7 @@ import (
 	"context"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -164,6 +165,17 @@ const Scheme = "rabbit"
 // DefaultAckDeadline is used when the URL gives none.
 const DefaultAckDeadline = 60 * time.Second
 
+// DefaultPrefetch is the prefetch of a subscription's consumer when the URL
+// gives none: the most messages RabbitMQ delivers to one Broker's consumer
+// ahead of their acks, those held for the next Receive and those received
+// and not yet settled together (see # Delivery semantics).
+const DefaultPrefetch = 500
+
+// DefaultHold is how long a subscription's consumer stays registered, and
+// keeps the messages pushed to it, after the last Receive on it returned,
+// when the URL gives none.
+const DefaultHold = time.Second
+
 // ServerURLEnv is the environment variable read when the URL has no url
 // parameter (the name gocloud's rabbitpubsub uses).
 const ServerURLEnv = "RABBIT_SERVER_URL"
@@ -176,7 +188,7 @@ func init() {
 }
 
 func openURL(_ context.Context, u *url.URL) (driver.Broker, error) {
-	if err := pubsubx.CheckQuery(u, "url", "ackdeadline", "max_pending", "max_pending_bytes", "overflow"); err != nil {
+	if err := pubsubx.CheckQuery(u, "url", "ackdeadline", "prefetch", "hold", "max_pending", "max_pending_bytes", "overflow"); err != nil {
 		return nil, err
 	}
 	bounds, err := pubsubx.QueryBounds(u)
@@ -198,6 +210,16 @@ func openURL(_ context.Context, u *url.URL) (driver.Broker, error) {
 		return nil, err
 	}
 	opts.AckDeadline = d
+	if opts.Hold, err = pubsubx.QueryDuration(u, "hold"); err != nil {
+		return nil, err
+	}
+	if s := q.Get("prefetch"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxPrefetch {
+			return nil, herr.New(herr.InvalidArgument, "rabbit URL: prefetch %q is not a number of messages from 1 to %d", s, maxPrefetch)
+		}
+		opts.Prefetch = n
+	}
 	return open(opts)
 }
 
@@ -209,6 +231,12 @@ type Options struct {
 	Exchange string
 	// AckDeadline defaults to DefaultAckDeadline.
 	AckDeadline time.Duration
+	// Prefetch is the prefetch count of each subscription's consumer, in
+	// messages, 1 to 65535; 0 means DefaultPrefetch.
+	Prefetch int
+	// Hold is how long a subscription's consumer stays registered after
+	// the last Receive on it; 0 means DefaultHold.
+	Hold time.Duration
 	// Bounds bound each subscription's queue (see # Limits); zero fields
 	// take pubsubx's defaults.
 	Bounds pubsubx.Bounds
@@ -236,10 +264,20 @@ func open(opts Options) (*broker, error) {
 	if opts.AckDeadline <= 0 {
 		opts.AckDeadline = DefaultAckDeadline
 	}
+	if opts.Prefetch > maxPrefetch || opts.Prefetch < 0 {
+		return nil, herr.New(herr.InvalidArgument, "rabbit: prefetch %d is not a number of messages from 1 to %d", opts.Prefetch, maxPrefetch)
+	}
+	if opts.Prefetch == 0 {
+		opts.Prefetch = DefaultPrefetch
+	}
+	if opts.Hold <= 0 {
+		opts.Hold = DefaultHold
+	}
 	if err := opts.Bounds.Validate(); err != nil {
 		return nil, err
 	}
-	b := &broker{exchange: opts.Exchange, ackDeadline: opts.AckDeadline, bounds: opts.Bounds.WithDefaults()}
+	b := &broker{exchange: opts.Exchange, ackDeadline: opts.AckDeadline, prefetch: opts.Prefetch, hold: opts.Hold,
+		bounds: opts.Bounds.WithDefaults(), feeds: map[string]*feed{}}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.pub = newConn(b, opts.ServerURL, "publish")
 	b.sub = newConn(b, opts.ServerURL, "receive")
@@ -249,6 +287,8 @@ func open(opts Options) (*broker, error) {
 type broker struct {
 	exchange    string
 	ackDeadline time.Duration
+	prefetch    int            // of each subscription's consumer
+	hold        time.Duration  // a consumer's life after the last Receive
 	bounds      pubsubx.Bounds // with defaults
 
 	pub *conn // publishing: one confirm-mode channel
@@ -261,6 +301,7 @@ type broker struct {
 
 	mu     sync.Mutex
 	closed bool
+	feeds  map[string]*feed // by queue: the subscriptions being received from
 }
 
 func (b *broker) isClosed() bool {

@@ -81,7 +81,7 @@ func (h *harness) MakeUnreachableBroker(ctx context.Context, t testing.TB) (*pub
 }
 
 func (h *harness) Features() drivertest.Features {
-	return drivertest.Features{PublishOrder: true, AckDeadline: rabbit.DefaultAckDeadline}
+	return drivertest.Features{PublishOrder: true, AckDeadline: rabbit.DefaultAckDeadline, ReceiveHold: rabbit.DefaultHold}
 }
 
 var _ drivertest.BoundedBacklog = (*harness)(nil)
