@@ -69,6 +69,7 @@ type feed struct {
 	receivers int                 // Receives in progress
 	last      time.Time           // when the last Receive returned
 	idle      *time.Timer         // releases the feed hold after the last Receive
+	releasing bool                // release runs: Receives wait, then take a new feed
 	retired   bool                // removed from b.feeds; ch closes once nothing is unsettled
 	closed    bool                // ch is being closed
 }
@@ -147,8 +148,13 @@ func (f *feed) pump(ds <-chan amqp.Delivery, pumped chan struct{}) {
 	defer f.mu.Unlock()
 	if !f.stopping {
 		// Not our cancel: the queue is gone or the channel closed. What
-		// the channel held goes back to the queue when it closes; a
-		// fresh feed finds out what happened.
+		// the channel held goes back to the queue when it closes (so the
+		// held messages are dropped here, not returned: they would come
+		// again); a fresh feed finds out what happened.
+		for _, d := range f.buf {
+			delete(f.unsettled, d.DeliveryTag)
+		}
+		f.buf = nil
 		f.consuming = false
 		f.retireLocked()
 		f.signalLocked()
@@ -190,6 +196,12 @@ func (f *feed) receive(ctx context.Context, max int, wait time.Duration) ([]amqp
 			return ds, f.newBatchLocked(ds), nil
 		case f.retired:
 			return nil, nil, errRetired
+		case f.releasing:
+			// Wait for release to put the held messages back before a
+			// new feed's consumer can overtake them.
+			if left = time.Until(deadline); left <= 0 {
+				return nil, nil, nil
+			}
 		case !f.consuming && !f.changing:
 			f.changing = true
 			f.mu.Unlock()
@@ -311,7 +323,7 @@ func (f *feed) requeue(tags []uint64) error {
 // meanwhile re-arms the timer instead.
 func (f *feed) release() {
 	f.mu.Lock()
-	if f.retired {
+	if f.retired || f.releasing {
 		f.mu.Unlock()
 		return
 	}
@@ -322,10 +334,13 @@ func (f *feed) release() {
 		f.mu.Unlock()
 		return
 	}
-	f.retireLocked() // new Receives open a new feed from here on
+	f.releasing = true // Receives wait from here on
 	f.mu.Unlock()
 	_ = f.requeue(nil)
-	f.closeIfDone()
+	f.mu.Lock()
+	f.retireLocked() // and then open a new feed
+	f.signalLocked()
+	f.mu.Unlock()
 }
 
 // retireLocked removes f from its broker's feeds, so the next Receive
