@@ -9,7 +9,7 @@
 //
 // # URLs
 //
-//	rabbit://EXCHANGE?url=amqp://USER:PASS@HOST:5672/VHOST&ackdeadline=60s&max_pending=100000&max_pending_bytes=268435456&overflow=reject-publish
+//	rabbit://EXCHANGE?url=amqp://USER:PASS@HOST:5672/VHOST&ackdeadline=60s&prefetch=500&hold=1s&max_pending=100000&max_pending_bytes=268435456&overflow=reject-publish
 //
 // EXCHANGE names the deployment's topic exchange (1-200 letters, digits,
 // '-', '_' or '.'); it is declared durable on first use. url is the AMQP
@@ -17,7 +17,9 @@
 // used, as gocloud's rabbitpubsub does, so credentials can stay out of the
 // broker URL. ackdeadline (a Go duration, default 60s) is how long a
 // received, unsettled message stays hidden before it is delivered again.
-// max_pending, max_pending_bytes and overflow bound each subscription's
+// prefetch (messages, 1-65535, default 500) and hold (a Go duration,
+// default 1s) bound what a subscription's consumer keeps ahead of Receive
+// (see # Delivery semantics). max_pending, max_pending_bytes and overflow bound each subscription's
 // queue (see # Limits; pubsubx.QueryBounds). Other query parameters are
 // refused.
 //
@@ -52,34 +54,52 @@
 // error means RabbitMQ routed the message to every matching queue and
 // stored it.
 //
-// Receive takes its first message with basic.get, which hands out exactly
-// one and never prefetches; with nothing ready and a wait, it registers a
-// consumer with prefetch 1 until a message arrives or the wait passes.
-// basic.get-ok says how many more are ready: a few more are taken with
-// basic.get, a burst with a consumer whose prefetch is exactly the number
-// still wanted (one round trip instead of one per message). Every consumer
-// is cancelled before Receive returns and what the server sent before the
-// cancel-ok is drained and returned, so Receive never returns more than
-// max and never holds a message it did not return.
+// Receive reads from the subscription's consumer: the first Receive on a
+// subscription opens a channel for it and registers one consumer with
+// basic.qos prefetch (per Broker, shared by all of its Receives on that
+// subscription), and the consumer stays registered while Receives keep
+// coming. RabbitMQ pushes messages to it as they arrive, up to prefetch
+// unacked at once; Receive returns up to max of those it holds, in queue
+// order, waiting up to its wait when it holds none. A burst still
+// arriving is gathered first (gatherGap), so "what is ready at once"
+// comes in one Receive, as basic.get's count gave before. Acks of a
+// reader's contiguous messages merge into one basic.ack with multiple set.
+// A consumer kept this way costs RabbitMQ about half of what registering
+// and cancelling one per Receive did (measured with Herald's pull
+// traffic: docs/benchmarks.md).
 //
-// RabbitMQ has no per-message ack deadline: an unacked message is returned
-// to its queue when the channel it was delivered on closes. Each Receive
-// therefore takes its messages on a channel of its own, and a timer closes
-// that channel when ackdeadline passes with messages still unsettled; they
-// go back to the queue at their original positions. Once every message of a
-// Receive is settled, its channel is reused (or closed, if a consumer ran
-// on it, so that no delivery can outlive it unseen). Because delivery tags
-// belong to a channel of one connection, a message can only be acked or
-// nacked through the Broker that received it; Herald's pull handler
-// receives and settles in one request, so this holds. Settling a message whose deadline
-// already passed is a no-op (it has been or will be redelivered), as is
-// settling one twice.
+// So, unlike the other drivers, a Broker may hold messages it has not
+// returned, within two bounds (drivertest's Features.ReceiveHold): at most
+// prefetch messages per subscription (held and received-unsettled
+// together), and for at most hold after its last Receive on the
+// subscription returned: then the consumer is cancelled, the held
+// messages are nacked back to their original positions for any client,
+// and the channel closes once what was handed out is settled. Another
+// process receiving from the same subscription meanwhile gets what this
+// one does not hold; RabbitMQ spreads new messages over both consumers.
+// A process that is frozen (a Lambda between invocations, a throttled
+// container) cannot release; RabbitMQ requeues what it held when the
+// connection's heartbeats stop, about 20 s with amqp091's default of 10 s,
+// as it does for received, unsettled messages. Where that is too long,
+// give a small prefetch and hold.
+//
+// RabbitMQ has no per-message ack deadline. A timer per Receive nacks,
+// with requeue, whatever of it is still unsettled when ackdeadline
+// passes; they go back to the queue at their original positions. Because
+// delivery tags belong to a channel of one connection, a message can only
+// be acked or nacked through the Broker that received it; Herald's pull
+// handler receives and settles in one request, so this holds. Settling a
+// message whose deadline already passed is a no-op (it has been or will be
+// redelivered), as is settling one twice.
 //
 // Nack is basic.nack with requeue: RabbitMQ puts the message back at its
-// original position, so a single receiver keeps seeing messages in publish
-// order, nacked and expired ones included (Features.PublishOrder). Ack and
-// Nack wait for a round trip on the message's channel, so when they return
-// the server has applied them and the next Receive sees the result.
+// original position. The consumer is cancelled first and what it held is
+// nacked with it (the next Receive registers it again), so nothing pushed
+// meanwhile overtakes the requeued messages: a single receiver keeps
+// seeing messages in publish order, nacked and expired ones included
+// (Features.PublishOrder). Ack and Nack wait for a round trip on the
+// message's channel, so when they return the server has applied them and
+// the next Receive sees the result.
 //
 // # Filters
 //
@@ -136,9 +156,13 @@
 //   - Routing keys and header names are AMQP short strings: metadata keys
 //     up to 255 bytes; a longer event type is routed by its first 255
 //     bytes (routingKey).
-//   - Each Receive with unsettled messages holds one channel until they are
-//     settled or their deadline passes; a connection has channel_max (2047
-//     by default) channels.
+//   - Each subscription being received from holds one channel of the
+//     receiving connection until its hold passes and what it handed out is
+//     settled or past its deadline; a connection has channel_max (2047 by
+//     default) channels.
+//   - A subscription's consumer holds at most prefetch messages, received
+//     and unreceived together, so at most prefetch times the largest
+//     message in memory; a Receive returns at most prefetch.
 //   - ackdeadline must stay below the server's consumer_timeout (30 min by
 //     default), or RabbitMQ closes the channel itself first (the messages
 //     are then redelivered early, not lost).

@@ -71,6 +71,7 @@ type feed struct {
 	idle      *time.Timer         // releases the feed hold after the last Receive
 	releasing bool                // release runs: Receives wait, then take a new feed
 	retired   bool                // removed from b.feeds; ch closes once nothing is unsettled
+	settling  int                 // settles between their acks and their barrier
 	closed    bool                // ch is being closed
 }
 
@@ -164,8 +165,8 @@ func (f *feed) pump(ds <-chan amqp.Delivery, pumped chan struct{}) {
 // receive takes up to max held messages, waiting up to wait for the first
 // one; see Broker.Receive.
 func (f *feed) receive(ctx context.Context, max int, wait time.Duration) ([]amqp.Delivery, *batch, error) {
-	start := time.Now()
-	deadline := start.Add(wait)
+	deadline := time.Now().Add(wait)
+	var gathering time.Time // when this Receive first found messages held
 	f.mu.Lock()
 	f.receivers++
 	defer func() {
@@ -185,7 +186,10 @@ func (f *feed) receive(ctx context.Context, max int, wait time.Duration) ([]amqp
 		switch {
 		case len(f.buf) > 0:
 			if len(f.buf) < max && f.consuming && len(f.unsettled) < f.b.prefetch {
-				left = min(gatherGap-time.Since(f.lastPush), gatherMax-time.Since(start))
+				if gathering.IsZero() {
+					gathering = time.Now()
+				}
+				left = min(gatherGap-time.Since(f.lastPush), gatherMax-time.Since(gathering))
 				if left > 0 {
 					break // a burst is arriving: wait for the rest
 				}
@@ -361,7 +365,7 @@ func (f *feed) retireLocked() {
 // and nothing on it is unsettled (the server requeues whatever a closed
 // channel held, so closing earlier would redeliver leased messages).
 func (f *feed) closeIfDoneLocked() {
-	if f.retired && !f.closed && !f.consuming && !f.changing && len(f.unsettled) == 0 && len(f.buf) == 0 {
+	if f.retired && !f.closed && !f.consuming && !f.changing && f.settling == 0 && len(f.unsettled) == 0 && len(f.buf) == 0 {
 		f.closed = true
 		go func() { _ = f.ch.Close() }()
 	}
@@ -531,6 +535,22 @@ func (b *broker) settle(ctx context.Context, name string, msgs []*pubsubx.Messag
 	touched := false
 	for _, f := range feeds {
 		sent, err := f.settle(ctx, byFeed[f], ack)
+		if sent {
+			barrier := err
+			if err == nil {
+				barrier = f.barrier(ctx)
+			}
+			f.mu.Lock()
+			f.settling--
+			f.closeIfDoneLocked()
+			f.mu.Unlock()
+			if err == nil && barrier != nil {
+				if isNotFound(barrier) {
+					return notFound(name)
+				}
+				return wrap(barrier, "cannot settle messages")
+			}
+		}
 		if err != nil {
 			if c := herr.CodeOf(err); c == herr.Canceled || c == herr.DeadlineExceeded {
 				return err
@@ -538,16 +558,6 @@ func (b *broker) settle(ctx context.Context, name string, msgs []*pubsubx.Messag
 			return herr.Wrap(herr.Unavailable, err, "lost the RabbitMQ channel; the messages will be redelivered")
 		}
 		touched = touched || sent
-		if sent {
-			err := f.barrier(ctx)
-			f.closeIfDone()
-			if err != nil {
-				if isNotFound(err) {
-					return notFound(name)
-				}
-				return wrap(err, "cannot settle messages")
-			}
-		}
 	}
 	if !touched {
 		// Everything was settled before or expired: still report a
@@ -586,6 +596,7 @@ func (f *feed) settle(ctx context.Context, hs []*handle, ack bool) (bool, error)
 		f.mu.Unlock()
 		return false, nil
 	}
+	f.settling++ // the caller's barrier decrements it
 	if !ack {
 		f.mu.Unlock()
 		_, err := bounded(ctx, func() (struct{}, error) { return struct{}{}, f.requeue(tags) }, nil)
