@@ -1,6 +1,7 @@
 package rabbit
 
 import (
+	"bufio"
 	"context"
 	"math/rand/v2"
 	"net"
@@ -27,6 +28,19 @@ const (
 	// answer the close handshake.
 	closeTimeout = 2 * time.Second
 )
+
+// readBuffer is the read buffer under amqp091's own 4 KiB one: a burst of
+// deliveries (about 1.3 KiB each for a typical event) then costs one read
+// system call per 64 KiB instead of one per 4 KiB.
+const readBuffer = 64 << 10
+
+// readBuffered is a connection whose reads go through a larger buffer.
+type readBuffered struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *readBuffered) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // conn is one AMQP connection, dialled in the background on first use and
 // again, with backoff, whenever it breaks, with a pool of idle channels.
@@ -193,7 +207,7 @@ func (c *conn) dial() (*amqp.Connection, *amqp.Channel, error) {
 			mu.Lock()
 			stops = append(stops, context.AfterFunc(ctx, func() { _ = nc.Close() }))
 			mu.Unlock()
-			return nc, nil
+			return &readBuffered{Conn: nc, r: bufio.NewReaderSize(nc, readBuffer)}, nil
 		},
 		Properties: amqp.Table{"connection_name": "herald pubsubx/rabbit " + c.b.exchange + " " + c.role},
 	})
