@@ -55,6 +55,11 @@ type feed struct {
 	b     *broker
 	queue string
 	ch    *amqp.Channel
+	// rpc serializes the synchronous methods on ch (qos, consume, cancel,
+	// the settle barrier, close): amqp091 matches a reply to whichever
+	// call waits, so two at once on one channel could take each other's.
+	// It is never taken with mu held.
+	rpc sync.Mutex
 
 	mu        sync.Mutex
 	consuming bool   // a consumer is registered (tag)
@@ -114,6 +119,8 @@ func (b *broker) feedFor(ctx context.Context, queue string) (*feed, error) {
 // start registers the consumer: basic.qos with the broker's prefetch,
 // then basic.consume. Called with f.changing set and f.mu not held.
 func (f *feed) start() error {
+	f.rpc.Lock()
+	defer f.rpc.Unlock()
 	if err := f.ch.Qos(f.b.prefetch, 0, false); err != nil {
 		return err
 	}
@@ -278,7 +285,9 @@ func (f *feed) stopLocked() error {
 	f.changing, f.stopping = true, true
 	tag, pumped := f.tag, f.pumped
 	f.mu.Unlock()
+	f.rpc.Lock()
 	err := f.ch.Cancel(tag, false)
+	f.rpc.Unlock()
 	if err == nil {
 		<-pumped
 	}
@@ -367,7 +376,11 @@ func (f *feed) retireLocked() {
 func (f *feed) closeIfDoneLocked() {
 	if f.retired && !f.closed && !f.consuming && !f.changing && f.settling == 0 && len(f.unsettled) == 0 && len(f.buf) == 0 {
 		f.closed = true
-		go func() { _ = f.ch.Close() }()
+		go func() {
+			f.rpc.Lock()
+			defer f.rpc.Unlock()
+			_ = f.ch.Close()
+		}()
 	}
 }
 
@@ -631,6 +644,8 @@ func (f *feed) settle(ctx context.Context, hs []*handle, ack bool) (bool, error)
 // so far and checks that the queue still exists, until ctx ends.
 func (f *feed) barrier(ctx context.Context) error {
 	_, err := bounded(ctx, func() (struct{}, error) {
+		f.rpc.Lock()
+		defer f.rpc.Unlock()
 		_, err := f.ch.QueueDeclarePassive(f.queue, true, false, false, false, nil)
 		return struct{}{}, err
 	}, nil)
