@@ -225,7 +225,7 @@ func (f *feed) receive(ctx context.Context, max int, wait time.Duration) ([]amqp
 				if err != nil {
 					// A channel exception (404: no such queue) closed
 					// the channel: retire the feed.
-					f.retireLocked()
+					f.abandonLocked()
 				}
 				f.signalLocked()
 				f.mu.Unlock()
@@ -295,9 +295,31 @@ func (f *feed) stopLocked() error {
 	f.consuming, f.changing = false, false
 	f.signalLocked()
 	if err != nil {
-		f.retireLocked() // the channel is gone, and with it what it held
+		f.abandonLocked()
 	}
 	return err
+}
+
+// abandonLocked gives up a feed whose channel failed a method: it closes
+// the channel, whatever is unsettled on it, since RabbitMQ returns to the
+// queue everything a closed channel held, and a consumer whose cancel
+// failed may still be registered, its window full of messages nobody
+// would ever settle. Handles still out fail their settle (Unavailable:
+// the messages come again).
+func (f *feed) abandonLocked() {
+	for _, d := range f.buf {
+		delete(f.unsettled, d.DeliveryTag)
+	}
+	f.buf = nil
+	f.retireLocked()
+	if !f.closed {
+		f.closed = true
+		go func() {
+			f.rpc.Lock()
+			defer f.rpc.Unlock()
+			_ = f.ch.Close()
+		}()
+	}
 }
 
 // requeue nacks tags with requeue, together with every held message, so
