@@ -95,14 +95,19 @@
 // message whose deadline already passed is a no-op (it has been or will be
 // redelivered), as is settling one twice.
 //
-// Nack is basic.nack with requeue: RabbitMQ puts the message back at its
-// original position. The consumer is cancelled first and what it held is
-// nacked with it (the next Receive registers it again), so nothing pushed
-// meanwhile overtakes the requeued messages: a single receiver keeps
-// seeing messages in publish order, nacked and expired ones included
-// (Features.PublishOrder). Ack and Nack wait for a round trip on the
-// message's channel, so when they return the server has applied them and
-// the next Receive sees the result.
+// Nack keeps the messages in the Broker: they join the held ones in queue
+// order, so the next Receive here returns them first, without a round
+// trip or a redelivery by RabbitMQ (they stay within the prefetch and go
+// back to the queue with the hold, or when the connection ends, like any
+// held message). An expired ack deadline, and a Nack on a subscription
+// whose hold is being released, use basic.nack with requeue instead, which
+// puts the messages back at their original positions: the consumer is
+// cancelled first and what it held is nacked with them (the next Receive
+// registers it again), so nothing pushed meanwhile overtakes them. Either
+// way a single receiver keeps seeing messages in publish order, nacked and
+// expired ones included (Features.PublishOrder). Ack and Nack make a round
+// trip on the message's channel, so when they return the server has
+// applied them and the next Receive sees the result.
 //
 // # Filters
 //

@@ -1,6 +1,7 @@
 package rabbit
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -424,7 +425,7 @@ type batch struct {
 func (f *feed) newBatchLocked(ds []amqp.Delivery) *batch {
 	bt := &batch{f: f, handles: make([]*handle, len(ds))}
 	for i, d := range ds {
-		bt.handles[i] = &handle{batch: bt, queue: f.queue, tag: d.DeliveryTag}
+		bt.handles[i] = &handle{batch: bt, queue: f.queue, tag: d.DeliveryTag, d: d}
 	}
 	bt.pending.Store(int32(len(ds)))
 	bt.timer = time.AfterFunc(f.b.ackDeadline, bt.expire)
@@ -454,6 +455,7 @@ type handle struct {
 	batch   *batch
 	queue   string
 	tag     uint64
+	d       amqp.Delivery // to hold it again when nacked
 	settled atomic.Bool
 }
 
@@ -609,7 +611,15 @@ func (b *broker) settle(ctx context.Context, name string, msgs []*pubsubx.Messag
 }
 
 // settle acks or requeues hs, all of f, skipping the ones settled before
-// or requeued at their deadline. It reports whether it sent anything.
+// or requeued at their deadline. It reports whether it did anything.
+//
+// A nack on a live feed keeps the messages: they go back among the held
+// ones, in delivery-tag order (which is queue order), so the next Receive
+// returns them first, as a requeue would, without a round trip, without
+// cancelling the consumer and without RabbitMQ delivering them again.
+// They are held like the rest: released to other clients with the hold,
+// or by RabbitMQ when the connection ends. A feed being released or
+// retired requeues them at RabbitMQ instead (requeue).
 //
 // Acks are merged: when every delivery the channel still has unsettled
 // below the highest tag of hs is in hs, one basic.ack with multiple=true
@@ -617,12 +627,16 @@ func (b *broker) settle(ctx context.Context, name string, msgs []*pubsubx.Messag
 // otherwise each is acked alone.
 func (f *feed) settle(ctx context.Context, hs []*handle, ack bool) (bool, error) {
 	f.mu.Lock()
-	var tags []uint64
+	var (
+		tags []uint64
+		ds   []amqp.Delivery // of tags
+	)
 	for _, h := range hs {
 		if _, ok := f.unsettled[h.tag]; !ok || h.settled.Swap(true) {
 			continue
 		}
 		tags = append(tags, h.tag)
+		ds = append(ds, h.d)
 		if h.batch.pending.Add(-1) == 0 {
 			h.batch.timer.Stop()
 		}
@@ -632,6 +646,13 @@ func (f *feed) settle(ctx context.Context, hs []*handle, ack bool) (bool, error)
 		return false, nil
 	}
 	f.settling++ // the caller's barrier decrements it
+	if !ack && !f.retired && !f.releasing && !f.closed {
+		f.buf = append(f.buf, ds...)
+		slices.SortFunc(f.buf, func(a, b amqp.Delivery) int { return cmp.Compare(a.DeliveryTag, b.DeliveryTag) })
+		f.signalLocked()
+		f.mu.Unlock()
+		return true, nil
+	}
 	if !ack {
 		f.mu.Unlock()
 		_, err := bounded(ctx, func() (struct{}, error) { return struct{}{}, f.requeue(tags) }, nil)
