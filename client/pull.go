@@ -138,8 +138,12 @@ type Ack struct {
 
 // Acknowledge reports a lease's outcome
 // (POST /v1/event-destinations/{id}/acknowledge). It works while the
-// consumer is paused. A retried ok whose first attempt was applied
-// answers stale: the batch was committed all the same. It is
+// consumer is paused. A retried ok or rejected whose first attempt was
+// applied (its answer lost) answers as the first did, OutcomeCommitted or
+// OutcomeDeadLettered: Herald remembers an applied acknowledgement for at
+// least 10 minutes, unless 128 batches settled since push it out first
+// (docs/api.md, "Delivery guarantees"); a later repeat answers
+// OutcomeStale. It is
 // AcknowledgeWith without a retry delay.
 func (c *Client) Acknowledge(ctx context.Context, destinationID string, l *Lease, status AckStatus) (AckResult, error) {
 	return c.AcknowledgeWith(ctx, destinationID, l, Ack{Status: status})

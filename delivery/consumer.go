@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -78,7 +79,22 @@ func (s *Service) GetDestination(ctx context.Context, p *auth.Principal, id stri
 	if err := p.Require(auth.PermManageDestinations); err != nil {
 		return nil, err
 	}
-	return s.cfg.Store.GetConsumer(ctx, id)
+	c, err := s.cfg.Store.GetConsumer(ctx, id)
+	if err == nil {
+		s.countHubStreams(c)
+	}
+	return c, err
+}
+
+// countHubStreams sets c.LiveSessions for a hub queue homed in this
+// process: its streams live in the hub, not in the store. (A hub queue
+// homed in another process shows none.)
+func (s *Service) countHubStreams(c *leasestore.Consumer) {
+	if h := s.hub.Load(); h != nil && c.Home == h.ProcessID() {
+		if n, ok := h.LiveStreams(c.ID); ok {
+			c.LiveSessions = n
+		}
+	}
 }
 
 // ListDestinations returns every consumer: durable consumers, durable
@@ -92,6 +108,7 @@ func (s *Service) ListDestinations(ctx context.Context, p *auth.Principal) ([]*l
 	}
 	cs, err := s.cfg.Store.ListConsumers(ctx)
 	for _, c := range cs {
+		s.countHubStreams(c)
 		if c.Type == leasestore.TypeNonDurableQueue {
 			c.ID = RedactQueue(NonDurable, c.ID)
 		}
@@ -152,16 +169,17 @@ func (r *PullRequest) Validate() error {
 // (nil, nil) when the consumer is caught up.
 //
 // Every event is checked against the caller's right to read its type
-// (auth.Principal.CanReceive). A lease holding an event the caller may not
-// read is not shown to it: the lease is handed back at once (as a failed
-// acknowledgement: requeued, ahead of new work, for the next pull) and the
-// pull is herr.PermissionDenied naming the type. A destination has one
-// cursor, so its events cannot be skipped for one worker and kept for
-// another: the events wait for a worker that may read them, and a caller
-// without the right can neither see nor settle them. Each hand-back counts
-// as a delivery, so events nobody who may read them pulls are
-// dead-lettered by the delivery limit, as any others (docs/limits.md,
-// "Events a principal may not read").
+// (auth.Principal.CanReceive), in the store, before anything is handed
+// out (leasestore.PullParams.Withhold): a batch stops before the first
+// event the caller may not read, and when that is the next event, the
+// pull is herr.PermissionDenied naming its type, with Retry-After
+// WithheldRetryAfter, and nothing is handed out, written or counted. A
+// destination has one cursor, so its events cannot be skipped for one
+// worker and kept for another: the event waits, with its delivery count
+// as it was, for a worker that may read it, and the events after it wait
+// behind it. A caller without the right can neither see nor settle it,
+// nor move it toward the delivery limit, however often it pulls
+// (docs/limits.md, "Events a principal may not read").
 func (s *Service) Pull(ctx context.Context, p *auth.Principal, r PullRequest) (l *leasestore.Lease, err error) {
 	ctx, op := telemetry.StartReceive(ctx, "pull")
 	defer func() {
@@ -171,27 +189,11 @@ func (s *Service) Pull(ctx context.Context, p *auth.Principal, r PullRequest) (l
 		op.End(ctx, err)
 	}()
 	l, err = s.pull(ctx, p, r)
-	// A principal that may receive every type needs no per-event check,
-	// which would decode every event (a fifth of a pull's CPU in the
-	// profile, docs/benchmarks.md).
-	if err != nil || l == nil || p.CanReceiveAll() {
-		return l, err
+	var w *leasestore.WithheldError
+	if errors.As(err, &w) {
+		return nil, withheldError(w)
 	}
-	for _, e := range l.Events {
-		typ := eventType(e)
-		if p.CanReceive(typ) {
-			continue
-		}
-		now := time.Duration(0) // at once, whatever the retry policy: the events wait for a worker that may read them
-		if _, err := s.cfg.Store.Acknowledge(ctx, leasestore.AckParams{
-			Consumer: r.Destination, LeaseID: l.ID, Generation: l.Generation, Status: leasestore.StatusFailed,
-			RetryAfter: &now,
-		}); err != nil {
-			return nil, err
-		}
-		return nil, herr.New(herr.PermissionDenied, "the next events of this destination include one of type %q, which the caller may not receive (%s%s): pull with a principal that may; the events wait for it", typ, auth.PermReceivePrefix, typ)
-	}
-	return l, nil
+	return l, err
 }
 
 func (s *Service) pull(ctx context.Context, p *auth.Principal, r PullRequest) (*leasestore.Lease, error) {
@@ -209,8 +211,12 @@ func (s *Service) pull(ctx context.Context, p *auth.Principal, r PullRequest) (*
 		}
 		return &brokerSource{svc: s, broker: s.cfg.Broker, sub: c.Subscription, groups: c.Filters, wait: s.cfg.ReceiveWait}, nil
 	}
+	// A principal that may receive every type needs no per-event check,
+	// which would decode every event (a fifth of a pull's CPU in the
+	// profile, docs/benchmarks.md): pullWithhold is nil then.
 	return s.cfg.Store.Pull(ctx, leasestore.PullParams{
 		Consumer: r.Destination, Worker: r.Worker, Limit: r.Limit, Visibility: r.Visibility, SourceFor: sourceFor,
+		Withhold: pullWithhold(p),
 	})
 }
 

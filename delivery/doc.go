@@ -44,8 +44,9 @@
 // heartbeats, SessionState.Tag and Take keep the tags, SettleRefs (or
 // SettleRefsDelayed) and AckDeliveries settle, ExtendTags keeps events
 // past the ack timeout, CloseSession ends it. Events a principal may not
-// read are handed back for other sessions; poison events go to the
-// dead-letter queue at once. docs/streams-design.md has the design.
+// read are never handed to its sessions (they wait for one that may, not
+// counted as delivered); poison events go to the dead-letter queue at
+// once. docs/streams-design.md has the design.
 //
 // # Dead letters
 //

@@ -79,9 +79,11 @@ type Hub struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	spillC chan struct{}
-	// ready is closed once the hub subscription and the process record
-	// exist (setUp); until then no stream is served from the hub.
+	// ready is closed once the process record exists (setUp); until then
+	// no stream is served from the hub.
 	ready chan struct{}
+	// subs is the state of the hub subscription (hubsub.go).
+	subs *hubSub
 
 	mu      sync.RWMutex
 	queues  map[string]*hubQueue
@@ -104,7 +106,7 @@ func (s *Service) StartHub(ctx context.Context, cfg HubConfig) (*Hub, error) {
 	cfg.setDefaults()
 	h := &Hub{
 		svc: s, cfg: cfg, sub: hubSubscriptionPrefix + cfg.ProcessID,
-		spillC: make(chan struct{}, 1),
+		spillC: make(chan struct{}, 1), subs: newHubSub(),
 		queues: map[string]*hubQueue{}, byType: map[string]map[*hubQueue]struct{}{}, anyType: map[*hubQueue]struct{}{},
 	}
 	h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -126,16 +128,17 @@ func (h *Hub) run() {
 		return
 	}
 	close(h.ready)
-	h.wg.Add(3)
+	h.wg.Add(4)
 	go h.receiveLoop()
 	go h.heartbeatLoop()
 	go h.spillLoop()
+	go h.subLoop()
 }
 
-// setUp creates the hub subscription and registers the process, trying
-// until both are done or the hub is closed: a broker or store that is
-// down when the server starts does not stop it, and streams wait for
-// them (waitReady). It reports whether it succeeded.
+// setUp registers the process, trying until it is done or the hub is
+// closed: a store that is down when the server starts does not stop it,
+// and streams wait for it (waitReady). It reports whether it succeeded.
+// The hub subscription is made when the first queue needs it (hubsub.go).
 func (h *Hub) setUp() bool {
 	for failures := 0; ; failures++ {
 		err := h.setUpOnce()
@@ -153,9 +156,6 @@ func (h *Hub) setUpOnce() error {
 	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
 	defer cancel()
 	s := h.svc
-	if err := s.cfg.Broker.CreateSubscription(ctx, h.sub, nil); err != nil && herr.CodeOf(err) != herr.AlreadyExists {
-		return brokerErr(err)
-	}
 	err := s.cfg.Store.RegisterProcess(ctx, leasestore.Process{ID: h.cfg.ProcessID, Subscription: h.sub})
 	if err != nil && herr.CodeOf(err) != herr.AlreadyExists {
 		return err
@@ -222,7 +222,17 @@ func (h *Hub) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	h.svc.deleteSubscription(ctx, h.sub)
+	h.subs.mu.Lock()
+	exists := h.subs.exists
+	h.subs.mu.Unlock()
+	if exists {
+		// Bounded on its own: a broker that does not answer must not use
+		// up the time the store's delete needs. A subscription left
+		// behind is the reaper's (the process record names it).
+		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		h.svc.deleteSubscription(dctx, h.sub)
+		cancel()
+	}
 	if err := h.svc.cfg.Store.DeleteProcess(ctx, h.cfg.ProcessID, time.Time{}); err != nil {
 		errs = append(errs, err)
 	}
@@ -324,6 +334,18 @@ func (h *Hub) unregister(q *hubQueue) {
 	}
 }
 
+// LiveStreams returns how many streams the hub serves from hub queue id,
+// and whether the queue is registered here.
+func (h *Hub) LiveStreams(id string) (int, bool) {
+	q := h.local(id)
+	if q == nil {
+		return 0, false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.streams), true
+}
+
 // local returns the queue registered under id, or nil.
 func (h *Hub) local(id string) *hubQueue {
 	h.mu.RLock()
@@ -344,6 +366,16 @@ func (h *Hub) setGroups(q *hubQueue, groups filter.Groups) {
 	if registered {
 		h.index(q)
 	}
+	// What the queue holds is judged by the new filters, as a broker
+	// subscription's backlog would be: events they reject are dropped.
+	keep := q.buf[:0]
+	for _, e := range q.buf {
+		if groups.Match(e.ev.event.EventType, e.ev.event.Resource.ResourceID) {
+			keep = append(keep, e)
+		}
+	}
+	clear(q.buf[len(keep):])
+	q.buf = keep
 	q.mu.Unlock()
 }
 
@@ -353,7 +385,7 @@ func (h *Hub) receiveLoop() {
 	defer h.wg.Done()
 	b := h.svc.cfg.Broker
 	failures := 0
-	for h.ctx.Err() == nil {
+	for h.waitSubscription() {
 		msgs, err := b.Receive(h.ctx, h.sub, pubsubx.ReceiveParams{Max: h.cfg.Batch, Wait: h.cfg.ReceiveWait})
 		if err != nil {
 			if h.ctx.Err() != nil {
@@ -361,12 +393,10 @@ func (h *Hub) receiveLoop() {
 			}
 			failures++
 			if herr.CodeOf(err) == herr.NotFound {
-				// The subscription is gone (the reaper took this process
-				// for dead during a long pause): make it again. Events
-				// published meanwhile are lost to this process's queues.
-				if cerr := b.CreateSubscription(h.ctx, h.sub, nil); cerr != nil && herr.CodeOf(cerr) != herr.AlreadyExists {
-					err = cerr
-				}
+				// Deleted while idle (subLoop), or by the reaper: subLoop
+				// makes it again when queues need it.
+				h.lostSubscription()
+				continue
 			}
 			h.log(slog.LevelWarn, "hub-receive", "the hub cannot receive from its subscription; retrying", "subscription", h.sub, "err", err)
 			_ = sleep(h.ctx, min(time.Duration(failures)*100*time.Millisecond, 5*time.Second))
@@ -482,9 +512,10 @@ func (h *Hub) spillLoop() {
 		h.mu.RUnlock()
 		for _, q := range qs {
 			q.mu.Lock()
-			es := q.spill
-			q.spill = nil
+			es, over := q.spill, q.overflow
+			q.spill, q.overflow = nil, nil
 			q.mu.Unlock()
+			h.deadLetterOverflow(q, over)
 			if len(es) == 0 {
 				continue
 			}
@@ -501,6 +532,32 @@ func (h *Hub) spillLoop() {
 				h.wakeSpiller()
 			}
 		}
+	}
+}
+
+// deadLetterOverflow writes the events q's limit pushed out to the
+// dead-letter queue, reason MAXLEN, never delivered (delivery count 0 for
+// those no stream was handed). A failure loses them, and is logged.
+func (h *Hub) deadLetterOverflow(q *hubQueue, es []hubEntry) {
+	if len(es) == 0 {
+		return
+	}
+	us := make([]leasestore.Unreceived, 0, len(es))
+	for _, e := range es {
+		if e.ev.id != "" {
+			us = append(us, leasestore.Unreceived{ID: e.ev.id, Body: e.ev.body})
+		}
+	}
+	err := h.svc.cfg.Store.DeadLetterUnreceived(h.ctx, q.id, us, leasestore.ReasonMaxLen)
+	switch {
+	case err == nil:
+		q.mu.Lock()
+		q.dropped += int64(len(es))
+		q.mu.Unlock()
+	case herr.CodeOf(err) == herr.NotFound:
+		h.forget(q, errHubQueueGone(q.id))
+	default:
+		h.log(slog.LevelWarn, "hub-overflow", "could not dead-letter the events a non-durable queue had no room for; they are lost", queueAttr(NonDurable, q.id), errAttr(NonDurable, q.id, err), "events", len(es))
 	}
 }
 

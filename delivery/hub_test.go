@@ -28,6 +28,7 @@ type hubCluster struct {
 	broker *pubsubx.Broker
 	coll   *docstore.Collection
 	procs  []*hubProc
+	cfg    delivery.HubConfig
 }
 
 type hubProc struct {
@@ -43,10 +44,14 @@ const hubHeartbeat = 100 * time.Millisecond
 var hubPrincipal = &auth.Principal{ID: "tester", Permissions: []string{"*"}}
 
 func newHubCluster(t *testing.T, n int) *hubCluster {
+	return newHubClusterWith(t, n, delivery.HubConfig{})
+}
+
+func newHubClusterWith(t *testing.T, n int, cfg delivery.HubConfig) *hubCluster {
 	t.Helper()
 	coll, err := memdocstore.OpenCollection("key", nil)
 	require.NoError(t, err)
-	c := &hubCluster{t: t, broker: mem.New(0), coll: coll}
+	c := &hubCluster{t: t, broker: mem.New(0), coll: coll, cfg: cfg}
 	t.Cleanup(func() {
 		for _, p := range c.procs {
 			if p.hub != nil {
@@ -70,7 +75,9 @@ func (c *hubCluster) start() *hubProc {
 		Broker: c.broker, Store: store,
 		Streams: delivery.StreamConfig{ReconnectGrace: 2 * time.Second, PollWait: 50 * time.Millisecond},
 	})
-	hub, err := svc.StartHub(c.t.Context(), delivery.HubConfig{Heartbeat: hubHeartbeat, ReceiveWait: time.Second})
+	cfg := c.cfg
+	cfg.Heartbeat, cfg.ReceiveWait = hubHeartbeat, time.Second
+	hub, err := svc.StartHub(c.t.Context(), cfg)
 	require.NoError(c.t, err)
 	p := &hubProc{svc: svc, store: store, hub: hub}
 	c.procs = append(c.procs, p)
@@ -127,7 +134,6 @@ func requireQuiet(t *testing.T, st *delivery.Stream) {
 	ds, err := st.Next(ctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "want nothing, got %d events", len(ds))
 }
-
 
 // One event reaches every stream whose filters it passes, through one
 // subscription per process and none per stream.
@@ -312,4 +318,35 @@ func heads(t *testing.T, s *leasestore.Store) map[string]time.Time {
 		out[c.ID] = c.LastAttached
 	}
 	return out
+}
+
+// A queue past its limit sends its oldest events to the dead-letter
+// queue (MAXLEN, never delivered), as the notifications API says a queue's
+// max-length overflow goes; the stream then gets the newest.
+func TestHubOverflowDeadLettered(t *testing.T) {
+	t.Parallel()
+	c := newHubClusterWith(t, 1, delivery.HubConfig{QueueLimit: 5})
+	p := c.procs[0]
+	st := p.open(t, delivery.StreamRequest{FilterGroups: groupsOf("hub.o")})
+	p.publish(t, "hub.o", 8)
+	var dls []*leasestore.DeadLetter
+	require.Eventually(t, func() bool {
+		var err error
+		dls, _, err = p.store.ListDeadLetters(t.Context(), 100, "")
+		require.NoError(t, err)
+		return len(dls) == 3
+	}, 5*time.Second, 20*time.Millisecond, "the three oldest go to the dead-letter queue")
+	var dead []int
+	for _, d := range dls {
+		require.Equal(t, leasestore.ReasonMaxLen, d.Reason)
+		require.Equal(t, st.QueueID(), d.OriginQueue)
+		require.Zero(t, d.DeliveryCount)
+		ev, err := delivery.DecodeConsumerEvent(d.Body)
+		require.NoError(t, err)
+		var m struct{ N int }
+		require.NoError(t, json.Unmarshal(ev.Message, &m))
+		dead = append(dead, m.N)
+	}
+	require.ElementsMatch(t, []int{1, 2, 3}, dead)
+	require.Equal(t, []int{4, 5, 6, 7, 8}, recv(t, st, 5))
 }

@@ -54,6 +54,9 @@ type hubQueue struct {
 	state  queueState
 	buf    []hubEntry // waiting events, oldest first
 	spill  []hubEntry // events to write to the store (leaving, shared)
+	// overflow are events pushed out of buf by its limit, to go to the
+	// dead-letter queue (MAXLEN) from the spill loop.
+	overflow []hubEntry
 	// streams are the queue's open streams here; detachedAt is when the
 	// last one left (zero while one is open or none ever was).
 	streams    map[*Stream]struct{}
@@ -87,7 +90,7 @@ func newHubQueue(h *Hub, c *leasestore.Consumer) *hubQueue {
 	return &hubQueue{
 		hub: h, id: c.ID, consumer: c, groups: c.Filters, streams: map[*Stream]struct{}{},
 		createdAt: c.CreatedAt, wake: make(chan struct{}), limit: limit,
-		delivered: newIDRing(1024),
+		delivered: newIDRing(256),
 	}
 }
 
@@ -106,11 +109,14 @@ func (q *hubQueue) push(ev *hubEvent) (spill bool) {
 	}
 	q.buf = append(q.buf, e)
 	if over := len(q.buf) - q.limit; over > 0 {
-		// Drop-head, as a broker's max-length overflow does: a client
-		// that went away must not grow the process without bound.
+		// Drop-head into the dead-letter queue, as the notifications API
+		// has a queue's max-length overflow go: a client that went away
+		// must not grow the process without bound.
+		q.overflow = append(q.overflow, q.buf[:over]...)
 		clear(q.buf[:over])
 		q.buf = q.buf[over:]
-		q.dropped += int64(over)
+		q.signal()
+		return true
 	}
 	q.signal()
 	return false
@@ -180,18 +186,23 @@ func (q *hubQueue) prepend(evs []*hubEvent) {
 	q.signal()
 }
 
-// idRing remembers the last n ids added.
+// idRing remembers the last n ids added. It allocates on the first add:
+// most queues never need it, and idle queues must cost little.
 type idRing struct {
+	n    int
 	ids  []string
 	next int
 	set  map[string]int
 }
 
-func newIDRing(n int) *idRing { return &idRing{ids: make([]string, n), set: map[string]int{}} }
+func newIDRing(n int) *idRing { return &idRing{n: n} }
 
 func (r *idRing) add(id string) {
 	if id == "" {
 		return
+	}
+	if r.ids == nil {
+		r.ids, r.set = make([]string, r.n), make(map[string]int, r.n)
 	}
 	if old := r.ids[r.next]; old != "" {
 		if r.set[old]--; r.set[old] <= 0 {

@@ -50,7 +50,11 @@ func (h *Hub) openStream(ctx context.Context, p *auth.Principal, r StreamRequest
 		if err := h.register(q); err != nil {
 			return nil, err
 		}
-		st, err := h.attach(ctx, q, p, true)
+		err = h.cover(ctx, q.groups)
+		var st *Stream
+		if err == nil {
+			st, err = h.attach(ctx, q, p, true)
+		}
 		if err != nil {
 			h.unregister(q)
 			_, _ = s.cfg.Store.DeleteIfHome(context.WithoutCancel(ctx), c.ID, h.cfg.ProcessID)
@@ -139,7 +143,7 @@ func (h *Hub) setFilters(ctx context.Context, p *auth.Principal, q *hubQueue, pr
 		return err
 	}
 	h.setGroups(q, next)
-	return nil
+	return h.cover(ctx, next)
 }
 
 // attach opens a stream on q.
@@ -180,6 +184,9 @@ func (h *Hub) claim(ctx context.Context, c *leasestore.Consumer) (*hubQueue, err
 	fail := func(err error) (*hubQueue, error) {
 		h.unregister(q)
 		return nil, err
+	}
+	if err := h.cover(ctx, q.groups); err != nil {
+		return fail(err)
 	}
 	s := h.svc
 	store := s.cfg.Store
@@ -249,6 +256,9 @@ func (h *Hub) claim(ctx context.Context, c *leasestore.Consumer) (*hubQueue, err
 	}
 	q.mu.Lock()
 	q.claiming = false
+	// Its grace window starts now, should the stream that claimed it not
+	// attach after all.
+	q.detachedAt = s.cfg.Now()
 	q.mu.Unlock()
 	// The old home may still spill what was on its way to it for two of
 	// its heartbeats: look again meanwhile.
@@ -291,59 +301,13 @@ func (h *Hub) takeSpilled(ctx context.Context, q *hubQueue) error {
 
 // hubNext is Next for a stream served by the hub.
 func (st *Stream) hubNext(ctx context.Context) ([]Delivery, error) {
-	q := st.hq
-	batch := st.svc.cfg.Streams.Batch
-	ttl := st.svc.cfg.Streams.MessageTTL
-	all := st.p.CanReceiveAll()
 	for {
 		if err := st.check(ctx); err != nil {
 			return nil, err
 		}
-		room := st.room(ctx)
-		if room == 0 {
-			continue
-		}
-		n := min(batch, room)
-		now := st.svc.cfg.Now()
-		q.mu.Lock()
-		if q.gone != nil {
-			err := q.gone
-			q.mu.Unlock()
-			return nil, err
-		}
-		var taken []hubEntry
-		keep := q.buf[:0]
-		for _, e := range q.buf {
-			switch {
-			case len(taken) >= n:
-				keep = append(keep, e)
-			case ttl > 0 && !e.ev.published.IsZero() && now.Sub(e.ev.published) >= ttl:
-				q.dropped++ // expired on its way out, as a queue's message TTL says
-			case all || st.p.CanReceive(e.ev.event.EventType):
-				e.count++
-				taken = append(taken, e)
-				q.delivered.add(e.ev.id)
-			default:
-				// Withheld: it waits for a stream of the queue that may
-				// read it.
-				keep = append(keep, e)
-			}
-		}
-		clear(q.buf[len(keep):])
-		q.buf = keep
-		wake := q.wake
-		q.mu.Unlock()
-		if len(taken) > 0 {
-			out := make([]Delivery, len(taken))
-			st.mu.Lock()
-			for i, e := range taken {
-				st.nextTag++
-				st.hubTags[st.nextTag] = e
-				out[i] = Delivery{Tag: st.nextTag, DeliveryCount: e.count, Event: e.ev.event, Body: e.ev.body}
-			}
-			st.mu.Unlock()
-			streamDelivered(ctx, st.kind, out)
-			return out, nil
+		out, wake, err := st.hubTake(ctx)
+		if err != nil || len(out) > 0 {
+			return out, err
 		}
 		select {
 		case <-ctx.Done():
@@ -351,6 +315,85 @@ func (st *Stream) hubNext(ctx context.Context) ([]Delivery, error) {
 		case <-wake:
 		}
 	}
+}
+
+// Pollable reports whether the stream can be driven with Poll: a
+// non-durable stream served by the process's hub. Others are driven with
+// Next alone.
+func (st *Stream) Pollable() bool { return st.hq != nil }
+
+// Poll is Next without blocking, for a transport that waits in a select of
+// its own instead of in a goroutine per stream (an idle stream then costs
+// one goroutine less): it returns what it can hand out now, or, with none,
+// a channel that is closed when there may be more (events arrived, or
+// unsettled events were settled); the caller also watches Done. Errors
+// are Next's. It panics for a stream that is not Pollable.
+func (st *Stream) Poll() ([]Delivery, <-chan struct{}, error) {
+	if st.hq == nil {
+		panic("delivery: Poll of a stream that is not served by the hub")
+	}
+	if err := st.check(context.Background()); err != nil {
+		return nil, nil, err
+	}
+	return st.hubTake(st.life)
+}
+
+// hubTake hands out what the stream may take now, or returns the channel
+// to wait on when there is nothing.
+func (st *Stream) hubTake(ctx context.Context) ([]Delivery, <-chan struct{}, error) {
+	q := st.hq
+	st.mu.Lock()
+	room := st.svc.cfg.Streams.MaxUnsettled - len(st.hubTags)
+	settled := st.settled
+	st.mu.Unlock()
+	if room <= 0 {
+		return nil, settled, nil
+	}
+	n := min(st.svc.cfg.Streams.Batch, room)
+	ttl := st.svc.cfg.Streams.MessageTTL
+	all := st.p.CanReceiveAll()
+	now := st.svc.cfg.Now()
+	q.mu.Lock()
+	if q.gone != nil {
+		err := q.gone
+		q.mu.Unlock()
+		return nil, nil, err
+	}
+	var taken []hubEntry
+	keep := q.buf[:0]
+	for _, e := range q.buf {
+		switch {
+		case len(taken) >= n:
+			keep = append(keep, e)
+		case ttl > 0 && !e.ev.published.IsZero() && now.Sub(e.ev.published) >= ttl:
+			q.dropped++ // expired on its way out, as a queue's message TTL says
+		case all || st.p.CanReceive(e.ev.event.EventType):
+			e.count++
+			taken = append(taken, e)
+			q.delivered.add(e.ev.id)
+		default:
+			// Withheld: it waits for a stream of the queue that may
+			// read it.
+			keep = append(keep, e)
+		}
+	}
+	clear(q.buf[len(keep):])
+	q.buf = keep
+	wake := q.wake
+	q.mu.Unlock()
+	if len(taken) == 0 {
+		return nil, wake, nil
+	}
+	out := make([]Delivery, len(taken))
+	st.mu.Lock()
+	for i, e := range taken {
+		st.nextTag++
+		st.hubTags[st.nextTag] = e
+		out[i] = Delivery{Tag: st.nextTag, DeliveryCount: e.count, Event: e.ev.event, Body: e.ev.body}
+	}
+	st.mu.Unlock()
+	streamDelivered(ctx, st.kind, out)
+	return out, nil, nil
 }
 
 // hubSettle settles tags of a hub stream: acked events are done, nacked

@@ -78,12 +78,16 @@ func TestCheckBatchSize(t *testing.T) {
 	}
 }
 
-// TestPublishToAFullConsumerSaysSo: with the in-memory broker's default
-// reject-publish bound, an event that a durable consumer nobody reads has
-// no room for fails with a reason that says so (success false), the
-// events before it are published, and the consumer keeps every event it
-// held: nothing is dropped.
-func TestPublishToAFullConsumerSaysSo(t *testing.T) {
+// TestPublishDoesNotDependOnAFullConsumer: with the in-memory broker's
+// default reject-publish bound, an event that a durable consumer nobody
+// reads has no room for is still published (success true): it goes to
+// that consumer's dead-letter queue (reason MAXLEN, never delivered),
+// where a replay returns it to the consumer once it has caught up; the
+// events it had room for stay with it. Nothing is dropped and no publish
+// fails for a consumer's sake. A process without a lease store (a
+// publish-only function) cannot keep the event for the consumer and says
+// so (success false), as before.
+func TestPublishDoesNotDependOnAFullConsumer(t *testing.T) {
 	t.Parallel()
 	coll, err := memdocstore.OpenCollection("key", nil)
 	require.NoError(t, err)
@@ -100,15 +104,67 @@ func TestPublishToAFullConsumerSaysSo(t *testing.T) {
 		items[i].Event = delivery.Event{EventType: "full.test", Message: json.RawMessage(`{"n":` + string(rune('1'+i)) + `}`)}
 	}
 	out := svc.PublishItems(t.Context(), admin, items)
-	require.True(t, out[0].Success())
-	require.True(t, out[1].Success())
-	require.False(t, out[2].Success())
-	require.Contains(t, out[2].FailureReason, "not keeping up")
-	require.Contains(t, out[2].FailureReason, "max_pending=2")
+	for i, o := range out {
+		require.True(t, o.Success(), "event %d: %s", i, o.FailureReason)
+	}
+	o, err := svc.PublishOutcome(t.Context(), admin, delivery.Event{EventType: "full.test", Message: json.RawMessage(`{"n":4}`)})
+	require.NoError(t, err)
+	require.True(t, o.Success(), o.FailureReason)
+
+	dls, _, err := svc.ListDeadLetters(t.Context(), admin, 10, "")
+	require.NoError(t, err)
+	require.Len(t, dls, 2, "the two events the full consumer had no room for")
+	for _, dl := range dls {
+		require.Equal(t, leasestore.ReasonMaxLen, dl.Reason)
+		require.Equal(t, dest.ID, dl.OriginQueue)
+		require.Zero(t, dl.DeliveryCount)
+		require.Equal(t, "full.test", dl.EventType)
+	}
 
 	l, err := svc.Pull(t.Context(), admin, delivery.PullRequest{Destination: dest.ID, Worker: "w", Limit: 10, Visibility: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, l.Events, 2, "the consumer holds both events it had room for")
+	_, err = svc.Acknowledge(t.Context(), admin, leasestore.AckParams{Consumer: dest.ID, LeaseID: l.ID, Generation: l.Generation, Status: leasestore.StatusOK})
+	require.NoError(t, err)
+	res, err := svc.ActOnDeadLetters(t.Context(), admin, []delivery.DeadLetterRequest{{ID: dls[0].ID, Action: delivery.ActionReplay}, {ID: dls[1].ID, Action: delivery.ActionReplay}})
+	require.NoError(t, err)
+	for _, r := range res {
+		require.Equal(t, delivery.OutcomeReplayed, r.Outcome, r.Detail)
+	}
+	var replayed []string
+	for len(replayed) < 2 {
+		l, err = svc.Pull(t.Context(), admin, delivery.PullRequest{Destination: dest.ID, Worker: "w", Limit: 10, Visibility: time.Minute})
+		require.NoError(t, err)
+		require.NotNil(t, l, "replayed, the consumer gets the events it had no room for")
+		for _, e := range l.Events {
+			var ce struct{ Data json.RawMessage }
+			require.NoError(t, json.Unmarshal(e, &ce))
+			replayed = append(replayed, string(ce.Data))
+		}
+		_, err = svc.Acknowledge(t.Context(), admin, leasestore.AckParams{Consumer: dest.ID, LeaseID: l.ID, Generation: l.Generation, Status: leasestore.StatusOK})
+		require.NoError(t, err)
+	}
+	require.ElementsMatch(t, []string{`{"n":3}`, `{"n":4}`}, replayed)
+
+	// A subscription no consumer record owns has no dead-letter queue to
+	// keep the event in: the publish says so.
+	require.NoError(t, broker.CreateSubscription(t.Context(), "no-consumer", nil))
+	for i := range 3 {
+		o, err = svc.PublishOutcome(t.Context(), admin, delivery.Event{EventType: "other.test"})
+		require.NoError(t, err)
+		require.Equal(t, i < 2, o.Success(), "event %d: %s", i, o.FailureReason)
+	}
+	require.NoError(t, broker.DeleteSubscription(t.Context(), "no-consumer"))
+
+	// Without a lease store the event cannot be kept for the consumer.
+	bare := delivery.New(delivery.Config{Broker: broker})
+	for range 3 { // the consumer holds at most two: the third finds it full at the latest
+		o, err = bare.PublishOutcome(t.Context(), admin, delivery.Event{EventType: "full.test"})
+		require.NoError(t, err)
+	}
+	require.False(t, o.Success())
+	require.Contains(t, o.FailureReason, "not keeping up")
+	require.Contains(t, o.FailureReason, "max_pending=2")
 }
 
 // TestFailureReasonBounded: a failure_reason is at most 1,024 bytes (the

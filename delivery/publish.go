@@ -94,6 +94,9 @@ type Service struct {
 	warnings *lograte.Limiter
 	// hub, once StartHub ran, serves non-durable streams from memory.
 	hub atomic.Pointer[Hub]
+	// owners caches which consumer owns a broker subscription, for the
+	// events a full subscription refused (overflow.go).
+	owners subscriptionOwners
 }
 
 // New returns a Service.
@@ -310,6 +313,9 @@ func (s *Service) publish(ctx, sendCtx context.Context, p *auth.Principal, e Eve
 	err := s.prepare(ctx, p, e, s.cfg.Now().UTC(), traceContextOf(ctx), msg, pub)
 	if err == nil {
 		if err = s.cfg.Broker.Send(spanned(sendCtx, ctx), msg); err != nil {
+			err = s.overflowed(sendCtx, msg, err)
+		}
+		if err != nil {
 			err = s.sendFailed(ctx, sendCtx, err, e.EventType)
 		}
 	}
@@ -390,20 +396,39 @@ func (s *Service) encode(ctx context.Context, p *auth.Principal, e Event, now ti
 	return nil
 }
 
+// overflowed returns nil when err says only that some subscriptions were
+// full and msg is now in their consumers' dead-letter queues (see
+// overflow.go), else the error to report.
+func (s *Service) overflowed(ctx context.Context, msg *pubsubx.Message, err error) error {
+	var full *pubsubx.SubscriptionsFullError
+	if !errors.As(err, &full) {
+		return err
+	}
+	return s.deadLetterOverflow(ctx, msg, full)
+}
+
 // sendFailed is the publisher's error for a send that failed with err.
 func (s *Service) sendFailed(ctx, sendCtx context.Context, err error, eventType string) error {
 	// The caller's own end is theirs (Canceled, DeadlineExceeded);
 	// everything else, the publish timeout included, is the broker's.
 	code := herr.Unavailable
+	key := errText(err)
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		code = herr.Canceled
 	case ctx.Err() != nil:
 		code = herr.DeadlineExceeded
 	case sendCtx.Err() != nil:
-		err = herr.Wrap(herr.Unavailable, err, "the message broker did not accept the event within "+s.cfg.PublishTimeout.String())
+		timeout := "the message broker did not accept the event within " + s.cfg.PublishTimeout.String()
+		err = herr.Wrap(herr.Unavailable, err, timeout)
+		// One failure however it was noticed: the portable layer finds
+		// the deadline passed before it calls the driver (a publish that
+		// waited for a CPU longer than the timeout), a driver when it
+		// gives up, each with its own text. Keyed by the cause's text, a
+		// black-holed broker wrote a warning per wording instead of one.
+		key = timeout
 	}
-	s.warn(ctx, "publish failed", err, "event_type", eventType)
+	s.warnKeyed(ctx, key, "publish failed", err, "event_type", eventType)
 	if herr.CodeOf(err) == herr.ResourceExhausted {
 		// The broker is full (the in-memory broker's reject-publish
 		// bound): its reason is the publisher's to read, and written for
@@ -417,8 +442,13 @@ func (s *Service) sendFailed(ctx, sendCtx context.Context, err error, eventType 
 // outage fails every publish alike, and one line per interval with a count
 // says as much as thousands (internal/lograte).
 func (s *Service) warn(ctx context.Context, msg string, err error, args ...any) {
-	text := errText(err)
-	s.warnings.Log(ctx, s.cfg.Logger, slog.LevelWarn, msg+"\x00"+text, msg, append(args, slog.String("err", text))...)
+	s.warnKeyed(ctx, errText(err), msg, err, args...)
+}
+
+// warnKeyed is warn with the lines that count as the same chosen by key
+// (with msg) rather than by the error's whole text.
+func (s *Service) warnKeyed(ctx context.Context, key, msg string, err error, args ...any) {
+	s.warnings.Log(ctx, s.cfg.Logger, slog.LevelWarn, msg+"\x00"+key, msg, append(args, slog.String("err", errText(err)))...)
 }
 
 func errText(err error) string {
@@ -482,6 +512,9 @@ func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []
 		index = append(index, i)
 	}
 	for k, err := range s.cfg.Broker.SendBatch(spanned(sendCtx, ctx), msgs) {
+		if err != nil {
+			err = s.overflowed(sendCtx, msgs[k], err)
+		}
 		if err != nil {
 			i := index[k]
 			err = s.sendFailed(ctx, sendCtx, err, events[i].EventType)

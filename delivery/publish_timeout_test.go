@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,4 +69,38 @@ func TestPublishTimeout(t *testing.T) {
 	require.Equal(t, 1, strings.Count(logs.String(), `did not accept the event within 50ms`),
 		"90 identical broker failures write one warning (then one summary per interval):\n%s", logs.String())
 	require.Equal(t, 2, strings.Count(logs.String(), `msg="publish failed"`), "a different failure has a line of its own:\n%s", logs.String())
+}
+
+// TestPublishTimeoutWarnsOnceHoweverNoticed: the publish timeout is one
+// failure whichever layer notices it. Under load a publish can wait for
+// a CPU past its timeout before it reaches the broker, and then the
+// portable layer (pubsubx.Broker) refuses it with the context's own
+// error, while a publish that got to the driver in time fails with the
+// driver's text. The two used to be rate-limited as two different
+// failures (TestPublishTimeout saw 2 lines for 1 on a loaded machine);
+// here the two wordings are made on purpose, one publish each.
+func TestPublishTimeoutWarnsOnceHoweverNoticed(t *testing.T) {
+	t.Parallel()
+	broker := mem.New(0)
+	t.Cleanup(func() { _ = broker.Close() })
+	var logs testkit.SyncBuffer
+	var n atomic.Int64
+	fault := func(ctx context.Context, _ *pubsubx.Message) error {
+		<-ctx.Done()
+		if n.Add(1) == 1 {
+			return herr.Wrap(herr.DeadlineExceeded, ctx.Err(), "no answer") // the driver's wording
+		}
+		return ctx.Err() // the portable layer's: the deadline passed before the send
+	}
+	svc := delivery.New(delivery.Config{
+		Broker: pubsubx.NewBroker(faultbroker.Wrap(fault)(broker.Driver())), PublishTimeout: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	p := &auth.Principal{ID: "app", Permissions: []string{auth.PermAll}}
+	for range 2 {
+		_, err := svc.Publish(context.Background(), p, delivery.Event{EventType: "a.b"})
+		require.Equal(t, herr.Unavailable, herr.CodeOf(err), "%v", err)
+	}
+	require.Equal(t, 1, strings.Count(logs.String(), `msg="publish failed"`),
+		"two publishes that timed out are one failure, one warning:\n%s", logs.String())
 }

@@ -44,6 +44,12 @@ const (
 	// DefaultAutoAckDelay is how long the durable SSE stream waits after
 	// writing an event before it acknowledges it.
 	DefaultAutoAckDelay = time.Second
+	// DefaultStreamWriteTimeout is how long a stream transport (SSE, gRPC
+	// streams, the WebSocket bridge) waits for its client to take one
+	// frame before it drops the client: a client that stops reading must
+	// not hold its session, its leased events and its connection for
+	// ever. 10 s is what the WebSocket bridge always allowed a write.
+	DefaultStreamWriteTimeout = 10 * time.Second
 	// MaxQueueIDLength is the longest queue_id (the notifications API).
 	MaxQueueIDLength = 200
 	// MaxReconnectTokenLength is the longest reconnect token (the notifications API).
@@ -98,6 +104,12 @@ type StreamConfig struct {
 	// It counts what Herald holds for the queue and the broker backlog,
 	// which ReapIdleQueues and a stream's attach take in (backlog.go).
 	MaxLength int
+	// WriteTimeout is how long a stream transport waits for its client to
+	// take one frame (an event, a keep-alive) before it drops the
+	// connection, and with it the session, whose unsettled events go back
+	// to the queue (HERALD_STREAM_WRITE_TIMEOUT; 0 =
+	// DefaultStreamWriteTimeout); the core does not use it.
+	WriteTimeout time.Duration
 }
 
 func (c *StreamConfig) setDefaults() {
@@ -112,6 +124,7 @@ func (c *StreamConfig) setDefaults() {
 	def(&c.AckTimeout, DefaultStreamAckTimeout)
 	def(&c.PollWait, DefaultStreamPollWait)
 	def(&c.KeepAlive, DefaultKeepAlive)
+	def(&c.WriteTimeout, DefaultStreamWriteTimeout)
 	if c.AutoAckAtOnce {
 		c.AutoAckDelay = 0
 	} else {

@@ -146,11 +146,13 @@ type PollParams struct {
 // st: the caller assigns tags with st.Tag on the state it then persists
 // (re-read, if another invocation wrote it meanwhile) and only then sends
 // the events. Events the principal may not read (no receive right for
-// their type) are handed back to the queue for other sessions, and poison
-// events handed back until they are dead-lettered, as Stream.Next does;
-// neither is returned. No deliveries and a nil error mean
-// nothing to hand out now, or the queue's in-flight window
-// (leasestore.MaxInFlight) is full of other sessions' events.
+// their type) are never handed to the session (they wait in the queue for
+// one that may, their delivery count as it was), and poison events are
+// dead-lettered, as Stream.Next does; neither is returned. No deliveries
+// and a nil error mean nothing to hand out now (after the wait at the
+// broker, also when the queue holds only events the principal may not
+// read), or the queue's in-flight window (leasestore.MaxInFlight) is full
+// of other sessions' events.
 //
 // Errors, as Stream.Next's: herr.NotFound when the queue is gone (deleted,
 // or reaped); a *ConsumerCancelledError (herr.Internal with
@@ -182,17 +184,22 @@ func (s *Service) PollSession(ctx context.Context, pp PollParams) ([]Delivery, e
 		return nil, sessionErr(st.Kind, st.Queue, err)
 	}
 	wait = max(wait, 0)
-	if c.Requeued > 0 {
-		wait = 0 // redeliveries go first: do not wait for new events
-	}
 	deadline := time.Now().Add(wait)
 	src := &streamSource{svc: s, queue: c.ID, sub: c.Subscription, groups: c.Filters, wait: wait}
+	// Redeliveries go first: do not wait for new events. If the pull finds
+	// none it may take (they are all events p may not read), it waits
+	// after all (below).
+	skipped := c.Requeued > 0
+	if skipped {
+		src.wait = 0
+	}
 	retried := false
 	for {
-		leases, err := s.cfg.Store.PullEvents(ctx, leasestore.PullParams{
+		wh := newWithholder(p)
+		leases, err := s.cfg.Store.PullEvents(ctx, wh.params(leasestore.PullParams{
 			Consumer: st.Queue, Worker: st.Session, Limit: n,
 			Visibility: s.ackTimeout(c), Source: src,
-		})
+		}))
 		if err != nil {
 			var full *leasestore.WindowFullError
 			if errors.As(err, &full) {
@@ -204,53 +211,56 @@ func (s *Service) PollSession(ctx context.Context, pp PollParams) ([]Delivery, e
 			}
 			return nil, sessionErr(st.Kind, st.Queue, err)
 		}
-		out, withheld, poison := s.leaseDeliveries(p, st.Kind, st.Queue, leases)
-		if len(withheld)+len(poison) > 0 {
-			if err := s.handBack(ctx, st.Queue, withheld, poison); err != nil {
+		out, poison := s.leaseDeliveries(p, wh, st.Kind, st.Queue, leases)
+		if len(poison) > 0 {
+			if err := s.rejectPoison(ctx, st.Queue, poison); err != nil {
 				return nil, sessionErr(st.Kind, st.Queue, err)
 			}
 		}
-		if len(out) > 0 || len(leases) == 0 || len(withheld) > 0 {
-			// Withheld events went back for other sessions: pulling again
-			// now would only take them back (see Stream).
-			if len(out) > 0 {
-				streamDelivered(ctx, st.Kind, out)
-			}
+		if len(out) > 0 {
+			streamDelivered(ctx, st.Kind, out)
 			return out, nil
 		}
-		// Everything pulled was poison: pull again within what is left of
-		// wait, until the delivery limit has dead-lettered it.
+		if len(leases) == 0 {
+			if skipped && time.Now().Before(deadline) && ctx.Err() == nil {
+				// The waiting events were all ones p may not read: wait
+				// for new events as an idle session would, rather than
+				// have the caller poll again at once.
+				skipped = false
+				src.wait = max(time.Until(deadline), 0)
+				continue
+			}
+			return nil, nil
+		}
+		// Everything pulled was poison, now dead-lettered: pull again
+		// within what is left of wait.
 		src.wait = max(time.Until(deadline), 0)
 	}
 }
 
-// handBack hands withheld events back to queue for other sessions (a
-// nack) and dead-letters poison events at once, as if their delivery
+// rejectPoison dead-letters poison events at once, as if their delivery
 // limit had passed (REASON_DELIVERY_LIMIT, the closest reason the
 // notifications API has): handed back, they would fail every stream that
 // took them until that limit.
-func (s *Service) handBack(ctx context.Context, queue string, withheld, poison []leasestore.EventRef) error {
-	if len(poison) > 0 {
-		if _, err := s.cfg.Store.Reject(ctx, queue, poison, leasestore.ReasonDeliveryLimit); err != nil {
-			return err
-		}
-	}
-	if len(withheld) > 0 {
-		if _, err := s.cfg.Store.Settle(ctx, queue, nil, withheld); err != nil {
-			return err
-		}
-	}
-	return nil
+func (s *Service) rejectPoison(ctx context.Context, queue string, poison []leasestore.EventRef) error {
+	_, err := s.cfg.Store.Reject(ctx, queue, poison, leasestore.ReasonDeliveryLimit)
+	return err
 }
 
 // leaseDeliveries turns single-event leases into deliveries (Tag 0) for
-// principal p, applying Stream's rules (see Stream): it returns the refs
-// of the events p may not read (withheld: to be handed back to the queue
-// for others) and of poison events, which no transport could deliver (not
-// a stored CloudEvent, or a message that breaks the publish rules of
+// principal p, applying Stream's rules (see Stream), and returns the refs
+// of poison events, which no transport could deliver (not a stored
+// CloudEvent, or a message that breaks the publish rules of
 // Event.Validate: written before they were enforced, or by another
-// writer), to be dead-lettered at once (see handBack).
-func (s *Service) leaseDeliveries(p *auth.Principal, kind StreamKind, queue string, leases []*leasestore.Lease) (out []Delivery, withheld, poison []leasestore.EventRef) {
+// writer), to be dead-lettered at once (see rejectPoison). wh is the
+// withholder the leases were pulled with (nil: p may receive every type):
+// it holds the events it decoded, so each is decoded once.
+//
+// The store hands p no event p may not read (leasestore.PullParams.Withhold,
+// decided by wh on the same decoding). Should one come anyway (a caller
+// that pulled without wh), it is not shown and not settled: it stays with
+// the session until the session ends or its ack timeout passes.
+func (s *Service) leaseDeliveries(p *auth.Principal, wh *withholder, kind StreamKind, queue string, leases []*leasestore.Lease) (out []Delivery, poison []leasestore.EventRef) {
 	for _, l := range leases {
 		ref := leasestore.EventRef{LeaseID: l.ID, Generation: l.Generation}
 		if len(l.Events) == 0 {
@@ -260,22 +270,19 @@ func (s *Service) leaseDeliveries(p *auth.Principal, kind StreamKind, queue stri
 		body := l.Events[0]
 		// One decode serves both the rights check and the delivery: it is
 		// the largest cost of a stream's push loop (docs/benchmarks.md).
-		ev, err := DecodeConsumerEvent(body)
-		if err == nil {
-			err = ev.deliverable()
-		}
-		if err != nil {
-			s.cfg.Logger.Error("poison event: no transport can deliver it; it goes to the dead-letter queue at once", queueAttr(kind, queue), "lease", l.ID, "delivery_count", l.Attempt, "err", err)
+		d := wh.decode(body)
+		if d.err != nil {
+			s.cfg.Logger.Error("poison event: no transport can deliver it; it goes to the dead-letter queue at once", queueAttr(kind, queue), "lease", l.ID, "delivery_count", l.Attempt, "err", d.err)
 			poison = append(poison, ref)
 			continue
 		}
-		if !p.CanReceive(ev.EventType) {
-			withheld = append(withheld, ref)
+		if !p.CanReceive(d.ev.EventType) {
+			s.cfg.Logger.Error("an event the principal may not read was pulled for it; it is not delivered", queueAttr(kind, queue), "lease", l.ID)
 			continue
 		}
-		out = append(out, Delivery{DeliveryCount: l.Attempt, Event: ev, Body: body, Ref: ref})
+		out = append(out, Delivery{DeliveryCount: l.Attempt, Event: d.ev, Body: body, Ref: ref})
 	}
-	return out, withheld, poison
+	return out, poison
 }
 
 // Tag assigns the next delivery tags (st.NextTag+1, +2, …) to ds, setting

@@ -365,7 +365,8 @@ func TestSessionQueueDeleted(t *testing.T) {
 // queue, for a session that may read them.
 func TestSessionPrincipalFilter(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	const limit = 2
+	b := setup(t, setupOpts{deliveryLimit: limit})
 	ctx := t.Context()
 	_, err := b.svc.CreateQueue(ctx, root, delivery.CreateQueueParams{ID: "q"})
 	require.NoError(t, err)
@@ -374,7 +375,9 @@ func TestSessionPrincipalFilter(t *testing.T) {
 	st := opened.State
 	require.NoError(t, err)
 	b.publish(t, "users.a", 0, 2)
-	require.Empty(t, poll(t, b, orders, st, 10), "nothing readable")
+	for range limit + 3 {
+		require.Empty(t, poll(t, b, orders, st, 10), "nothing readable")
+	}
 	c, err := b.store.GetConsumer(ctx, "q")
 	require.NoError(t, err)
 	require.Zero(t, c.Committed, "the unreadable events were not settled")
@@ -390,6 +393,12 @@ func TestSessionPrincipalFilter(t *testing.T) {
 	require.NoError(t, err)
 	got := poll(t, b, root, rootSt, 10)
 	require.ElementsMatch(t, []int{0, 1}, ns(t, got))
+	for _, d := range got {
+		require.EqualValues(t, 1, d.DeliveryCount, "the other session's polls were not deliveries")
+	}
+	dls, _, err := b.store.ListDeadLetters(ctx, 10, "")
+	require.NoError(t, err)
+	require.Empty(t, dls, "nothing was dead-lettered")
 }
 
 // lambda is one stateless invocation's view of the shared connection. Its

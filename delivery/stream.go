@@ -127,14 +127,14 @@ type SettleReport struct {
 // be called concurrently with itself.
 //
 // Every event is checked against the principal's right to read its type
-// (auth.Principal.CanReceive). An event the principal may not read is
-// never delivered to it, and never settled by it: it is handed back to the
-// queue at once (a nack) for a session that may read it, and the session
-// that withheld it waits WithheldBackoff before it pulls again, so that
-// the others get to it first. No principal's rights can thus destroy
-// another's events. A hand-back counts as a delivery: an event no session
-// that may read it takes is dead-lettered by the delivery limit, as any
-// other (docs/limits.md, "Events a principal may not read").
+// (auth.Principal.CanReceive), in the store, before it is handed out
+// (leasestore.PullParams.Withhold). An event the principal may not read
+// is never handed to its sessions: it waits in the queue, its delivery
+// count, due time and age as they were, for a session that may read it,
+// while the events after it flow. Such a session settles nothing of it
+// and moves it toward no limit, however often it pulls: no principal's
+// rights can destroy, delay or dead-letter another's events
+// (docs/limits.md, "Events a principal may not read").
 //
 // A poison event — one no transport can deliver: not a stored CloudEvent,
 // or a message breaking the publish rules (invalid UTF-8, nesting past
@@ -412,10 +412,11 @@ func (st *Stream) Next(ctx context.Context) ([]Delivery, error) {
 			continue // check says why the wait ended
 		}
 		st.src.async.begin()
-		leases, err := st.svc.cfg.Store.PullEvents(ctx, leasestore.PullParams{
+		wh := newWithholder(st.p)
+		leases, err := st.svc.cfg.Store.PullEvents(ctx, wh.params(leasestore.PullParams{
 			Consumer: st.queue, Worker: st.session, Limit: min(cfg.Batch, room),
 			Visibility: st.ackTimeout, Source: st.src,
-		})
+		}))
 		if err != nil {
 			var full *leasestore.WindowFullError
 			if errors.As(err, &full) {
@@ -436,9 +437,9 @@ func (st *Stream) Next(ctx context.Context) ([]Delivery, error) {
 			return nil, st.sessionErr(err)
 		}
 		failures = 0
-		out, withheld, poison := st.deliveries(leases)
-		if len(withheld)+len(poison) > 0 {
-			if err := st.svc.handBack(ctx, st.queue, withheld, poison); err != nil {
+		out, poison := st.deliveries(wh, leases)
+		if len(poison) > 0 {
+			if err := st.svc.rejectPoison(ctx, st.queue, poison); err != nil {
 				if cerr := st.check(ctx); cerr != nil {
 					return nil, cerr
 				}
@@ -448,10 +449,6 @@ func (st *Stream) Next(ctx context.Context) ([]Delivery, error) {
 		if len(out) > 0 {
 			streamDelivered(ctx, st.kind, out)
 			return out, nil
-		}
-		if len(withheld) > 0 {
-			// Give the sessions that may read them time to take them.
-			_ = sleep(ctx, WithheldBackoff(cfg))
 		}
 	}
 }
@@ -489,10 +486,11 @@ func (st *Stream) room(ctx context.Context) int {
 	}
 }
 
-// deliveries tags the events the principal may read and returns the refs
-// of the withheld and poison ones, to be handed back (see Stream).
-func (st *Stream) deliveries(leases []*leasestore.Lease) (out []Delivery, withheld, poison []leasestore.EventRef) {
-	out, withheld, poison = st.svc.leaseDeliveries(st.p, st.kind, st.queue, leases)
+// deliveries tags the events of leases for the client and returns the
+// refs of the poison ones, to be dead-lettered (see Stream); wh is the
+// pull's withholder (nil: none).
+func (st *Stream) deliveries(wh *withholder, leases []*leasestore.Lease) (out []Delivery, poison []leasestore.EventRef) {
+	out, poison = st.svc.leaseDeliveries(st.p, wh, st.kind, st.queue, leases)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for i := range out {
@@ -500,15 +498,8 @@ func (st *Stream) deliveries(leases []*leasestore.Lease) (out []Delivery, withhe
 		st.tags[st.nextTag] = out[i].Ref
 		out[i].Tag = st.nextTag
 	}
-	return out, withheld, poison
+	return out, poison
 }
-
-// WithheldBackoff is how long a stream waits after a pull that found only
-// events its principal may not read, before it pulls again: twice the
-// poll wait (2 s by default), so that every other session of the queue —
-// each waits at most PollWait at the broker before it looks at the
-// queue's redeliveries — pulls first.
-func WithheldBackoff(cfg StreamConfig) time.Duration { return 2 * cfg.PollWait }
 
 // Ack acknowledges tags; see Settle.
 func (st *Stream) Ack(ctx context.Context, tags ...int64) (SettleReport, error) {

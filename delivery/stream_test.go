@@ -487,6 +487,58 @@ func TestWithheldEventsReachTheOwner(t *testing.T) {
 	require.Empty(t, dls, "nothing was dead-lettered")
 }
 
+// TestWithheldStreamEventsKeepTheirCount (issue: a principal that may
+// not receive a queue's events could dead-letter them by pulling): a
+// durable stream whose principal may not read some events pulls more
+// often than the delivery limit while the events after them flow to it;
+// the unreadable events are never dead-lettered, and a stream that may
+// read them gets them as a first delivery.
+func TestWithheldStreamEventsKeepTheirCount(t *testing.T) {
+	t.Parallel()
+	const limit = 3
+	b := setup(t, setupOpts{deliveryLimit: limit, streams: delivery.StreamConfig{Batch: 1}})
+	ctx := t.Context()
+	_, err := b.svc.CreateQueue(ctx, root, delivery.CreateQueueParams{ID: "wq"})
+	require.NoError(t, err)
+	bob := &auth.Principal{ID: "bob", Permissions: []string{auth.PermConsumeDurableQueues, "receive:bob.*"}}
+	alice := &auth.Principal{ID: "alice", Permissions: []string{auth.PermConsumeDurableQueues, "receive:alice.*"}}
+	bobSt, err := b.svc.OpenStream(ctx, bob, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "wq"})
+	require.NoError(t, err)
+	defer func() { _ = bobSt.Close(context.Background()) }()
+
+	b.publish(t, "alice.x", 0, 2)
+	// Each of bob's events is a pull of its own (Batch 1), and every pull
+	// meets alice's events first.
+	for i := range limit + 3 {
+		b.publish(t, "bob.x", 100+i, 1)
+		ds := next(t, bobSt)
+		require.Len(t, ds, 1)
+		require.Equal(t, 100+i, nOf(t, ds[0]))
+		_, err := bobSt.Ack(ctx, ds[0].Tag)
+		require.NoError(t, err)
+	}
+	dls, _, err := b.store.ListDeadLetters(ctx, 10, "")
+	require.NoError(t, err)
+	require.Empty(t, dls, "bob's pulls dead-lettered nothing")
+
+	aliceSt, err := b.svc.OpenStream(ctx, alice, delivery.StreamRequest{Kind: delivery.Durable, QueueID: "wq"})
+	require.NoError(t, err)
+	defer func() { _ = aliceSt.Close(context.Background()) }()
+	var got []delivery.Delivery
+	for len(got) < 2 {
+		got = append(got, next(t, aliceSt)...)
+	}
+	for i, d := range got {
+		require.Equal(t, i, nOf(t, d), "in order")
+		require.EqualValues(t, 1, d.DeliveryCount, "bob's pulls were not deliveries")
+		_, err := aliceSt.Ack(ctx, d.Tag)
+		require.NoError(t, err)
+	}
+	c, err := b.store.GetConsumer(ctx, "wq")
+	require.NoError(t, err)
+	require.EqualValues(t, limit+5, c.Committed)
+}
+
 // TestPoisonDeadLetteredAtOnce: an event no transport can deliver (here a
 // body that is not a CloudEvent, as another writer to the topic could
 // leave) goes to the dead-letter queue on its first delivery, never

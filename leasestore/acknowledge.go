@@ -79,7 +79,18 @@ type AckResult struct {
 //     reads dead_lettered; a move interrupted half-way is finished by
 //     whoever meets the lease next, and reads dead_lettered too;
 //   - anything for an older generation, or for a lease already committed
-//     or being dead-lettered, is stale and changes nothing.
+//     or being dead-lettered, is stale and changes nothing;
+//   - but the repeat of an acknowledgement that committed the lease (ok)
+//     or dead-lettered it (rejected) — the same lease id, generation and
+//     status, as a client sends when it retries after losing the answer —
+//     answers as the first did, committed (with the cursor now) or
+//     dead_lettered, and changes nothing: the durable-consumer API's
+//     "stale" says that nothing was committed. Herald remembers such an
+//     acknowledgement in the lease's block while the block has unsettled
+//     leases, and for at least RememberAcks (10 minutes) after its last
+//     lease is settled unless MaxRememberedBlocks (128) blocks of the
+//     consumer settled after it are remembered first; a repeat that comes
+//     later answers stale.
 //
 // Acknowledging is allowed while the consumer is paused. It reads the
 // consumer's head and the one block the lease id names, and writes only
@@ -111,10 +122,11 @@ func (s *Store) acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 	var b *blockDoc
 	lowered := false
 	var lowerTo int64 // with lowered: when the lease is due (0: now)
+	repeat := false   // the answer is a remembered one: nothing was written
 	rd := s.redelivery(d)
 	if ok {
 		err = s.retry(ctx, func() (bool, error) {
-			res.Outcome, res.HandedOut, lowered, lowerTo = OutcomeStale, time.Time{}, false, 0
+			res.Outcome, res.HandedOut, lowered, lowerTo, repeat = OutcomeStale, time.Time{}, false, 0, false
 			bs, err := s.getBlocks(ctx, d, []int64{bst})
 			if err != nil {
 				return false, err
@@ -124,6 +136,9 @@ func (s *Store) acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 			}
 			i := b.lease(lst, tag)
 			if i < 0 || b.Leases[i].Generation != p.Generation || b.Leases[i].Dying != "" {
+				if out, ok := b.remembered(lst, tag, p.Generation); ok && out == rememberedAs(p.Status) {
+					res.Outcome, repeat = out, true
+				}
 				return true, nil
 			}
 			l := &b.Leases[i]
@@ -132,6 +147,7 @@ func (s *Store) acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 			}
 			switch p.Status {
 			case StatusOK:
+				b.remember(l, p.Generation, OutcomeCommitted)
 				b.remove(i)
 				res.Outcome = OutcomeCommitted
 			case StatusFailed:
@@ -158,12 +174,13 @@ func (s *Store) acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 					}
 				}
 			case StatusRejected:
+				b.remember(l, p.Generation, OutcomeDeadLettered)
 				b.markDying(i, ReasonRejected, s.nowMs())
 				res.Outcome = OutcomeDeadLettered
 			}
 			ok, err := s.commit(ctx, d.ID, blockWrite(b))
 			if ok {
-				s.notes.note(d, b.Start, b.unsettled())
+				s.notes.noteBlock(d, b)
 			}
 			return ok, err
 		})
@@ -171,10 +188,10 @@ func (s *Store) acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 			return nil, err
 		}
 	}
-	if res.Outcome == OutcomeCommitted {
+	if res.Outcome == OutcomeCommitted && !repeat {
 		s.dropIfEmpty(ctx, d, b)
 	}
-	if res.Outcome == OutcomeDeadLettered {
+	if res.Outcome == OutcomeDeadLettered && !repeat {
 		if err := s.finishDying(ctx, d, b); err != nil {
 			// Marked dying: nobody is handed the events, and the next pull
 			// (told by the lowered hint) finishes the move.
@@ -199,4 +216,17 @@ func (s *Store) acknowledge(ctx context.Context, p AckParams) (*AckResult, error
 		return nil, err
 	}
 	return res, nil
+}
+
+// rememberedAs is the remembered outcome a repeat of an acknowledgement
+// with status answers: committed for ok, dead_lettered for rejected; ""
+// for failed, whose lease stays in its block, where a repeat finds it.
+func rememberedAs(status AckStatus) Outcome {
+	switch status {
+	case StatusOK:
+		return OutcomeCommitted
+	case StatusRejected:
+		return OutcomeDeadLettered
+	}
+	return ""
 }

@@ -371,3 +371,114 @@ func (r *reader) done() error {
 	}
 	return r.err
 }
+
+// Remembered acknowledgements (ackMemory), a block's: a version byte, a
+// uvarint count, then per entry the lease's offset in the block
+// (uvarint), its tag (8 bytes, big-endian), the generation acknowledged
+// (uvarint) and the outcome (a byte: 1 committed, 2 dead-lettered).
+//
+// Kept blocks (keptList), a head's, in the order they were kept: a version
+// byte, a uvarint count, then per entry its start and its forget time in
+// whole seconds, rounded up, each as a varint of the difference from the
+// previous entry's (from 0 for the first): blocks settle in roughly the
+// order they were reserved and are kept in the order they settle, so an
+// entry takes about 2–3 bytes.
+
+const (
+	ackMemoryV1 = 1
+	keptListV1  = 1
+)
+
+// ackOutcomes are the remembered outcomes as stored; 0 is none.
+var ackOutcomes = [...]Outcome{1: OutcomeCommitted, 2: OutcomeDeadLettered}
+
+// MarshalBinary implements encoding.BinaryMarshaler for docstore.
+func (m ackMemory) MarshalBinary() ([]byte, error) {
+	b := make([]byte, 0, 2+len(m)*12)
+	b = append(b, ackMemoryV1)
+	b = binary.AppendUvarint(b, uint64(len(m)))
+	for _, a := range m {
+		code := byte(0)
+		for i, o := range ackOutcomes {
+			if i > 0 && o == a.Outcome {
+				code = byte(i)
+			}
+		}
+		if code == 0 || a.Offset < 0 || a.Generation < 0 {
+			return nil, fmt.Errorf("remembered acknowledgements: cannot store %+v", a)
+		}
+		b = binary.AppendUvarint(b, uint64(a.Offset))
+		b = binary.BigEndian.AppendUint64(b, a.Tag)
+		b = binary.AppendUvarint(b, uint64(a.Generation))
+		b = append(b, code)
+	}
+	return b, nil
+}
+
+// UnmarshalBinary implements encoding.BinaryUnmarshaler for docstore.
+func (m *ackMemory) UnmarshalBinary(b []byte) error {
+	r := reader{b: b}
+	if v := r.byte(); v != ackMemoryV1 {
+		return fmt.Errorf("remembered acknowledgements: unknown version %d", v)
+	}
+	n := r.count()
+	out := make(ackMemory, 0, n)
+	for i := 0; i < n && r.err == nil; i++ {
+		off, tag, gen := r.uvarint(), r.uint64(), r.uvarint()
+		code := r.byte()
+		if off > maxBlockEvents || gen > math.MaxInt64 || code == 0 || int(code) >= len(ackOutcomes) {
+			r.fail(errors.New("entry out of range"))
+			break
+		}
+		out = append(out, ackRec{Offset: int64(off), Tag: tag, Generation: int64(gen), Outcome: ackOutcomes[code]})
+	}
+	if err := r.done(); err != nil {
+		return fmt.Errorf("remembered acknowledgements: %w", err)
+	}
+	*m = out
+	return nil
+}
+
+// MarshalBinary implements encoding.BinaryMarshaler for docstore.
+func (k keptList) MarshalBinary() ([]byte, error) {
+	b := make([]byte, 0, 4+len(k)*3)
+	b = append(b, keptListV1)
+	b = binary.AppendUvarint(b, uint64(len(k)))
+	var start, sec int64
+	for _, e := range k {
+		s := (e.Until + 999) / 1000 // rounded up: never forgotten early
+		b = binary.AppendVarint(b, e.Start-start)
+		b = binary.AppendVarint(b, s-sec)
+		start, sec = e.Start, s
+	}
+	return b, nil
+}
+
+// UnmarshalBinary implements encoding.BinaryUnmarshaler for docstore.
+func (k *keptList) UnmarshalBinary(b []byte) error {
+	r := reader{b: b}
+	if v := r.byte(); v != keptListV1 {
+		return fmt.Errorf("kept blocks: unknown version %d", v)
+	}
+	n := r.count()
+	out := make(keptList, 0, n)
+	var start, sec int64
+	for i := 0; i < n && r.err == nil; i++ {
+		ds, dt := r.varint(), r.varint()
+		if ds < -maxUntilSec || ds > maxUntilSec || dt < -maxUntilSec || dt > maxUntilSec {
+			r.fail(errors.New("entry out of range"))
+			break
+		}
+		start, sec = start+ds, sec+dt
+		if start < 1 || sec < 1 || sec > maxUntilSec {
+			r.fail(errors.New("entry out of range"))
+			break
+		}
+		out = append(out, keptBlock{Start: start, Until: sec * 1000})
+	}
+	if err := r.done(); err != nil {
+		return fmt.Errorf("kept blocks: %w", err)
+	}
+	*k = out
+	return nil
+}

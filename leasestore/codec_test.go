@@ -57,6 +57,73 @@ func TestSessionListRoundTrip(t *testing.T) {
 	require.Error(t, out.UnmarshalBinary([]byte{sessionListV1, 1, 3, 'a'}), "truncated")
 }
 
+func TestAckMemoryRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, in := range []ackMemory{
+		{},
+		{{Offset: 0, Tag: newTag(), Generation: 0, Outcome: OutcomeCommitted}},
+		{{Offset: 4094, Tag: newTag(), Generation: 1 << 40, Outcome: OutcomeDeadLettered}, {Offset: 3, Tag: 7, Generation: 2, Outcome: OutcomeCommitted}},
+	} {
+		b, err := in.MarshalBinary()
+		require.NoError(t, err)
+		var out ackMemory
+		require.NoError(t, out.UnmarshalBinary(b))
+		require.Equal(t, in, out)
+	}
+	_, err := ackMemory{{Outcome: OutcomeStale}}.MarshalBinary()
+	require.Error(t, err, "only committed and dead_lettered are remembered")
+	var out ackMemory
+	require.Error(t, out.UnmarshalBinary([]byte{ackMemoryV1, 1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 9}), "unknown outcome")
+	require.Error(t, out.UnmarshalBinary([]byte{ackMemoryV1, 1, 0}), "truncated")
+}
+
+func TestKeptListRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, in := range []keptList{
+		{},
+		{{Start: 1, Until: 1_893_456_000_000}},
+		// In the order kept, which is not the order of starts.
+		{{Start: 901, Until: 1_893_456_000_000}, {Start: 1, Until: 1_893_456_001_000}, {Start: 1 << 40, Until: 1_893_456_000_000}},
+	} {
+		b, err := in.MarshalBinary()
+		require.NoError(t, err)
+		var out keptList
+		require.NoError(t, out.UnmarshalBinary(b))
+		require.Equal(t, in, out)
+	}
+	b, err := keptList{{Start: 5, Until: 1_893_456_000_001}}.MarshalBinary()
+	require.NoError(t, err)
+	var out keptList
+	require.NoError(t, out.UnmarshalBinary(b))
+	require.Equal(t, int64(1_893_456_001_000), out[0].Until, "a forget time is rounded up, never down")
+	require.Error(t, out.UnmarshalBinary([]byte{keptListV1, 1, 2, 0, 0}), "a start below 1")
+}
+
+// TestForgetKeepsTheLatest: past MaxRememberedBlocks the blocks kept first
+// are forgotten first, whatever their starts and however close their
+// forget times (stored to the second): a batch settled late, at a low
+// position, is not pushed out by the ones settled before it.
+func TestForgetKeepsTheLatest(t *testing.T) {
+	t.Parallel()
+	d := &consumerDoc{}
+	const until = 1_893_456_000_000
+	for i := range MaxRememberedBlocks {
+		d.keep(int64(1000+i), until)
+	}
+	d.keep(1, until) // settled last
+	d.keep(1, until) // once
+	b, err := d.Kept.MarshalBinary()
+	require.NoError(t, err)
+	require.Less(t, len(b), 3*MaxRememberedBlocks+16, "about 3 bytes a block, at most")
+	require.NoError(t, d.Kept.UnmarshalBinary(b))
+	require.Equal(t, []int64{1000}, d.forget(until-1), "the first kept goes")
+	require.Len(t, d.Kept, MaxRememberedBlocks)
+	require.Equal(t, int64(1), d.Kept[len(d.Kept)-1].Start)
+	gone := d.forget(until)
+	require.Len(t, gone, MaxRememberedBlocks, "all due")
+	require.Nil(t, d.Kept)
+}
+
 func TestCodecRejectsCorruptInput(t *testing.T) {
 	t.Parallel()
 	good, err := blockLeases{{Start: 3, Count: 2, Tag: 1, Attempt: 1, Worker: workerKey("")}}.MarshalBinary()
@@ -106,7 +173,9 @@ func FuzzRecordCodecs(f *testing.F) {
 	bl, _ := blockLeases{{Start: 1, Count: 2, Tag: 3, Worker: workerKey("w"), Attempt: 1}, {Start: 3, Count: 1, Dying: ReasonExpired}}.MarshalBinary()
 	bi, _ := blockIndex{{Start: 3, Count: 9, Held: 2, Holder: 300, Until: 5000}}.MarshalBinary()
 	ss, _ := sessionList{{Key: workerKey("s"), Expires: 77}, {Key: workerKey("t"), Expires: 5, Tombstone: true}}.MarshalBinary()
-	for _, seed := range [][]byte{bl, bi, ss, {}, {blockLeasesV1, 1}} {
+	am, _ := ackMemory{{Offset: 2, Tag: 9, Generation: 1, Outcome: OutcomeCommitted}}.MarshalBinary()
+	kl, _ := keptList{{Start: 9, Until: 7000}, {Start: 3, Until: 5000}}.MarshalBinary()
+	for _, seed := range [][]byte{bl, bi, ss, am, kl, {}, {blockLeasesV1, 1}} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -133,6 +202,22 @@ func FuzzRecordCodecs(f *testing.F) {
 			var back eventBatch
 			require.NoError(t, back.UnmarshalBinary(again))
 			require.Equal(t, len(eb.Events), len(back.Events))
+		}
+		var m ackMemory
+		if m.UnmarshalBinary(b) == nil {
+			again, err := m.MarshalBinary()
+			require.NoError(t, err)
+			var back ackMemory
+			require.NoError(t, back.UnmarshalBinary(again))
+			require.Equal(t, m, back)
+		}
+		var k keptList
+		if k.UnmarshalBinary(b) == nil {
+			again, err := k.MarshalBinary()
+			require.NoError(t, err)
+			var back keptList
+			require.NoError(t, back.UnmarshalBinary(again))
+			require.Equal(t, k, back)
 		}
 		var s sessionList
 		if s.UnmarshalBinary(b) == nil {

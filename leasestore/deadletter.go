@@ -48,7 +48,9 @@ const (
 type DeadLetter struct {
 	// ID identifies the dead letter for ReplayDeadLetter and
 	// DiscardDeadLetter: "<origin>:<incarnation>:<position>", the position
-	// zero-padded to 20 digits. It is deterministic, so finishing an
+	// zero-padded to 20 digits, or "<origin>:<incarnation>:u<event id>"
+	// for an event that never reached its consumer
+	// (DeadLetterUnreceived). It is deterministic, so finishing an
 	// interrupted dead-lettering never makes a second copy.
 	ID string
 	// Reason is ReasonDeliveryLimit, ReasonExpired, ReasonMaxLen or
@@ -214,7 +216,7 @@ func (s *Store) finishDying(ctx context.Context, d *consumerDoc, b *blockDoc) er
 			for reason, n := range moved {
 				telemetry.DeadLettered(ctx, reason, n)
 			}
-			s.notes.note(d, b.Start, b.unsettled())
+			s.notes.noteBlock(d, b)
 			s.dropIfEmpty(ctx, d, b)
 			return nil
 		}

@@ -41,13 +41,22 @@
 //	                                  attribute costs docstore allocations on
 //	                                  every read), next position, a floor of
 //	                                  the cursor,
-//	                                  the sessions, and the index of open
+//	                                  the sessions, the index of open
 //	                                  blocks (about 7 bytes each, see
-//	                                  blockEntry): a few hundred bytes
+//	                                  blockEntry), and the settled blocks
+//	                                  kept for the acknowledgements they
+//	                                  remember (at most MaxRememberedBlocks,
+//	                                  about 3 bytes each, see keptList): a
+//	                                  few hundred bytes
 //	key "l:<consumer id>:<incarnation>:<start, 20 digits>"
 //	                                  kind "block"     one reservation of
 //	                                  positions and its unsettled leases (about
-//	                                  30 bytes each; 100 at most for a pull)
+//	                                  30 bytes each; 100 at most for a pull),
+//	                                  and the acknowledgements applied to its
+//	                                  leases (about 12 bytes each; see
+//	                                  RememberAcks): once settled it is kept,
+//	                                  without payload, for a repeated
+//	                                  acknowledgement
 //	key "p:<consumer id>:<payload id>" kind "payload"  a block's events, packed
 //	                                  and zstd-compressed (see eventBatch)
 //	key "d:<consumer id>:<incarnation>:<position>"

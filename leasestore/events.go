@@ -23,6 +23,13 @@ import (
 // single events the same way. Each returned Lease holds exactly one event.
 // It returns (nil, nil) when there is nothing to hand out.
 //
+// With p.Withhold set, an event the session may not be shown is never
+// handed to it: one waiting for redelivery is passed over and left as it
+// is (its delivery count, generation, due time and age unchanged, and not
+// aged out by MessageTTL on the session's behalf), and a new one is taken
+// into the queue waiting for redelivery, with delivery count 0, for a
+// session that may read it. The events after it are handed out as usual.
+//
 // p.Worker must be a session attached with Attach; PullEvents does not
 // refresh it. A session that was removed (detached, evicted, lapsed) gets
 // herr.FailedPrecondition ("consumer cancelled", see Attach), and so does
@@ -233,6 +240,9 @@ func (s *Store) pullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 			if err != nil {
 				return false, err
 			}
+			if p.Withhold != nil && p.Withhold(events[0]) {
+				continue // not this session's to see: left as it is
+			}
 			if expired(pd.publishedAt(l.Start - r.b.Start)) {
 				mark(r, ReasonExpired)
 				continue
@@ -281,6 +291,14 @@ func (s *Store) pullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 		for b := range dirty {
 			extra = append(extra, blockWrite(b))
 		}
+		// Decided here, not in the block builder, which may run in another
+		// caller's goroutine (reserve).
+		withheld := make([]bool, n)
+		if p.Withhold != nil {
+			for j := range n {
+				withheld[j] = p.Withhold(received[j].Body)
+			}
+		}
 		handed := len(out)
 		var nb *blockDoc
 		last = &reservation{
@@ -297,6 +315,8 @@ func (s *Store) pullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 					switch {
 					case expired(published[j]):
 						l.Dying, l.Expires = ReasonExpired, nowMs
+					case withheld[j]:
+						l.Requeued = true // never delivered: waits for a session that may read it
 					case given < limit:
 						l.Worker, l.Session, l.Attempt, l.Expires, l.Life = key, true, 1, expires, lifeSecs(nowMs, expires)
 						given++
@@ -326,7 +346,7 @@ func (s *Store) pullEvents(ctx context.Context, p PullParams) ([]*Lease, error) 
 		s.settleSource(ctx, p.Source, received, n)
 		received = nil
 		for b := range dirty {
-			s.notes.note(d, b.Start, b.unsettled())
+			s.notes.noteBlock(d, b)
 		}
 		if nb.hasDying() {
 			dirty[nb] = true
@@ -507,7 +527,7 @@ func (s *Store) settle(ctx context.Context, consumer string, p SettleParams) (Se
 			}
 			ok, err := s.commit(ctx, d.ID, blockWrite(b))
 			if ok {
-				s.notes.note(d, b.Start, b.unsettled())
+				s.notes.noteBlock(d, b)
 			}
 			return ok, err
 		})

@@ -48,6 +48,7 @@ func (s *Store) ExpireLeases(ctx context.Context, consumer string) (Expired, err
 		}
 		nowMs := s.opts.Now().UnixMilli()
 		before, _ := d.Blocks.MarshalBinary()
+		keptBefore, _ := d.Kept.MarshalBinary()
 		changed := d.pruneSessions(nowMs)
 		live := d.sessionLive(nowMs)
 		blocks, err := s.getBlocks(ctx, d, d.allStarts())
@@ -81,24 +82,24 @@ func (s *Store) ExpireLeases(ctx context.Context, consumer string) (Expired, err
 				}
 			}
 		}
-		for st, b := range blocks {
-			if b != nil && len(b.Leases) == 0 {
-				blocks[st] = nil
-			}
-		}
 		nt := s.notes.take(d)
-		d.apply(ref, nt, nowMs, s.redelivery(d))
+		d.apply(ref, nt, nowMs, s.redelivery(d)) // an empty block read here is settled, kept or not
+		gone := d.forget(nowMs)
 		after, _ := d.Blocks.MarshalBinary()
+		keptAfter, _ := d.Kept.MarshalBinary()
 		if c, err := s.cursor(ctx, d, blocks); err == nil && c > d.Committed {
 			d.Committed = c
 			changed = true
 		}
-		if !changed && string(before) == string(after) {
+		if !changed && string(before) == string(after) && string(keptBefore) == string(keptAfter) {
 			return true, nil
 		}
 		ok, err := s.commit(ctx, consumer, write{doc: d})
 		if !ok {
 			s.notes.giveBack(d, nt)
+		}
+		if ok {
+			s.forgetBlocks(ctx, d, gone)
 		}
 		return ok, err
 	})

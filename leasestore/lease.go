@@ -58,6 +58,49 @@ type PullParams struct {
 	// NotFound first) and before the paused check; an error it returns
 	// ends the pull with that error, nothing written.
 	SourceFor func(ConsumerIdentity) (Source, error)
+	// Withhold, when set, reports whether an event (its body as stored)
+	// must not be shown to the caller: the notifications API and the
+	// durable-consumer API deliver an event only to a principal that may
+	// read its type. Such an event is never handed to the caller, so its
+	// delivery count, generation, due time and age stay as they were and
+	// another caller that may read it gets it as if this one had never
+	// pulled (see Pull and PullEvents). nil: every event may be shown. It
+	// must be safe to call from any goroutine and must not block.
+	Withhold func(event []byte) bool
+}
+
+// readable returns how many of events, from the front, p.Withhold lets
+// the caller see.
+func (p *PullParams) readable(events [][]byte) int {
+	if p.Withhold == nil {
+		return len(events)
+	}
+	for i, e := range events {
+		if p.Withhold(e) {
+			return i
+		}
+	}
+	return len(events)
+}
+
+// WithheldError is Pull's error when the next event it would hand out is
+// one the caller may not be shown (PullParams.Withhold). Nothing was
+// handed out or written for it: the event and the ones behind it wait,
+// with their delivery count, for a caller that may read it. Its code is
+// herr.PermissionDenied; callers name the event's type in what they
+// answer.
+type WithheldError struct {
+	// Event is the withheld event as stored.
+	Event []byte
+}
+
+func (e *WithheldError) Error() string {
+	return "the next event of this consumer is one the caller may not be shown; it waits for a caller that may"
+}
+
+// Unwrap lets herr.CodeOf see PermissionDenied.
+func (e *WithheldError) Unwrap() error {
+	return &herr.Error{Code: herr.PermissionDenied, Message: e.Error()}
 }
 
 // Lease is a leased batch. Events[i] has position Start+i.
@@ -118,6 +161,17 @@ func (e *WindowFullError) WindowState() (inFlight, committed, dispatched int64) 
 // Options.DeliveryLimit is not handed out: its events go to the
 // dead-letter queue (ReasonDeliveryLimit), the cursor moves past them, and
 // the pull goes on to the next lease or to new work.
+//
+// With p.Withhold set, the batch of 1, 2 or 4 is cut before the first
+// event the caller may not be shown: the lease handed out holds only the
+// events before it (a lease being redelivered is split there, its rest
+// waiting under a new lease id; new events behind it go back to the
+// source at once, unleased). When that leaves nothing — the next event is
+// withheld — the pull hands out and writes nothing for it and fails with
+// a *WithheldError: a live lease stays with its holder, a waiting one
+// keeps its generation, attempt and due time, and new events go back to
+// the source. So a caller that keeps pulling events it may not read moves
+// neither the cursor, nor the in-flight window, nor any delivery count.
 //
 // It returns (nil, nil) when the consumer is caught up.
 func (s *Store) Pull(ctx context.Context, p PullParams) (*Lease, error) {
@@ -188,6 +242,15 @@ func (s *Store) pull(ctx context.Context, p PullParams) (*Lease, error) {
 					if errors.Is(err, errPayloadGone) {
 						return false, nil // settled meanwhile: re-read
 					}
+					if err == nil {
+						if k := p.readable(out.Events); k < len(out.Events) {
+							// Held under this worker id by a principal
+							// that may read it: it stays that holder's.
+							withheld := out.Events[k]
+							out = nil
+							return false, &WithheldError{Event: withheld}
+						}
+					}
 					return err == nil, err
 				}
 			}
@@ -207,16 +270,32 @@ func (s *Store) pull(ctx context.Context, p PullParams) (*Lease, error) {
 			}
 			// Read the events before taking the lease: reading after the
 			// write could find them gone (see load).
-			if l.Count > int64(p.Limit) {
-				b.split(r.i, int64(p.Limit))
-				l = &b.Leases[r.i]
-			}
 			got, err := s.load(ctx, d.ID, b, l)
 			if errors.Is(err, errPayloadGone) {
 				return false, nil
 			}
 			if err != nil {
 				return false, err
+			}
+			n := min(l.Count, int64(p.Limit))
+			n = int64(p.readable(got.Events[:n]))
+			if n == 0 {
+				// The next event is withheld from the caller: leave the
+				// lease as it is (only the dead-letterings decided on the
+				// way are written).
+				withheld := got.Events[0]
+				if len(dirty) > 0 {
+					if ok, err := s.commitBlocks(ctx, d, dirty); !ok || err != nil {
+						return false, err
+					}
+					s.finishMarked(ctx, d, dirty, nil)
+				}
+				return false, &WithheldError{Event: withheld}
+			}
+			if l.Count > n {
+				b.split(r.i, n)
+				l = &b.Leases[r.i]
+				got.Events = got.Events[:n:n]
 			}
 			l.Worker, l.Requeued, l.Delayed, l.Session = worker, false, false, false
 			l.Generation++
@@ -261,6 +340,17 @@ func (s *Store) pull(ctx context.Context, p PullParams) (*Lease, error) {
 			}
 		}
 		n := min(s.fit(received), int(room))
+		if p.Withhold != nil {
+			// Events the caller may not be shown, and those behind them,
+			// go back to the source unleased (release, settleSource).
+			bodies := make([][]byte, n)
+			for i := range n {
+				bodies[i] = received[i].Body
+			}
+			if n = p.readable(bodies); n == 0 {
+				return false, &WithheldError{Event: received[0].Body}
+			}
+		}
 		if n != taken {
 			if pid == "" {
 				pid = uuid.NewString()
@@ -414,7 +504,7 @@ func (s *Store) commitBlocks(ctx context.Context, d *consumerDoc, dirty map[*blo
 	ok, err := s.commit(ctx, d.ID, ws...)
 	if ok {
 		for b := range dirty {
-			s.notes.note(d, b.Start, b.unsettled())
+			s.notes.noteBlock(d, b)
 			s.dropIfEmpty(ctx, d, b)
 		}
 	}
@@ -490,7 +580,7 @@ func (s *Store) holding(ctx context.Context, d *consumerDoc, blocks map[int64]*b
 		if b == nil {
 			s.notes.note(d, st, 0)
 		} else {
-			s.notes.note(d, st, b.unsettled())
+			s.notes.noteBlock(d, b)
 		}
 	}
 	n, _ = count()

@@ -149,7 +149,7 @@ func (s *Store) reapOne(ctx context.Context, id string, grace, idle time.Duratio
 	if err != nil || view == nil {
 		return nil, err
 	}
-	if blocks, err := s.getBlocks(ctx, d, d.allStarts()); err == nil {
+	if blocks, err := s.getBlocks(ctx, d, d.recordStarts()); err == nil {
 		s.deleteBlocks(ctx, d, blocks)
 	}
 	return view, nil

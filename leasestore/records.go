@@ -59,6 +59,10 @@ type consumerDoc struct {
 
 	Sessions     sessionList `docstore:"sessions"`    // attached sessions and recent tombstones; binary
 	LastAttached int64       `docstore:"attached_ms"` // Unix ms a session was last known attached; 0 = never
+	// Kept lists the settled blocks whose records are kept for the
+	// acknowledgements they remember (see keptList); binary, and absent
+	// when there are none.
+	Kept keptList `docstore:"kept,omitempty"`
 
 	// Home and Shared place a hub queue (see Consumer.Home); both absent
 	// for every other consumer, so they cost its reads nothing.
@@ -113,7 +117,7 @@ func (d *consumerDoc) unpacked() {
 
 // headFields are the fields of consumerDoc, for reads that must not fail
 // on a record of the earlier layout (which has others).
-var headFields = []docstore.FieldPath{"key", "kind", "layout", "cfg", "next", "floor", "blocks", "sessions", "attached_ms", "home", "shared",
+var headFields = []docstore.FieldPath{"key", "kind", "layout", "cfg", "next", "floor", "blocks", "sessions", "attached_ms", "home", "shared", "kept",
 	"id", "type", "filters", "sub", "paused", "created", "ttl_ms", "max_len", "inc",
 	"retry_min", "retry_max", "max_tries", "ack_timeout"}
 
@@ -210,8 +214,121 @@ type blockDoc struct {
 	Count    int64       `docstore:"count"`
 	Payload  string      `docstore:"payload"`
 	Leases   blockLeases `docstore:"leases"` // binary, see codec.go
+	// Acks remembers the acknowledgements applied to the block's leases
+	// (see ackMemory); binary, and absent when there are none.
+	Acks ackMemory `docstore:"acks,omitempty"`
 
 	DocstoreRevision any
+}
+
+// Remembered acknowledgements. The durable-consumer API's "stale" says
+// that nothing was committed; a client that retries an acknowledgement
+// whose answer it lost (a timeout, a dropped connection) must not be
+// told so when its first attempt committed. So an acknowledgement that
+// settles a lease (ok: committed; rejected: dead_lettered) is remembered
+// in the lease's block, in the write that settles it, and a repeat (the
+// same lease id, generation and status) answers as the first did.
+//
+// A block whose last lease is settled is then kept, without its payload,
+// instead of deleted: the head lists it in Kept (keptList) when it drops
+// the block from its index, and the head write that drops it from Kept
+// deletes the record. A block leaves Kept RememberAcks after it entered,
+// or earlier when more than MaxRememberedBlocks blocks are kept, the
+// longest kept first. So the head grows by at most MaxRememberedBlocks
+// entries of about 3 bytes, whatever the window or the rate, and an
+// acknowledgement still writes only its block.
+const (
+	// RememberAcks is how long, at least, a settled block's remembered
+	// acknowledgements are kept (unless MaxRememberedBlocks pushes them
+	// out first): 10 minutes, longer than the longest visibility
+	// (MaxLeaseVisibility) and any client's retries.
+	RememberAcks = 10 * time.Minute
+	// MaxRememberedBlocks bounds how many settled blocks (each one pull of
+	// new events, and the leases split from it) a consumer keeps for
+	// their remembered acknowledgements.
+	MaxRememberedBlocks = 128
+)
+
+// ackMemory is a block's remembered acknowledgements, one per lease
+// settled by Acknowledge (ok or rejected). It holds at most one entry per
+// lease the block ever had, so it is bounded by the block's events.
+type ackMemory []ackRec
+
+// ackRec is one remembered acknowledgement: of the lease at Offset from
+// the block's start with Tag, for Generation, and what it answered.
+type ackRec struct {
+	Offset     int64
+	Tag        uint64
+	Generation int64
+	Outcome    Outcome // OutcomeCommitted or OutcomeDeadLettered
+}
+
+// remember records that lease l's acknowledgement for generation gen
+// answered outcome.
+func (b *blockDoc) remember(l *leaseRec, gen int64, outcome Outcome) {
+	b.Acks = append(b.Acks, ackRec{Offset: l.Start - b.Start, Tag: l.Tag, Generation: gen, Outcome: outcome})
+}
+
+// remembered returns what the acknowledgement of the lease at start with
+// tag, for generation gen, answered, if b remembers one.
+func (b *blockDoc) remembered(start int64, tag uint64, gen int64) (Outcome, bool) {
+	for _, a := range b.Acks {
+		if a.Offset == start-b.Start && a.Tag == tag && a.Generation == gen {
+			return a.Outcome, true
+		}
+	}
+	return "", false
+}
+
+// kept reports whether b, as written, is a settled block kept for its
+// remembered acknowledgements.
+func (b *blockDoc) kept() bool { return b != nil && len(b.Leases) == 0 && len(b.Acks) > 0 }
+
+// keptList is a head's list of kept blocks (see RememberAcks), in the
+// order they were kept: the first is the first to be forgotten.
+type keptList []keptBlock
+
+// keptBlock is a settled block whose record is kept until Until (Unix ms).
+type keptBlock struct {
+	Start int64
+	Until int64
+}
+
+// keep adds the block at start, to be kept until until (Unix ms), unless
+// it is there already.
+func (d *consumerDoc) keep(start, until int64) {
+	for _, k := range d.Kept {
+		if k.Start == start {
+			return
+		}
+	}
+	d.Kept = append(d.Kept, keptBlock{Start: start, Until: until})
+}
+
+// forget drops from d's kept list the blocks due at nowMs and, past
+// MaxRememberedBlocks, the ones kept first, and returns their starts: the
+// records to delete once d is written.
+func (d *consumerDoc) forget(nowMs int64) []int64 {
+	var gone []int64
+	kept := d.Kept[:0]
+	for _, k := range d.Kept {
+		if k.Until <= nowMs {
+			gone = append(gone, k.Start)
+			continue
+		}
+		kept = append(kept, k)
+	}
+	if over := len(kept) - MaxRememberedBlocks; over > 0 {
+		for _, k := range kept[:over] {
+			gone = append(gone, k.Start)
+		}
+		kept = kept[over:]
+	}
+	d.Kept = kept
+	if len(d.Kept) == 0 {
+		d.Kept = nil
+	}
+	return gone
 }
 
 // leaseRec is one unsettled lease of a block.

@@ -161,13 +161,15 @@ func TestApplyDropsDoneBlocksAndRaisesTheFloor(t *testing.T) {
 		blocks: map[int64]*blockDoc{1: nil, 11: {Start: 11, Count: 10}},
 		stamps: map[int64]uint64{1: 0, 11: 1}, // 11 was lowered since it was read
 	}
-	d.apply(r, map[int64]int64{21: 4}, 0, redelivery{limit: 20})
+	d.apply(r, map[int64]note{21: {Held: 4}}, 0, redelivery{limit: 20})
 	require.Equal(t, blockIndex{
 		{Start: 11, Count: 10, Held: 10, Until: 5, Stamp: 2},
 		{Start: 21, Count: 10, Held: 4, Until: 5},
 	}, d.Blocks, "a gone block is dropped; a lowered entry keeps its hints; notes tighten Held")
 	require.Equal(t, int64(10), d.Committed)
-	d.apply(nil, map[int64]int64{11: 0, 21: 0}, 0, redelivery{limit: 20})
+	d.apply(nil, map[int64]note{11: {Held: 0, Kept: true}, 21: {Held: 0}}, 0, redelivery{limit: 20})
 	require.Empty(t, d.Blocks)
 	require.Equal(t, int64(30), d.Committed, "nothing open: everything handed out is settled")
+	require.Equal(t, keptList{{Start: 11, Until: RememberAcks.Milliseconds()}}, d.Kept,
+		"a settled block that remembers acknowledgements is kept")
 }

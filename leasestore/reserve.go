@@ -160,6 +160,15 @@ func (r *reservation) stillValid(d *consumerDoc, nowMs int64) bool {
 // the head with the new blocks in one atomic group; a lost race re-reads
 // and tries again a few times before handing the decision back.
 func (s *Store) writeReservations(ctx context.Context, consumer string, batch []*reservation) {
+	// Kept blocks the written head forgot are deleted last, after the
+	// callers have their answer (deferred calls run last in, first out).
+	var forgotten *consumerDoc
+	var gone []int64
+	defer func() {
+		if forgotten != nil {
+			s.forgetBlocks(ctx, forgotten, gone)
+		}
+	}()
 	defer func() {
 		for _, r := range batch {
 			close(r.done)
@@ -253,12 +262,14 @@ func (s *Store) writeReservations(ctx context.Context, consumer string, batch []
 			s.notes.giveBack(d, nt)
 			return
 		}
+		forget := d.forget(nowMs)
 		ok, err := false, faults.Check(faults.Reserve, consumer)
 		if err == nil {
 			ok, err = s.commit(ctx, consumer, append([]write{{doc: d}}, ws...)...)
 		}
 		if ok {
 			s.wroteHead(consumer)
+			forgotten, gone = d, forget
 		}
 		if err != nil || ok {
 			for _, r := range taken {
@@ -302,5 +313,6 @@ func (d *consumerDoc) clone() *consumerDoc {
 	c := *d
 	c.Blocks = append(blockIndex(nil), d.Blocks...)
 	c.Sessions = append(sessionList(nil), d.Sessions...)
+	c.Kept = append(keptList(nil), d.Kept...)
 	return &c
 }

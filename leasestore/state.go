@@ -97,6 +97,16 @@ func (d *consumerDoc) allStarts() []int64 {
 	return out
 }
 
+// recordStarts returns the starts of every block record d may have: the
+// ones it indexes and the settled ones it keeps (see RememberAcks).
+func (d *consumerDoc) recordStarts() []int64 {
+	out := d.allStarts()
+	for _, k := range d.Kept {
+		out = append(out, k.Start)
+	}
+	return out
+}
+
 // sessionLive returns the liveness test of d's sessions at nowMs (d's
 // sessions pruned first).
 func (d *consumerDoc) sessionLive(nowMs int64) func(string) bool {
@@ -182,39 +192,82 @@ func blockWrite(b *blockDoc) write {
 // dropIfEmpty deletes block b and its payload once b, as just written,
 // holds no lease: nobody can change an empty block any more, so the
 // deletes are unconditional and best effort (a block left behind reads as
-// empty, which is done; a payload left behind is unreachable).
+// empty, which is done; a payload left behind is unreachable). A block
+// that remembers acknowledgements is kept (blockDoc.kept): only its
+// payload goes, and the head write that forgets it deletes the record
+// (forgetBlocks).
 func (s *Store) dropIfEmpty(ctx context.Context, d *consumerDoc, b *blockDoc) {
 	if b == nil || len(b.Leases) > 0 {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
+	if b.kept() {
+		s.deletePayload(ctx, d.ID, b.Payload)
+		return
+	}
 	acts := s.coll.Actions()
 	acts.Delete(&blockDoc{Key: b.Key})
 	acts.Delete(&payloadDoc{Key: payloadKey(d.ID, b.Payload)})
 	_ = acts.Do(ctx)
 }
 
+// forgetBlocks deletes the records of d's kept blocks at starts, which a
+// head write has just dropped from d's kept list; best effort: a record
+// left behind only answers a repeated acknowledgement for longer.
+func (s *Store) forgetBlocks(ctx context.Context, d *consumerDoc, starts []int64) {
+	if len(starts) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), custodyTimeout)
+	defer cancel()
+	acts := s.coll.Actions()
+	for _, st := range starts {
+		acts.Delete(&blockDoc{Key: blockKey(d.ID, d.Incarnation, st)})
+	}
+	_ = acts.Do(ctx)
+}
+
 // notes remembers, per consumer incarnation, what this Store learned about
 // blocks without writing the head (an acknowledgement that settled a
-// block, a read that found one gone): the held count it saw. The next head
+// block, a read that found one gone): the held count it saw, and for a
+// settled block whether its record is kept (blockDoc.kept). The next head
 // write of the Store (a reservation, a sweep) applies them, so the head's
 // hints stay tight without a head write per acknowledgement. Losing notes
-// (a restart) only leaves hints looser until the next sweep.
+// (a restart) only leaves hints looser until the next sweep, which reads
+// the blocks.
 type notes struct {
 	mu sync.Mutex
-	m  map[string]map[int64]int64 // consumer key + incarnation → block start → held
+	m  map[string]map[int64]note // consumer key + incarnation → block start → what was seen
 	// cursors is the highest cursor this Store has computed per consumer
 	// incarnation; the cursor never moves backward, so it is a floor.
 	cursors map[string]int64
 }
 
+// note is what a Store saw of one block: at most Held unsettled events,
+// and, once none is left, whether the block's record is Kept.
+type note struct {
+	Held int64
+	Kept bool
+}
+
 func noteKey(d *consumerDoc) string { return d.ID + "\x00" + d.Incarnation }
 
+// note records that block start holds at most held unsettled events (0 for
+// a block that is gone).
 func (n *notes) note(d *consumerDoc, start, held int64) {
+	n.add(d, start, note{Held: held})
+}
+
+// noteBlock records block b as just read or written.
+func (n *notes) noteBlock(d *consumerDoc, b *blockDoc) {
+	n.add(d, b.Start, note{Held: b.unsettled(), Kept: b.kept()})
+}
+
+func (n *notes) add(d *consumerDoc, start int64, nt note) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.m == nil {
-		n.m = map[string]map[int64]int64{}
+		n.m = map[string]map[int64]note{}
 	}
 	k := noteKey(d)
 	m := n.m[k]
@@ -222,16 +275,18 @@ func (n *notes) note(d *consumerDoc, start, held int64) {
 		if len(n.m) > 10_000 {
 			clear(n.m) // bound the memory of a Store that sees many consumers
 		}
-		m = map[int64]int64{}
+		m = map[int64]note{}
 		n.m[k] = m
 	}
-	if old, ok := m[start]; !ok || held < old {
-		m[start] = held
+	if old, ok := m[start]; !ok || nt.Held < old.Held {
+		m[start] = nt
+	} else if nt.Held == old.Held && nt.Kept {
+		m[start] = nt
 	}
 }
 
 // take returns and forgets the notes of d.
-func (n *notes) take(d *consumerDoc) map[int64]int64 {
+func (n *notes) take(d *consumerDoc) map[int64]note {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	k := noteKey(d)
@@ -241,9 +296,9 @@ func (n *notes) take(d *consumerDoc) map[int64]int64 {
 }
 
 // giveBack returns notes that a failed head write did not apply.
-func (n *notes) giveBack(d *consumerDoc, m map[int64]int64) {
-	for st, held := range m {
-		n.note(d, st, held)
+func (n *notes) giveBack(d *consumerDoc, m map[int64]note) {
+	for st, nt := range m {
+		n.add(d, st, nt)
 	}
 }
 
@@ -253,8 +308,8 @@ func (n *notes) done(d *consumerDoc) map[int64]bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var out map[int64]bool
-	for st, held := range n.m[noteKey(d)] {
-		if held == 0 {
+	for st, nt := range n.m[noteKey(d)] {
+		if nt.Held == 0 {
 			if out == nil {
 				out = map[int64]bool{}
 			}
@@ -302,12 +357,14 @@ func newRefresh(d *consumerDoc, blocks map[int64]*blockDoc) *refresh {
 }
 
 // apply tightens the hints of d (about to be written) with what r read and
-// the Store's notes nt, and drops entries of blocks that are done. Entries
-// whose stamp moved since r's read keep their hints. It also raises d's
-// cursor floor over the leading done entries.
-func (d *consumerDoc) apply(r *refresh, nt map[int64]int64, nowMs int64, rd redelivery) {
+// the Store's notes nt, and drops entries of blocks that are done, listing
+// in d.Kept those whose records are kept (see RememberAcks). Entries whose
+// stamp moved since r's read keep their hints. It also raises d's cursor
+// floor over the leading done entries.
+func (d *consumerDoc) apply(r *refresh, nt map[int64]note, nowMs int64, rd redelivery) {
 	live := d.sessionLive(nowMs)
-	kept := d.Blocks[:0]
+	until := nowMs + RememberAcks.Milliseconds()
+	open := d.Blocks[:0]
 	for _, e := range d.Blocks {
 		if r != nil {
 			if b, ok := r.blocks[e.Start]; ok && r.stamps[e.Start] == e.Stamp {
@@ -316,19 +373,26 @@ func (d *consumerDoc) apply(r *refresh, nt map[int64]int64, nowMs int64, rd rede
 				}
 				e.Held, e.Until, e.Holder = b.hints(nowMs, live, rd)
 				if b.unsettled() == 0 {
+					if b.kept() {
+						d.keep(e.Start, until)
+					}
 					continue
 				}
 			}
 		}
-		if held, ok := nt[e.Start]; ok && held < e.Held {
-			e.Held = held
+		if n, ok := nt[e.Start]; ok && n.Held < e.Held {
+			e.Held = n.Held
 		}
 		if e.Held == 0 {
-			continue // every position settled: done
+			// Every position settled: done.
+			if n, ok := nt[e.Start]; ok && n.Kept {
+				d.keep(e.Start, until)
+			}
+			continue
 		}
-		kept = append(kept, e)
+		open = append(open, e)
 	}
-	d.Blocks = kept
+	d.Blocks = open
 	floor := d.Next - 1
 	if len(d.Blocks) > 0 {
 		floor = d.Blocks[0].Start - 1
@@ -431,6 +495,8 @@ func (s *Store) cursor(ctx context.Context, d *consumerDoc, known map[int64]*blo
 			b = bs[e.Start]
 			if b == nil {
 				s.notes.note(d, e.Start, 0)
+			} else if len(b.Leases) == 0 {
+				s.notes.noteBlock(d, b)
 			}
 		}
 		if b == nil || len(b.Leases) == 0 {

@@ -429,7 +429,7 @@ func (s *Store) DeleteConsumer(ctx context.Context, id string) (*Consumer, error
 			}
 			return true, nil
 		}
-		if blocks, err = s.getBlocks(ctx, d, d.allStarts()); err != nil {
+		if blocks, err = s.getBlocks(ctx, d, d.recordStarts()); err != nil {
 			return false, err
 		}
 		return s.commit(ctx, id, write{doc: d, delete: true})

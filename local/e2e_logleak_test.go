@@ -38,6 +38,9 @@ func TestNoCredentialInLogsWhenStoreFails(t *testing.T) {
 		c.ReapInterval = config.MaxReapInterval
 		c.DevToken = bearer
 		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		// Every reconnect reads the store (the stream hub would resume a
+		// queue from its memory without it).
+		c.ProcessHeartbeat = 0
 	})
 	c := &client{base: h.URL, token: h.Token, hc: &http.Client{Timeout: time.Minute}}
 	s := c.mustStream(t, streamPath("filter_groups", `[{"event_type":"leak.x"}]`), nil)

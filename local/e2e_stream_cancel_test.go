@@ -5,10 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/leasestore"
+	"github.com/heraldevents/herald/leasestore/storeurl"
 	"github.com/heraldevents/herald/local"
 )
 
@@ -28,6 +31,10 @@ func TestConsumerCancelledE2E(t *testing.T) {
 				c.SessionTTL = 300 * time.Millisecond // heartbeats every 100 ms of real time
 				c.SSEAckDelay = time.Hour             // the durable stream acknowledges nothing
 				c.ReapInterval = config.MaxReapInterval
+				// Sessions with a TTL in the store: the stream hub keeps
+				// non-durable streams in memory, with no TTL to lapse (its
+				// "broker cancelled" case: TestHubStreamsEvictedE2E).
+				c.ProcessHeartbeat = 0
 			}))
 			path := streamPath()
 			if durable {
@@ -60,4 +67,40 @@ func TestConsumerCancelledE2E(t *testing.T) {
 			require.ElementsMatch(t, want, nValues(t, s.events(t, len(want))))
 		})
 	}
+}
+
+// TestHubStreamsEvictedE2E: evicting a non-durable queue's sessions (as the
+// broker cancelling the stream's consumer would) ends its SSE stream served
+// by the stream hub with the notifications API's message at the home's
+// next heartbeat, and a reconnect finds the queue with what was published
+// meanwhile.
+func TestHubStreamsEvictedE2E(t *testing.T) {
+	t.Parallel()
+	url := "mem://hub-evict-" + uuid.NewString()
+	h := local.Start(t, streamOpts(func(c *local.Config) {
+		c.ProcessHeartbeat = 100 * time.Millisecond
+		c.StoreURL = url + "/key"
+	}))
+	c := &client{base: h.URL, token: h.Token, hc: &http.Client{Timeout: time.Minute}}
+	// The mem URL opener hands out the server's own collection; the
+	// server closes it.
+	coll, err := storeurl.Open(t.Context(), url+"/key")
+	require.NoError(t, err)
+	store := leasestore.New(coll, leasestore.Options{})
+	s := c.mustStream(t, streamPath(), nil)
+	token := s.connected(t)
+	c.publishN(t, "a.b", 1, 1)
+	require.Equal(t, []int{1}, nValues(t, s.events(t, 1)))
+
+	n, err := store.EvictSessions(t.Context(), token)
+	require.NoError(t, err)
+	require.Zero(t, n, "the store holds no session of a hub queue: it tells the queue's home")
+	msg, status := s.streamError(t)
+	require.Equal(t, http.StatusInternalServerError, status)
+	require.Equal(t, delivery.ConsumerCancelledMessage, msg)
+
+	c.publishN(t, "a.b", 2, 1)
+	s = c.mustStream(t, streamPath(), map[string]string{"Last-Event-ID": token})
+	require.Equal(t, token, s.connected(t), "the same queue")
+	require.Equal(t, []int{2}, nValues(t, s.events(t, 1)))
 }

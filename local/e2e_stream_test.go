@@ -248,22 +248,52 @@ func TestNonDurableStreamE2E(t *testing.T) {
 	t.Run("the reconnect grace window", func(t *testing.T) {
 		t.Parallel()
 		clk := newClock()
-		c := start(t, local.WithClock(clk.Now), streamOpts(func(c *local.Config) { c.ReapInterval = config.MaxReapInterval }))
+		c := start(t, local.WithClock(clk.Now), streamOpts(func(c *local.Config) {
+			c.ReapInterval = config.MaxReapInterval
+			c.ProcessHeartbeat = 100 * time.Millisecond
+		}))
 		s := c.mustStream(t, streamPath(), nil)
 		token := s.connected(t)
 		s.close()
+		status := func() int {
+			r, err := c.raw("GET", "/v1/event-destinations/"+token, c.token, nil)
+			require.NoError(t, err)
+			return r.Status
+		}
 		// Whenever the server sees the client leave (before or after the
 		// clock moves), 19 s later the queue is still there, and a minute
-		// later it is gone.
+		// later it is gone: its home process deletes it (the stream hub,
+		// docs/streams-at-scale.md), and the reaper job has nothing to do.
+		clk.Advance(19 * time.Second)
+		time.Sleep(300 * time.Millisecond) // three of the home's sweeps
+		require.Equal(t, http.StatusOK, status(), "inside the grace window")
+		require.EqualValues(t, 0, c.runJob(t, "reap-idle-queues")["reaped_queues"])
+		clk.Advance(41 * time.Second)
+		require.Eventually(t, func() bool { return status() == http.StatusNotFound }, 10*time.Second, 20*time.Millisecond,
+			"the queue goes at the home's next sweep past the grace window")
+		_, r := c.openStream(t, streamPath(), map[string]string{"Last-Event-ID": token})
+		require.Equal(t, http.StatusNotFound, r.Status)
+		// A fresh stream with no token starts over.
+		s = c.mustStream(t, streamPath(), nil)
+		require.NotEqual(t, token, s.connected(t))
+	})
+
+	t.Run("the reconnect grace window without a hub", func(t *testing.T) {
+		t.Parallel()
+		clk := newClock()
+		c := start(t, local.WithClock(clk.Now), streamOpts(func(c *local.Config) {
+			c.ReapInterval = config.MaxReapInterval
+			c.ProcessHeartbeat = 0 // a stream is a session in the store, reaped by the job
+		}))
+		s := c.mustStream(t, streamPath(), nil)
+		token := s.connected(t)
+		s.close()
 		clk.Advance(19 * time.Second)
 		require.EqualValues(t, 0, c.runJob(t, "reap-idle-queues")["reaped_queues"])
 		clk.Advance(41 * time.Second)
 		require.EqualValues(t, 1, c.runJob(t, "reap-idle-queues")["reaped_queues"])
 		_, r := c.openStream(t, streamPath(), map[string]string{"Last-Event-ID": token})
 		require.Equal(t, http.StatusNotFound, r.Status)
-		// A fresh stream with no token starts over.
-		s = c.mustStream(t, streamPath(), nil)
-		require.NotEqual(t, token, s.connected(t))
 	})
 }
 
@@ -375,8 +405,8 @@ func TestStreamPermissionsE2E(t *testing.T) {
 		e := s.event(t)
 		require.Equal(t, "orders.created", e.EventType)
 		s.closeAndWait(t, admin, token)
-		// The skipped event was handed back to the queue, never settled by
-		// this principal (docs/limits.md); it is not shown on reconnect
+		// The skipped event waits in the queue, never settled by this
+		// principal (docs/limits.md); it is not shown on reconnect
 		// either.
 		s = orders.mustStream(t, streamPath(), map[string]string{"Last-Event-ID": token})
 		s.connected(t)
@@ -404,19 +434,33 @@ func TestStreamPermissionsE2E(t *testing.T) {
 		require.Len(t, heads, 1)
 		require.Equal(t, "orders.created", heads[0].Type)
 		orders.ack(t, id, l.LeaseID, l.Generation, "ok")
-		// users.created is next: 403 naming it, and nothing is settled.
-		for _, c := range []*client{orders, none} {
-			r := c.pull(t, id, "limit", "10")
-			require.Equal(t, http.StatusForbidden, r.Status, "%s", r.Body)
-			require.Contains(t, string(r.Body), "users.created")
+		// users.created is next: 403 naming it, with a Retry-After, and
+		// nothing is settled, leased or counted, however often it is asked
+		// for (past the delivery limit).
+		var retryAfter []string
+		for range 12 {
+			for _, c := range []*client{orders, none} {
+				r := c.pull(t, id, "limit", "10")
+				require.Equal(t, http.StatusForbidden, r.Status, "%s", r.Body)
+				require.Contains(t, string(r.Body), "users.created")
+				retryAfter = append(retryAfter, r.Header.Get("Retry-After"))
+			}
 		}
-		require.Equal(t, "001.00000000000000000001", admin.getDest(t, id).Committed)
-		// A worker that may read them gets both, in order.
+		d := admin.getDest(t, id)
+		require.Equal(t, "001.00000000000000000001", d.Committed)
+		require.Zero(t, d.InFlight)
+		require.Empty(t, admin.listDeadLetters(t, nil).DeadLetters)
+		for _, ra := range retryAfter {
+			require.Equal(t, "5", ra, "a refused pull says when to ask again")
+		}
+		// A worker that may read them gets both, in order, as a first
+		// delivery.
 		l = admin.pullLease(t, id, "limit", "10")
 		heads = l.heads(t)
 		require.Len(t, heads, 2)
 		require.Equal(t, "users.created", heads[0].Type)
 		require.Equal(t, "001.00000000000000000002", heads[0].Sequence, "the event keeps its position")
+		require.EqualValues(t, 1, l.Attempt, "refused pulls are not deliveries")
 		a := admin.ack(t, id, l.LeaseID, l.Generation, "ok")
 		require.Equal(t, "001.00000000000000000003", a.Committed)
 	})

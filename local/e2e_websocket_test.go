@@ -14,12 +14,13 @@ import (
 // against the local adapter's gorilla bridge, end to end over TCP.
 func TestWebSocketConformance(t *testing.T) {
 	t.Parallel()
-	const limited, other = "limited-token-of-some-length", "other-token-of-some-length"
+	const limited, other, reader = "limited-token-of-some-length", "other-token-of-some-length", "reader-token-of-some-length"
 	h := local.Start(t, local.Option(func(c *local.Config) {
 		c.DeliveryLimit = 2
 		c.Tokens = auth.StaticTokens{
 			limited: {ID: "publisher", Permissions: []string{"publish:*"}},
 			other:   {ID: "other", Permissions: []string{"receive:*"}},
+			reader:  {ID: "reader", Permissions: wstest.ReaderPermissions},
 		}
 	}))
 	wstest.Run(t, wstest.Harness{
@@ -28,6 +29,7 @@ func TestWebSocketConformance(t *testing.T) {
 		Token:         h.Token,
 		LimitedToken:  limited,
 		OtherToken:    other,
+		ReaderToken:   reader,
 		DeliveryLimit: 2,
 		Push:          true,
 	})

@@ -154,7 +154,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	reaped := make(chan struct{})
 	go func() { defer close(reaped); s.reap(reapCtx) }()
 	defer func() { stopReaper(); <-reaped }()
-	return app.Serve(ctx, ln, s.app.Handler(), app.ServeOptions{Grace: 10 * time.Second, PingInterval: s.app.Config().PingInterval(), Logger: s.cfg.Logger})
+	return app.Serve(ctx, ln, s.app.Handler(), app.ServeOptions{Grace: 10 * time.Second, PingInterval: s.app.Config().PingInterval(), Logger: s.cfg.Logger,
+		Conns: s.app.Config().ConnLimits()})
 }
 
 // reap runs the idle-queue reaper (the reap-idle-queues job) every

@@ -75,6 +75,10 @@ func (b *Broker) MaxMessageBytes() int { return b.opts.MaxMessageBytes }
 // sees messages in the order they were sent (each driver documents it).
 func (b *Broker) KeepsPublishOrder() bool { return b.opts.KeepsPublishOrder }
 
+// CheapFilterUpdates reports whether UpdateSubscription is one quick call
+// that takes effect at once on this broker (driver.BatchOptions).
+func (b *Broker) CheapFilterUpdates() bool { return b.opts.CheapFilterUpdates }
+
 // Send publishes m to the topic. A nil error means the broker accepted
 // it: every subscription that existed at that moment and whose filter it
 // passes will deliver it. A Body over MaxMessageBytes is

@@ -26,6 +26,7 @@ import (
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/jobs"
 	"github.com/heraldevents/herald/functions/router"
+	"github.com/heraldevents/herald/internal/connlimit"
 	"github.com/heraldevents/herald/internal/logredact"
 	"github.com/heraldevents/herald/internal/netcork"
 	"github.com/heraldevents/herald/internal/telemetry"
@@ -160,7 +161,7 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 			ReconnectGrace: cfg.ReconnectGrace, IdleWindow: cfg.QueueIdleWindow,
 			KeepAlive: cfg.SSEKeepAlive, AutoAckDelay: cfg.SSEAckDelay, AutoAckAtOnce: cfg.SSEAckDelay == 0, SessionTTL: opts.SessionTTL,
 			MessageTTL: cfg.QueueMessageTTL, MaxLength: cfg.QueueMaxLength,
-			WSPingInterval: cfg.WSPingInterval,
+			WSPingInterval: cfg.WSPingInterval, WriteTimeout: cfg.StreamWriteTimeout,
 		},
 		Now: opts.Now, Logger: opts.Logger,
 	})
@@ -184,7 +185,7 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		}
 	}
 	a.authn = chain
-	a.admission = admission(cfg)
+	a.admission = admission(cfg, opts.Logger)
 	a.handler = telemetry.Handler(accesslog.Middleware(opts.Logger, telemetry.Route(
 		router.Build(a.svc, chain, cfg.Function, router.Options{
 			Ready: a.readiness(opts.Logger), CORSOrigins: cfg.CORSOrigins, Admission: a.admission,
@@ -199,11 +200,11 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 // HERALD_MAX_CONCURRENT_PUBLISHES, 0 for no bound), or nil when both are
 // off. A Lambda function gets nil: Lambda runs one request per instance
 // and sheds load itself.
-func admission(cfg config.Config) *httpx.Admission {
+func admission(cfg config.Config, logger *slog.Logger) *httpx.Admission {
 	if cfg.Profile == config.Lambda || (cfg.MaxInflightBytes == 0 && cfg.MaxConcurrentPublishes == 0) {
 		return nil
 	}
-	return &httpx.Admission{MaxBytes: cfg.MaxInflightBytes, MaxPublishes: cfg.MaxConcurrentPublishes}
+	return &httpx.Admission{MaxBytes: cfg.MaxInflightBytes, MaxPublishes: cfg.MaxConcurrentPublishes, Logger: logger}
 }
 
 // Authenticator returns what resolves bearer tokens: the static tokens,
@@ -319,6 +320,22 @@ type ServeOptions struct {
 	// unacknowledged PING, a panicking handler) as warnings, in the
 	// process's log format; nil means slog.Default().
 	Logger *slog.Logger
+	// Conns bounds the client connections the server holds (package
+	// internal/connlimit: HERALD_MAX_CONNS, HERALD_MAX_CONNS_PER_CLIENT,
+	// HERALD_HEALTH_CONN_RESERVE; config.Config.ConnLimits); the zero
+	// value bounds none.
+	Conns connlimit.Limits
+}
+
+// healthRoute reports whether r asks for a health check — GET /health,
+// GET /api/v1beta/health, GET /health/ready, or gRPC health checking —
+// the only requests a connection of the health reserve serves.
+func healthRoute(r *http.Request) bool {
+	switch r.URL.Path {
+	case health.LivePath, health.ReadyPath, "/api/v1beta/health":
+		return true
+	}
+	return strings.HasPrefix(r.URL.Path, "/grpc.health.v1.Health/")
 }
 
 // PingAckTimeout is how long Serve waits for the acknowledgement of a
@@ -339,7 +356,15 @@ const PingAckTimeout = 15 * time.Second
 // httpx.Unbounded), httpx.IdleTimeout for a keep-alive connection without
 // a request. There is no write timeout: streams write for hours, and a
 // client that stops reading is bounded by the streams' own write
-// deadlines and keep-alives.
+// deadlines (delivery.StreamConfig.WriteTimeout, per write) and
+// keep-alives.
+//
+// With o.Conns set, the listener holds the connections to those bounds
+// (package internal/connlimit): at a bound the longest-idle connection is
+// closed for the new one, a new one that finds every connection busy
+// takes a place of the health reserve (health checks only) or is refused
+// with 503, so idle keep-alive connections can never take every file
+// descriptor of the process.
 //
 // Long-lived requests — WebSockets, gRPC streams, SSE — are tracked with
 // an httpx.LongLived in the server's base context: on shutdown they are
@@ -349,17 +374,30 @@ const PingAckTimeout = 15 * time.Second
 // leave hijacked connections open and wait streams out to its deadline.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions) error {
 	longLived := httpx.NewLongLived()
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	var conns *connlimit.Listener
+	if o.Conns.Enabled() {
+		conns = connlimit.NewListener(ln, o.Conns, logger)
+		ln, h = conns, connlimit.Guard(h, healthRoute)
+		logger.Info("connection bounds", "max_conns", o.Conns.MaxConns, "max_conns_per_client", o.Conns.MaxPerClient,
+			"health_conn_reserve", o.Conns.HealthReserve, "fd_limit", connlimit.FDLimit())
+	}
 	srv := &http.Server{
 		Handler: h, ReadHeaderTimeout: httpx.ReadHeaderTimeout,
 		ReadTimeout: httpx.ReadTimeout, IdleTimeout: httpx.IdleTimeout,
 		BaseContext: func(net.Listener) context.Context { return httpx.WithLongLived(context.Background(), longLived) },
 		// A stream's handler may cork its connection while it writes a
-		// batch (internal/netcork).
-		ConnContext: netcork.WithConn,
+		// batch (internal/netcork); the connection bounds' guard reads
+		// the connection too.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return netcork.WithConn(connlimit.ConnContext(ctx, c), c)
+		},
 	}
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.Default()
+	if conns != nil {
+		srv.ConnState = conns.ConnState
 	}
 	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	srv.Protocols = new(http.Protocols)

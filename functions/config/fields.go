@@ -49,6 +49,30 @@ var (
 		}}
 )
 
+// connsField binds a connection bound: ConnsAuto derives it (derive),
+// "0" is no bound, else a whole number MinMaxConns–MaxMaxConns.
+func connsField(field string, at func(*Config) *int, derive func() int) custom {
+	return custom{field: field,
+		parse: func(c *Config, s string) error {
+			if s == ConnsAuto {
+				*at(c) = derive()
+				return nil
+			}
+			n, err := strconv.Atoi(s)
+			if err != nil || (n != 0 && (n < MinMaxConns || n > MaxMaxConns)) {
+				return fmt.Errorf("%q is not %s, 0 (no bound) or a whole number between %d and %d", s, ConnsAuto, MinMaxConns, MaxMaxConns)
+			}
+			*at(c) = n
+			return nil
+		},
+		valid: func(c *Config) error {
+			if n := *at(c); n < 0 {
+				return fmt.Errorf("%d is negative (0 is no bound)", n)
+			}
+			return nil
+		}}
+}
+
 // urlWithScheme accepts a URL with a scheme (a broker or store URL); its
 // error shows the URL without credentials.
 func urlWithScheme(s string) error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/auth/jwtauth"
+	"github.com/heraldevents/herald/internal/connlimit"
 )
 
 // Config is the parsed environment. Every field holds its value, not a
@@ -68,6 +69,9 @@ type Config struct {
 	// 0 acknowledges at once (HERALD_SSE_ACK_DELAY=0s).
 	SSEKeepAlive time.Duration
 	SSEAckDelay  time.Duration
+	// StreamWriteTimeout is HERALD_STREAM_WRITE_TIMEOUT: how long a stream
+	// waits for its client to take one frame (local and Cloud Run).
+	StreamWriteTimeout time.Duration
 	// ReapInterval is how often the local adapter reaps idle queues
 	// (HERALD_REAP_INTERVAL; local only). A test that runs the
 	// reap-idle-queues job itself sets MaxReapInterval, which no test
@@ -98,6 +102,20 @@ type Config struct {
 	// servers' admission bounds (local and Cloud Run); 0 is no bound.
 	MaxInflightBytes       int64
 	MaxConcurrentPublishes int64
+	// MaxConns, MaxConnsPerClient and HealthConnReserve are
+	// HERALD_MAX_CONNS, HERALD_MAX_CONNS_PER_CLIENT and
+	// HERALD_HEALTH_CONN_RESERVE, the servers' connection bounds (local
+	// and Cloud Run; ConnLimits); 0 is no bound. "auto" lands here as
+	// the number it derives.
+	MaxConns          int
+	MaxConnsPerClient int
+	HealthConnReserve int
+}
+
+// ConnLimits returns the servers' connection bounds
+// (internal/connlimit).
+func (c Config) ConnLimits() connlimit.Limits {
+	return connlimit.Limits{MaxConns: c.MaxConns, MaxPerClient: c.MaxConnsPerClient, HealthReserve: c.HealthConnReserve}
 }
 
 // PingInterval returns how long an HTTP/2 connection may go without a

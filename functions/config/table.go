@@ -6,6 +6,7 @@ import (
 
 	"github.com/heraldevents/herald/auth/jwtauth"
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/internal/connlimit"
 	"github.com/heraldevents/herald/leasestore"
 )
 
@@ -30,6 +31,8 @@ const (
 	EnvSSEKeepAlive    = "HERALD_SSE_KEEPALIVE"
 	EnvSSEAckDelay     = "HERALD_SSE_ACK_DELAY"
 	EnvReapInterval    = "HERALD_REAP_INTERVAL"
+	// EnvStreamWriteTimeout is read by the servers (local, Cloud Run).
+	EnvStreamWriteTimeout = "HERALD_STREAM_WRITE_TIMEOUT"
 	// EnvPprofAddr, local only, serves Go's net/http/pprof profiles on a
 	// second listener: for profiling the server under a benchmark.
 	EnvPprofAddr      = "HERALD_PPROF_ADDR"
@@ -61,6 +64,12 @@ const (
 	// bounds of the servers (local, Cloud Run; functions/httpx.Admission).
 	EnvMaxInflightBytes       = "HERALD_MAX_INFLIGHT_BYTES"
 	EnvMaxConcurrentPublishes = "HERALD_MAX_CONCURRENT_PUBLISHES"
+	// EnvMaxConns, EnvMaxConnsPerClient and EnvHealthConnReserve bound the
+	// client connections of the servers (local, Cloud Run;
+	// internal/connlimit).
+	EnvMaxConns          = "HERALD_MAX_CONNS"
+	EnvMaxConnsPerClient = "HERALD_MAX_CONNS_PER_CLIENT"
+	EnvHealthConnReserve = "HERALD_HEALTH_CONN_RESERVE"
 )
 
 // The standard OpenTelemetry variables every entrypoint honours. Package
@@ -141,6 +150,12 @@ const (
 	// MaxSSEKeepAlive and MaxSSEAckDelay bound the SSE settings.
 	MaxSSEKeepAlive = 5 * time.Minute
 	MaxSSEAckDelay  = time.Minute
+	// DefaultStreamWriteTimeout is how long a stream waits for its client
+	// to take one frame (delivery.DefaultStreamWriteTimeout);
+	// MinStreamWriteTimeout and MaxStreamWriteTimeout bound it.
+	DefaultStreamWriteTimeout = delivery.DefaultStreamWriteTimeout
+	MinStreamWriteTimeout     = time.Second
+	MaxStreamWriteTimeout     = 5 * time.Minute
 	// DefaultWSPingInterval is how often the WebSocket bridge pings a
 	// client; a client that answers nothing for two intervals is
 	// disconnected (docs/websocket.md, "Keep-alive"). Package
@@ -202,6 +217,22 @@ const (
 	// ("0" removes the bound).
 	DefaultMaxConcurrentPublishes = 256
 	MaxMaxConcurrentPublishes     = 100_000
+	// ConnsAuto is the value of HERALD_MAX_CONNS and
+	// HERALD_MAX_CONNS_PER_CLIENT that derives the bound from the
+	// process's file-descriptor limit (connlimit.Derived): the local
+	// default of both, and Cloud Run's of HERALD_MAX_CONNS. Cloud Run's
+	// HERALD_MAX_CONNS_PER_CLIENT defaults to 0 (none): its connections
+	// all come from Google's front end.
+	ConnsAuto = "auto"
+	// MinMaxConns and MaxMaxConns bound a number in HERALD_MAX_CONNS and
+	// HERALD_MAX_CONNS_PER_CLIENT ("0" removes the bound).
+	MinMaxConns = 1
+	MaxMaxConns = 10_000_000
+	// DefaultHealthConnReserve is how many connections past
+	// HERALD_MAX_CONNS serve health checks only; MaxHealthConnReserve
+	// bounds HERALD_HEALTH_CONN_RESERVE.
+	DefaultHealthConnReserve = connlimit.DefaultHealthReserve
+	MaxHealthConnReserve     = 1000
 )
 
 var (
@@ -336,6 +367,10 @@ var vars = []Var{
 		Meaning:  "servers (local, Cloud Run): how often the process writes its process record and reads the notices other processes left it; non-durable streams are served from the process's memory through one broker subscription per process (docs/streams-at-scale.md), and a reconnect on another process waits for the home's next heartbeat; 0s serves them from the store, a subscription per stream, as the Lambda functions do (0s, or 100ms–3s)",
 		profiles: []Profile{Local, CloudRun}, uses: usesStream,
 		field: orOff(duration("ProcessHeartbeat", func(c *Config) *time.Duration { return &c.ProcessHeartbeat }, MinProcessHeartbeat, MaxProcessHeartbeat))},
+	{Name: EnvStreamWriteTimeout, LocalDefault: FormatDuration(DefaultStreamWriteTimeout), CloudDefault: FormatDuration(DefaultStreamWriteTimeout), Unit: "Go duration",
+		Meaning:  "servers (local, Cloud Run): how long an SSE, gRPC or WebSocket stream waits for its client to take one frame before it drops the client, whose unsettled events go back to the queue (1s–5m)",
+		profiles: []Profile{Local, CloudRun}, uses: usesStream,
+		field: duration("StreamWriteTimeout", func(c *Config) *time.Duration { return &c.StreamWriteTimeout }, MinStreamWriteTimeout, MaxStreamWriteTimeout)},
 	{Name: EnvHTTP2PingInterval, LocalDefault: FormatDuration(DefaultHTTP2PingInterval), CloudDefault: FormatDuration(DefaultHTTP2PingInterval), Unit: "Go duration",
 		Meaning:  "servers (local, Cloud Run): an HTTP/2 connection (gRPC) that has sent no frame for this long gets a PING from the server, so idle streams survive load balancers' idle timeouts; 0s = none (0s, or 1s–10m)",
 		profiles: []Profile{Local, CloudRun},
@@ -348,6 +383,18 @@ var vars = []Var{
 		Meaning:  "servers (local, Cloud Run): most publish requests (REST and gRPC, single or batch) being processed at once; past it they get 503 with Retry-After (gRPC RESOURCE_EXHAUSTED); 0 = no bound (0, or 1–100000)",
 		profiles: []Profile{Local, CloudRun}, uses: usesPub,
 		field: orOff(count64("MaxConcurrentPublishes", func(c *Config) *int64 { return &c.MaxConcurrentPublishes }, 1, MaxMaxConcurrentPublishes))},
+	{Name: EnvMaxConns, LocalDefault: ConnsAuto, CloudDefault: ConnsAuto, Unit: "connections",
+		Meaning:  "servers (local, Cloud Run): most client connections the process holds, the health reserve aside; past it the longest-idle connection is closed for the new one, and when none is idle the new one is refused with 503 (docs/limits.md); `auto` = the file-descriptor limit (RLIMIT_NOFILE) less an eighth (64–1024) for the broker, store and files, at most 50000; 0 = no bound (auto, 0, or 1–10000000)",
+		profiles: []Profile{Local, CloudRun},
+		field:    connsField("MaxConns", func(c *Config) *int { return &c.MaxConns }, func() int { return connlimit.Derived(connlimit.FDLimit(), false).MaxConns })},
+	{Name: EnvMaxConnsPerClient, LocalDefault: ConnsAuto, CloudDefault: "0", Unit: "connections",
+		Meaning:  "servers (local, Cloud Run): most connections from one client address (the TCP peer: an IPv4 address or an IPv6 /64; forwarded headers are not read); past it that client's longest-idle connection is closed for its new one, else the new one is refused with 503; `auto` = a quarter of HERALD_MAX_CONNS's auto value; 0 = no bound, Cloud Run's default, where every connection comes from Google's front end (auto, 0, or 1–10000000)",
+		profiles: []Profile{Local, CloudRun},
+		field:    connsField("MaxConnsPerClient", func(c *Config) *int { return &c.MaxConnsPerClient }, func() int { return connlimit.Derived(connlimit.FDLimit(), true).MaxPerClient })},
+	{Name: EnvHealthConnReserve, LocalDefault: strconv.Itoa(DefaultHealthConnReserve), CloudDefault: strconv.Itoa(DefaultHealthConnReserve), Unit: "connections",
+		Meaning:  "servers (local, Cloud Run): connections admitted past HERALD_MAX_CONNS when every connection is busy, which serve health checks only (GET /health, /api/v1beta/health, /health/ready, gRPC health) and answer anything else 503 (0–1000)",
+		profiles: []Profile{Local, CloudRun},
+		field:    count("HealthConnReserve", func(c *Config) *int { return &c.HealthConnReserve }, 0, MaxHealthConnReserve)},
 	{Name: EnvWSPingInterval, LocalDefault: FormatDuration(DefaultWSPingInterval), CloudDefault: FormatDuration(DefaultWSPingInterval), Unit: "Go duration",
 		Meaning:  "how often GET /api/v1beta/events/websocket sends a WebSocket ping; a client that sends nothing (no pong, no frame) for two intervals is disconnected (local adapter and Cloud Run) (1s–5m)",
 		profiles: wsProfiles, uses: usesStream,

@@ -149,12 +149,12 @@ func (h *Consumer) ConsumeDurableEventsWithAcks(ctx context.Context, stream *con
 			}
 		}
 	}()
-	sendErr := deliver(ctx, procedure, st, func(d delivery.Delivery, ev *pb.Event) error {
+	sendErr := deliver(ctx, procedure, st, h.Service.Streams().WriteTimeout, func(d delivery.Delivery, ev *pb.Event) error {
 		// Noted before the send: the client may settle it before Send
 		// returns.
 		proc.Delivered(d.Tag)
 		return stream.Send(&pb.ConsumeDurableEventsWithAcksResponse{Events: []*pb.Event{ev}, DeliveryTag: d.Tag})
-	})
+	}, nil)
 	select {
 	case err := <-readerDone:
 		return err
@@ -227,13 +227,19 @@ func (h *Consumer) ConsumeNonDurableEvents(ctx context.Context, stream *connect.
 	// writes the trailers).
 	var sendMu sync.Mutex
 	returned := false
+	flushes, writeTimeout := holdFrom(ctx), h.Service.Streams().WriteTimeout
 	send := func(res *pb.ConsumeNonDurableEventsResponse) error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
 		if returned {
 			return context.Canceled
 		}
-		return stream.Send(res)
+		if len(res.GetEvents()) > 0 {
+			// In a batch of deliver, which arms and clears the deadline.
+			return stream.Send(res)
+		}
+		// The token or a filter update's answer, sent on its own.
+		return flushes.Bounded(writeTimeout, func() error { return stream.Send(res) })
 	}
 	defer func() {
 		sendMu.Lock()
@@ -263,16 +269,16 @@ func (h *Consumer) ConsumeNonDurableEvents(ctx context.Context, stream *connect.
 			}
 		}
 	}()
-	sendErr := deliver(ctx, procedure, st, func(d delivery.Delivery, ev *pb.Event) error {
-		if err := send(&pb.ConsumeNonDurableEventsResponse{Events: []*pb.Event{ev}, ReconnectToken: token}); err != nil {
-			return err
-		}
-		// Sent is acknowledged, even when the client leaves right after:
-		// otherwise a client that cancels as soon as it has an event would
-		// be sent it again on reconnect.
+	sendErr := deliver(ctx, procedure, st, writeTimeout, func(d delivery.Delivery, ev *pb.Event) error {
+		return send(&pb.ConsumeNonDurableEventsResponse{Events: []*pb.Event{ev}, ReconnectToken: token})
+	}, func(sent []int64) error {
+		// Flushed is acknowledged, even when the client leaves right
+		// after: otherwise a client that cancels as soon as it has an
+		// event would be sent it again on reconnect. Sent but not flushed
+		// (the client stopped reading) is not: it goes back to the queue.
 		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 		defer acancel()
-		if _, err := st.Ack(actx, d.Tag); err != nil && ctx.Err() == nil {
+		if _, err := st.Ack(actx, sent...); err != nil && ctx.Err() == nil {
 			return Error(ctx, procedure, err)
 		}
 		return nil
@@ -329,14 +335,15 @@ func (h *Consumer) ConsumeDurableEvents(ctx context.Context, req *connect.Reques
 	defer cancel()
 	delay := h.Service.Streams().AutoAckDelay
 	var ackErr atomic.Pointer[connect.Error]
-	err = deliver(ctx, procedure, st, func(d delivery.Delivery, ev *pb.Event) error {
-		if err := stream.Send(&pb.ConsumeDurableEventsResponse{Events: []*pb.Event{ev}}); err != nil {
-			return err
-		}
-		// After the stream ends the session knows no tags, so a late
-		// timer acknowledges nothing.
+	err = deliver(ctx, procedure, st, h.Service.Streams().WriteTimeout, func(d delivery.Delivery, ev *pb.Event) error {
+		return stream.Send(&pb.ConsumeDurableEventsResponse{Events: []*pb.Event{ev}})
+	}, func(sent []int64) error {
+		// The delay runs from the flush: what a client that stopped
+		// reading was never sent is not acknowledged. After the stream
+		// ends the session knows no tags, so a late timer acknowledges
+		// nothing.
 		time.AfterFunc(delay, func() {
-			if _, err := st.Ack(ctx, d.Tag); err != nil && ctx.Err() == nil {
+			if _, err := st.Ack(ctx, sent...); err != nil && ctx.Err() == nil {
 				// The session is lost: end the stream with its error.
 				ackErr.CompareAndSwap(nil, Error(ctx, procedure, err))
 				cancel()
@@ -388,8 +395,13 @@ func shutdownErr(ctx context.Context, err error) error {
 
 // deliver hands st's events to send, one call per event, until ctx ends
 // (nil), send fails (its error) or the session is lost (its error, mapped
-// with Error).
-func deliver(ctx context.Context, procedure string, st *delivery.Stream, send func(delivery.Delivery, *pb.Event) error) error {
+// with Error). A client must take each event within writeTimeout
+// (StreamConfig.WriteTimeout), else its stream is dropped and what it was
+// not sent returns to the queue when the handler closes the session. The
+// events of one batch are flushed together; flushed, when set, is then
+// called with the tags of the events that were sent and flushed, and its
+// error ends the stream.
+func deliver(ctx context.Context, procedure string, st *delivery.Stream, writeTimeout time.Duration, send func(delivery.Delivery, *pb.Event) error, flushed func(tags []int64) error) error {
 	flushes := holdFrom(ctx)
 	for {
 		ds, err := st.Next(ctx)
@@ -405,16 +417,30 @@ func deliver(ctx context.Context, procedure string, st *delivery.Stream, send fu
 		// One socket write for the batch, not one per event: the flush
 		// after its last event sends what is left.
 		flushes.Hold()
-		err = sendBatch(ctx, procedure, st, ds, send)
-		flushes.Release()
+		sent, err := sendBatch(ctx, procedure, st, ds, func(d delivery.Delivery, ev *pb.Event) error {
+			flushes.Arm(writeTimeout)
+			return send(d, ev)
+		})
+		flushes.Arm(writeTimeout)
+		if ferr := flushes.Release(); err == nil {
+			err = ferr
+		}
+		flushes.Disarm() // the stream now waits for events: no deadline
 		if err != nil {
 			return err
+		}
+		if flushed != nil && len(sent) > 0 {
+			if err := flushed(sent); err != nil {
+				return err
+			}
 		}
 	}
 }
 
-// sendBatch sends the events of one batch in order.
-func sendBatch(ctx context.Context, procedure string, st *delivery.Stream, ds []delivery.Delivery, send func(delivery.Delivery, *pb.Event) error) error {
+// sendBatch sends the events of one batch in order and returns the tags
+// of those it sent.
+func sendBatch(ctx context.Context, procedure string, st *delivery.Stream, ds []delivery.Delivery, send func(delivery.Delivery, *pb.Event) error) ([]int64, error) {
+	sent := make([]int64, 0, len(ds))
 	for _, d := range ds {
 		ev, err := toConsumerEvent(d.Event)
 		if err != nil {
@@ -427,15 +453,16 @@ func sendBatch(ctx context.Context, procedure string, st *delivery.Stream, ds []
 			// behind it.
 			accesslog.Logger(ctx).ErrorContext(ctx, "poison event: gRPC cannot encode it; it goes to the dead-letter queue at once", "procedure", procedure, "delivery_count", d.DeliveryCount, "err", err)
 			if _, err := st.Reject(context.WithoutCancel(ctx), d.Tag); err != nil && ctx.Err() == nil {
-				return Error(ctx, procedure, err)
+				return sent, Error(ctx, procedure, err)
 			}
 			continue
 		}
 		if err := send(d, ev); err != nil {
-			return err
+			return sent, err
 		}
+		sent = append(sent, d.Tag)
 	}
-	return nil
+	return sent, nil
 }
 
 // toGroups converts wire filter groups; delivery validates them.

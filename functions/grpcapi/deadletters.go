@@ -64,7 +64,7 @@ func (h *Consumer) ManageDeadLetteredEvents(ctx context.Context, stream *connect
 	if len(first.GetActions()) > 0 {
 		return Error(ctx, procedure, herr.New(herr.InvalidArgument, "actions must be empty on the first (opening) message"))
 	}
-	s := &triage{tr: tr, stream: stream, procedure: procedure}
+	s := &triage{tr: tr, stream: stream, procedure: procedure, flushes: holdFrom(ctx), writeTimeout: h.Service.Streams().WriteTimeout}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// connect finishes the stream once the handler returns: the reader
@@ -106,6 +106,10 @@ type triage struct {
 
 	sendMu   sync.Mutex // the browser and the reader both send
 	finished bool       // the handler returned; guarded by sendMu
+	// flushes arms the write deadline: an operator's client must take
+	// each message within writeTimeout (StreamConfig.WriteTimeout).
+	flushes      *heldFlushes
+	writeTimeout time.Duration
 }
 
 func (s *triage) send(r *dlResponse) error {
@@ -114,7 +118,7 @@ func (s *triage) send(r *dlResponse) error {
 	if s.finished {
 		return herr.New(herr.Canceled, "the stream has ended")
 	}
-	return s.stream.Send(r)
+	return s.flushes.Bounded(s.writeTimeout, func() error { return s.stream.Send(r) })
 }
 
 // finish stops every later send; a send in progress completes first.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/heraldevents/herald/internal/netcork"
 )
@@ -25,6 +26,7 @@ type heldFlushes struct {
 	held    bool
 	pending bool
 	uncork  func()
+	armed   time.Time // when Arm last moved the write deadline
 }
 
 type heldKey struct{}
@@ -38,6 +40,7 @@ func holdFlushes(h http.Handler) http.Handler {
 		}
 		hw := &heldFlushes{ResponseWriter: w, ctx: r.Context()}
 		h.ServeHTTP(hw, r.WithContext(context.WithValue(r.Context(), heldKey{}, hw)))
+		hw.Disarm()
 	})
 }
 
@@ -72,23 +75,70 @@ func (w *heldFlushes) Hold() {
 }
 
 // Release flushes what was held back, if anything was, and lets flushes
-// through again.
-func (w *heldFlushes) Release() {
+// through again. Its error says the flush failed (the client is gone, or
+// did not take the data within the write deadline): what was held back
+// did not all leave.
+func (w *heldFlushes) Release() error {
 	if w == nil {
-		return
+		return nil
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.held = false
+	var err error
 	if w.pending {
 		w.pending = false
-		w.ResponseWriter.(http.Flusher).Flush()
+		err = http.NewResponseController(w.ResponseWriter).Flush()
 	}
 	if w.uncork != nil {
 		w.uncork()
 		w.uncork = nil
 	}
+	return err
 }
 
-// Unwrap gives http.ResponseController the writer underneath.
-func (w *heldFlushes) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+// Disarm clears the write deadline Arm set, once what was written has
+// been flushed. An armed deadline must not outlive the writes it bounds:
+// over HTTP/2 it resets the stream when it passes, written or not, so a
+// stream waiting for its next event would be dropped; over HTTP/1.1
+// (Connect or gRPC-Web streaming) net/http would leave it on the
+// connection for its next request.
+func (w *heldFlushes) Disarm() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.armed.IsZero() {
+		w.armed = time.Time{}
+		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Time{})
+	}
+}
+
+// Arm gives the stream's next writes until d from now: a client that does
+// not take them by then is dropped (the write fails; over HTTP/2 the
+// stream is reset). Until Disarm it re-arms at most every d/10, so that
+// a batch of many small messages does not reset a timer per message; a
+// write is thus given at least nine tenths of d. Without a write deadline
+// underneath (a test's recorder) it does nothing.
+func (w *heldFlushes) Arm(d time.Duration) {
+	if w == nil || d <= 0 {
+		return
+	}
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.armed.IsZero() && now.Sub(w.armed) < d/10 {
+		return
+	}
+	w.armed = now
+	_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(now.Add(d))
+}
+
+// Bounded runs send (one message, flushed by connect) with the write
+// deadline armed for d, and clears it after.
+func (w *heldFlushes) Bounded(d time.Duration, send func() error) error {
+	w.Arm(d)
+	defer w.Disarm()
+	return send()
+}

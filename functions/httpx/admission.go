@@ -1,16 +1,20 @@
 package httpx
 
 import (
+	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/lograte"
 )
 
 // Admission sheds load before it costs memory: it bounds the request body
@@ -30,6 +34,19 @@ import (
 // reserves them as they are read, and a read that would pass the bound
 // fails with the overload error. Everything a request reserved is released
 // when its handler returns. The zero value admits everything.
+//
+// The protocol of a refusal follows the route, never the request's
+// Content-Type: Wrap guards REST routes, whose refusals are always 503
+// with Retry-After and the JSON error body (a REST client sends
+// Content-Type: application/json, which connect-go would take for its
+// own Connect protocol and answer 429), and WrapRPC guards the gRPC
+// services, whose refusals are RESOURCE_EXHAUSTED in the caller's RPC
+// protocol (gRPC, gRPC-Web or Connect).
+//
+// A refusal is an expected answer under load, not a server failure: it is
+// logged as a warning, rate-limited per bound (package internal/lograte:
+// the first refusal of a burst, then one line per DefaultInterval with
+// the count of the others), never as an error per request.
 type Admission struct {
 	// MaxBytes bounds the request body bytes held by requests in
 	// progress (HERALD_MAX_INFLIGHT_BYTES); ≤ 0 means no bound.
@@ -38,10 +55,16 @@ type Admission struct {
 	// gRPC, single and batch (HERALD_MAX_CONCURRENT_PUBLISHES); ≤ 0 means
 	// no bound.
 	MaxPublishes int64
+	// Logger receives the rate-limited warnings of refused requests; nil
+	// means slog.Default().
+	Logger *slog.Logger
 
 	bytes     atomic.Int64
 	publishes atomic.Int64
 	shed      atomic.Int64
+
+	logOnce sync.Once
+	logs    *lograte.Limiter
 }
 
 // RetryAfter is what an overloaded answer's Retry-After header says: load
@@ -100,16 +123,32 @@ func tryAdd(c *atomic.Int64, n, limit int64) bool {
 	}
 }
 
-// Wrap returns next behind a's bounds. publish says next serves publish
-// requests, which also take a publish slot.
+// Wrap returns the REST handler next behind a's bounds: a refusal is 503
+// with Retry-After and the JSON error body, whatever the request's
+// Content-Type. publish says next serves publish requests, which also
+// take a publish slot.
 func (a *Admission) Wrap(next http.Handler, publish bool) http.Handler {
+	return a.wrap(next, publish, false)
+}
+
+// WrapRPC is Wrap for a connect-go handler (the gRPC services): a refusal
+// is RESOURCE_EXHAUSTED with Retry-After, in the request's RPC protocol
+// (gRPC, gRPC-Web or Connect; the notifications API: "RESOURCE_EXHAUSTED
+// (gRPC) … if temporarily overloaded"). A request on that route that
+// speaks none of them gets the REST answer.
+func (a *Admission) WrapRPC(next http.Handler, publish bool) http.Handler {
+	return a.wrap(next, publish, true)
+}
+
+func (a *Admission) wrap(next http.Handler, publish, rpc bool) http.Handler {
 	if a == nil || (a.MaxBytes <= 0 && (a.MaxPublishes <= 0 || !publish)) {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rpc := rpc && rpcErrors.IsSupported(r)
 		if publish {
 			if !tryAdd(&a.publishes, 1, a.MaxPublishes) {
-				a.refuse(w, r, &OverloadedError{What: "too many publishes in progress"})
+				a.refuse(w, r, rpc, &OverloadedError{What: "too many publishes in progress"})
 				return
 			}
 			defer a.publishes.Add(-1)
@@ -119,39 +158,57 @@ func (a *Admission) Wrap(next http.Handler, publish bool) http.Handler {
 			defer func() { a.bytes.Add(-held) }()
 			if n := r.ContentLength; n > 0 {
 				if !tryAdd(&a.bytes, n, a.MaxBytes) {
-					a.refuse(w, r, &OverloadedError{What: "too many request bytes in progress"})
+					a.refuse(w, r, rpc, &OverloadedError{What: "too many request bytes in progress"})
 					return
 				}
 				held = n
 			} else if n < 0 {
-				r.Body = &admittedBody{ReadCloser: r.Body, a: a, held: &held, grpc: grpcErrors.IsSupported(r)}
+				r.Body = &admittedBody{ReadCloser: r.Body, a: a, r: r, held: &held, rpc: rpc}
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-var grpcErrors = connect.NewErrorWriter()
+var rpcErrors = connect.NewErrorWriter()
 
-// refuse answers err in the request's protocol: a gRPC (or Connect)
-// client gets RESOURCE_EXHAUSTED, anyone else 503 with Retry-After.
-func (a *Admission) refuse(w http.ResponseWriter, r *http.Request, err *OverloadedError) {
-	a.shed.Add(1)
+// refuse answers err: RESOURCE_EXHAUSTED in the caller's RPC protocol
+// when rpc (a gRPC service's route, and a request in one of its
+// protocols), else 503 with Retry-After. Either way it counts the refusal
+// and logs it, rate-limited.
+func (a *Admission) refuse(w http.ResponseWriter, r *http.Request, rpc bool, err *OverloadedError) {
+	a.refused(r, err)
 	w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
-	if grpcErrors.IsSupported(r) {
-		_ = grpcErrors.Write(w, r, connect.NewError(connect.CodeResourceExhausted, errors.New(err.Error())))
+	if rpc {
+		_ = rpcErrors.Write(w, r, connect.NewError(connect.CodeResourceExhausted, errors.New(err.Error())))
 		return
 	}
-	WriteError(w, r, err)
+	WriteError(w, r, err) // an *OverloadedError: not logged again there
+}
+
+// refused counts a refusal and logs it as a warning, one line per bound
+// and DefaultInterval (lograte): a flood of refusals is one line with a
+// count, where an error line per request buried everything else (2,322
+// lines in 10 s under one test's load).
+func (a *Admission) refused(r *http.Request, err *OverloadedError) {
+	a.shed.Add(1)
+	a.logOnce.Do(func() { a.logs = lograte.New(lograte.DefaultInterval) })
+	logger := a.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	a.logs.Log(context.WithoutCancel(r.Context()), logger, slog.LevelWarn, err.What,
+		"request shed: the server is overloaded", "bound", err.What, "route", r.Pattern, "retry_after_s", int(RetryAfter/time.Second))
 }
 
 // admittedBody reserves body bytes as they are read.
 type admittedBody struct {
 	io.ReadCloser
 	a    *Admission
+	r    *http.Request // for the log line of a refusal
 	held *int64
 	used int64
-	grpc bool // a gRPC or Connect request: fail reads as RESOURCE_EXHAUSTED
+	rpc  bool // a gRPC service's request: fail reads as RESOURCE_EXHAUSTED
 	err  error
 }
 
@@ -167,10 +224,10 @@ func (b *admittedBody) Read(p []byte) (int, error) {
 	used := b.used + int64(n)
 	for used > *b.held {
 		if !tryAdd(&b.a.bytes, admitChunk, b.a.MaxBytes) {
-			b.a.shed.Add(1)
 			oe := &OverloadedError{What: "too many request bytes in progress"}
+			b.a.refused(b.r, oe)
 			b.err = oe
-			if b.grpc {
+			if b.rpc {
 				// connect passes a *connect.Error from the body on as
 				// the call's status.
 				b.err = connect.NewError(connect.CodeResourceExhausted, errors.New(oe.Error()))

@@ -13,19 +13,21 @@ import (
 )
 
 // TestAdmissionPublishSlots: a publish past MaxPublishes is refused at
-// once with 503 and Retry-After, over REST, and RESOURCE_EXHAUSTED over
-// gRPC; a slot is free again once its request returns.
+// once with 503 and Retry-After on a REST route (Wrap), and
+// RESOURCE_EXHAUSTED on a gRPC route (WrapRPC); a slot is free again once
+// its request returns.
 func TestAdmissionPublishSlots(t *testing.T) {
 	t.Parallel()
 	a := &httpx.Admission{MaxPublishes: 1}
 	entered, release := make(chan struct{}), make(chan struct{})
-	h := a.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/block" {
 			close(entered)
 			<-release
 		}
 		w.WriteHeader(http.StatusNoContent)
-	}), true)
+	})
+	h, rpc := a.Wrap(next, true), a.WrapRPC(next, true)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -42,7 +44,7 @@ func TestAdmissionPublishSlots(t *testing.T) {
 	r := httptest.NewRequest("POST", "/pkg.S/M", nil)
 	r.Header.Set("Content-Type", "application/grpc")
 	w = httptest.NewRecorder()
-	h.ServeHTTP(w, r)
+	rpc.ServeHTTP(w, r)
 	require.Equal(t, "8", w.Header().Get("Grpc-Status"), "RESOURCE_EXHAUSTED")
 
 	close(release)

@@ -185,7 +185,8 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if code == herr.PermissionDenied {
 		insufficientScope(w, r, err)
 	}
-	if status >= 500 {
+	var shed *OverloadedError
+	if status >= 500 && !errors.As(err, &shed) { // Admission logs its refusals, rate-limited
 		// The route pattern, not the path: a path carries ids, and a
 		// non-durable queue's id is its reconnect token; the cause's text
 		// may quote one too (store errors quote consumer ids).

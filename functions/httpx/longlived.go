@@ -25,11 +25,18 @@ type LongLived struct {
 	mu      sync.Mutex
 	closing bool
 	away    chan struct{}
-	wg      sync.WaitGroup
+	// awayCtx is done when away is closed: streams register on it with
+	// context.AfterFunc, which costs no goroutine per stream.
+	awayCtx    context.Context
+	awayCancel context.CancelFunc
+	wg         sync.WaitGroup
 }
 
 // NewLongLived returns an empty tracker.
-func NewLongLived() *LongLived { return &LongLived{away: make(chan struct{})} }
+func NewLongLived() *LongLived {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &LongLived{away: make(chan struct{}), awayCtx: ctx, awayCancel: cancel}
+}
 
 type longLivedKey struct{}
 
@@ -67,6 +74,7 @@ func (h *LongLived) Shutdown(ctx context.Context) error {
 	if !h.closing {
 		h.closing = true
 		close(h.away)
+		h.awayCancel()
 	}
 	h.mu.Unlock()
 	waited := make(chan struct{})
@@ -97,19 +105,14 @@ func StreamContext(ctx context.Context) (context.Context, func(), error) {
 		ctx, cancel := context.WithCancel(ctx)
 		return ctx, cancel, nil
 	}
-	away, tracked, ok := ll.Track()
+	_, tracked, ok := ll.Track()
 	if !ok {
 		return nil, nil, ErrShuttingDown
 	}
 	sctx, cancel := context.WithCancelCause(ctx)
-	go func() {
-		select {
-		case <-away:
-			cancel(ErrShuttingDown)
-		case <-sctx.Done():
-		}
-	}()
-	return sctx, func() { cancel(nil); tracked() }, nil
+	// A callback, not a goroutine per stream: idle streams cost memory.
+	stop := context.AfterFunc(ll.awayCtx, func() { cancel(ErrShuttingDown) })
+	return sctx, func() { stop(); cancel(nil); tracked() }, nil
 }
 
 // ShuttingDown reports whether ctx (from StreamContext, or derived from

@@ -10,9 +10,10 @@
 // and unacknowledged, 400 for a destination that is not a durable consumer,
 // 404 for an unknown id.
 //
-// A lease holding an event whose type the caller may not read (it lacks a
-// matching receive:PATTERN) is handed back to the destination and the pull
-// is 403 naming the type: the events wait for a worker that may read them
+// A batch stops before the first event whose type the caller may not read
+// (it lacks a matching receive:PATTERN); when that is the next event, the
+// pull is 403 naming the type, with Retry-After, and nothing is handed out
+// or counted: the event waits for a worker that may read it
 // (delivery.Service.Pull).
 //
 // The 200 body is built by appending bytes: the events are already encoded

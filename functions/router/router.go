@@ -268,7 +268,7 @@ func Build(svc *delivery.Service, a auth.Authenticator, f config.Function, o Opt
 	}) {
 		h := m.Handler
 		if m.Path == "/"+publisherv1betaconnect.EventPublishingServiceName+"/" {
-			h = admission.Wrap(h, true)
+			h = admission.WrapRPC(h, true)
 		} else {
 			h = httpx.Unbounded(h) // the consumer's streams, health's Watch
 		}

@@ -58,6 +58,17 @@
 // (1 s) after that. Events not yet acknowledged when the connection ends are
 // put back in the queue and delivered again on the next connection.
 //
+// # Slow clients
+//
+// Every write must be taken by the client within HERALD_STREAM_WRITE_TIMEOUT
+// (10 s): a client that stops reading is dropped then, and what it was not
+// sent goes back to the queue as above, instead of the stream holding its
+// session, its leased events and its connection for as long as the TCP
+// connection lives. The deadline covers writes only, never a quiet stream
+// waiting for events. What a stream holds for a slow client is bounded:
+// one batch waiting to be written (at most 100 events), within the
+// session's 100 unsettled events.
+//
 // # Errors on an open stream
 //
 // Once open, a failure is an SSE frame, after which the stream closes:
@@ -197,7 +208,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *delivery.Str
 		_ = st.Close(r.Context())
 	}()
 
-	sse := &writer{w: w, rc: http.NewResponseController(w)}
+	sse := &writer{w: w, rc: http.NewResponseController(w), timeout: h.Service.Streams().WriteTimeout}
+	defer sse.disarm()
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
 	// no-store, not just no-cache: the first frame carries the reconnect
@@ -214,21 +226,28 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *delivery.Str
 		return
 	}
 
-	go func() {
-		defer close(nextDone)
-		for {
-			ds, err := st.Next(ctx)
-			if err != nil {
-				nextErr <- err
-				return
+	// A stream served by the hub is polled from this goroutine's select;
+	// any other waits in Next on a goroutine of its own.
+	poll := st.Pollable()
+	if poll {
+		close(nextDone)
+	} else {
+		go func() {
+			defer close(nextDone)
+			for {
+				ds, err := st.Next(ctx)
+				if err != nil {
+					nextErr <- err
+					return
+				}
+				select {
+				case batches <- ds:
+				case <-ctx.Done():
+					return
+				}
 			}
-			select {
-			case batches <- ds:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+		}()
+	}
 
 	keepAlive := time.NewTicker(h.Service.Streams().KeepAlive)
 	defer keepAlive.Stop()
@@ -238,7 +257,61 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *delivery.Str
 	defer ackTimer.Stop()
 
 	var eventBuf []byte // one event's JSON, reused
+	// send writes a batch and acknowledges it (or schedules that); false
+	// ends the stream.
+	send := func(ds []delivery.Delivery) bool {
+		tags := make([]int64, len(ds))
+		for i, d := range ds {
+			tags[i] = d.Tag
+			data, err := d.Event.AppendJSON(eventBuf[:0])
+			eventBuf = data
+			if err != nil {
+				sse.fail(herr.Wrap(herr.Internal, err, "an event could not be encoded"))
+				return false
+			}
+			if sse.frame("event", "", data) != nil {
+				return false
+			}
+		}
+		if sse.flush() != nil {
+			return false
+		}
+		if ackDelay <= 0 {
+			if err := ack(ctx, st, tags); err != nil {
+				if ctx.Err() == nil {
+					sse.fail(err)
+				}
+				return false
+			}
+			return true
+		}
+		due := time.Now().Add(ackDelay)
+		if len(pending) == 0 {
+			ackTimer.Reset(ackDelay)
+		}
+		for _, t := range tags {
+			pending = append(pending, pendingAck{tag: t, due: due})
+		}
+		return true
+	}
 	for {
+		var wake <-chan struct{}
+		if poll {
+			ds, w, err := st.Poll()
+			if err != nil {
+				if ctx.Err() == nil {
+					sse.fail(err)
+				}
+				return
+			}
+			if len(ds) > 0 {
+				if !send(ds) {
+					return
+				}
+				continue
+			}
+			wake = w
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -247,42 +320,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *delivery.Str
 				sse.fail(err)
 			}
 			return
+		case <-wake:
+		case <-st.Done():
+			// Poll says why at the top of the loop.
 		case <-keepAlive.C:
 			if sse.comment("keep-alive") != nil {
 				return
 			}
 		case ds := <-batches:
-			tags := make([]int64, len(ds))
-			for i, d := range ds {
-				tags[i] = d.Tag
-				data, err := d.Event.AppendJSON(eventBuf[:0])
-				eventBuf = data
-				if err != nil {
-					sse.fail(herr.Wrap(herr.Internal, err, "an event could not be encoded"))
-					return
-				}
-				if sse.frame("event", "", data) != nil {
-					return
-				}
-			}
-			if sse.flush() != nil {
+			if !send(ds) {
 				return
-			}
-			if ackDelay <= 0 {
-				if err := ack(ctx, st, tags); err != nil {
-					if ctx.Err() == nil {
-						sse.fail(err)
-					}
-					return
-				}
-				continue
-			}
-			due := time.Now().Add(ackDelay)
-			if len(pending) == 0 {
-				ackTimer.Reset(ackDelay)
-			}
-			for _, t := range tags {
-				pending = append(pending, pendingAck{tag: t, due: due})
 			}
 		case <-ackTimer.C:
 			now := time.Now()
@@ -318,15 +365,48 @@ func ack(ctx context.Context, st *delivery.Stream, tags []int64) error {
 	return err
 }
 
-// writer writes SSE frames.
+// writer writes SSE frames. Every write has a deadline: a client that
+// does not take a frame within timeout (StreamConfig.WriteTimeout) is
+// dropped, so a client that stops reading cannot hold its session, its
+// leased events and its connection for ever. What the stream holds for
+// it meanwhile is bounded: at most one batch waits to be written
+// (StreamConfig.Batch events), and a session holds at most
+// StreamConfig.MaxUnsettled unacknowledged events.
 type writer struct {
-	w  io.Writer
-	rc *http.ResponseController
+	w       io.Writer
+	rc      *http.ResponseController
+	timeout time.Duration
+	armed   time.Time // when the write deadline was last moved
+}
+
+// arm gives the next writes until timeout from now. Until disarm, it
+// moves the deadline at most every timeout/10 (a frame thus has at least
+// nine tenths of it), not once per frame. A writer without deadlines (a
+// test's recorder) is written without.
+func (s *writer) arm() {
+	now := time.Now()
+	if s.timeout <= 0 || (!s.armed.IsZero() && now.Sub(s.armed) < s.timeout/10) {
+		return
+	}
+	s.armed = now
+	_ = s.rc.SetWriteDeadline(now.Add(s.timeout))
+}
+
+// disarm clears the deadline once what was written is flushed: the stream
+// then waits for events, which may take hours, and over HTTP/2 a deadline
+// that passes resets the stream, written or not; net/http would also
+// leave it on an HTTP/1.1 connection for its next request.
+func (s *writer) disarm() {
+	if !s.armed.IsZero() {
+		s.armed = time.Time{}
+		_ = s.rc.SetWriteDeadline(time.Time{})
+	}
 }
 
 // frame writes one event frame (id omitted when "") and flushes it. data
 // must be one line (compact JSON is).
 func (s *writer) frame(event, id string, data []byte) error {
+	s.arm()
 	b := make([]byte, 0, len(data)+len(event)+len(id)+24)
 	b = append(b, "event: "...)
 	b = append(b, event...)
@@ -350,13 +430,18 @@ func (s *writer) frame(event, id string, data []byte) error {
 
 // comment writes a comment line and flushes it.
 func (s *writer) comment(text string) error {
+	s.arm()
 	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
 		return err
 	}
 	return s.flush()
 }
 
-func (s *writer) flush() error { return s.rc.Flush() }
+func (s *writer) flush() error {
+	s.arm()
+	defer s.disarm()
+	return s.rc.Flush()
+}
 
 // fail writes the error frame that ends an open stream: the message and
 // the HTTP status the failure would have had.

@@ -111,14 +111,9 @@ const Path = "/api/v1beta/events/websocket"
 // Handler.PingInterval is 0 (config.DefaultWSPingInterval).
 const DefaultPingInterval = config.DefaultWSPingInterval
 
-const (
-	// writeWait bounds one write: a client that stops reading for this
-	// long is dropped rather than allowed to hold the session.
-	writeWait = 10 * time.Second
-	// closeWait is how long the server waits for the client's answer to
-	// its close frame before it drops the connection.
-	closeWait = 2 * time.Second
-)
+// closeWait is how long the server waits for the client's answer to its
+// close frame before it drops the connection.
+const closeWait = 2 * time.Second
 
 // Handler serves GET /api/v1beta/events/websocket. It must run behind
 // httpx.Authenticate (the router mounts it so, with the access_token query
@@ -209,7 +204,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if log == nil {
 		log = accesslog.Logger(r.Context())
 	}
-	s := &session{svc: h.Service, p: p, conn: conn, ping: ping, log: log, wake: make(chan struct{}, 1)}
+	s := &session{svc: h.Service, p: p, conn: conn, ping: ping, log: log, wake: make(chan struct{}, 1),
+		writeWait: h.Service.Streams().WriteTimeout}
 	s.run(telemetry.WithTransport(r.Context(), "websocket"), goingAway)
 }
 
@@ -234,6 +230,10 @@ type session struct {
 	conn *websocket.Conn
 	ping time.Duration
 	log  *slog.Logger
+	// writeWait bounds one write (StreamConfig.WriteTimeout): a client
+	// that stops reading for this long is dropped rather than allowed to
+	// hold the session.
+	writeWait time.Duration
 
 	ctx    context.Context // the connection's life
 	cancel context.CancelFunc
@@ -304,7 +304,7 @@ func (s *session) keepAlive(goingAway <-chan struct{}) {
 		case <-t.C:
 			// A failed ping needs no handling here: the read deadline
 			// ends a connection that stopped answering.
-			_ = s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait))
+			_ = s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.writeWait))
 		}
 	}
 }
@@ -314,17 +314,17 @@ func (s *session) keepAlive(goingAway <-chan struct{}) {
 func (s *session) close(code int, text string) {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
-		_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(writeWait))
+		_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(s.writeWait))
 		_ = s.conn.SetReadDeadline(time.Now().Add(closeWait))
 	})
 }
 
 // send writes one frame. A failed write (the client stopped reading for
-// writeWait, or the connection is gone) ends the connection.
+// s.writeWait, or the connection is gone) ends the connection.
 func (s *session) send(f *wsframe.ServerFrame) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	_ = s.conn.SetWriteDeadline(time.Now().Add(writeWait))
+	_ = s.conn.SetWriteDeadline(time.Now().Add(s.writeWait))
 	if err := s.conn.WriteMessage(websocket.TextMessage, f.Encode()); err != nil {
 		s.cancel()
 		_ = s.conn.Close()

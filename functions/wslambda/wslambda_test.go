@@ -35,6 +35,7 @@ const (
 	token   = "wslambda-test-token-0123456789"
 	limited = "wslambda-limited-token-0123456789"
 	other   = "wslambda-other-token-0123456789"
+	reader  = "wslambda-reader-token-0123456789"
 )
 
 var stackCount atomic.Int64
@@ -63,11 +64,13 @@ func startStack(t *testing.T, deliveryLimit int, emuOpts apigwws.Options, now ..
 func startStackWith(t *testing.T, deliveryLimit int, emuOpts apigwws.Options, configure func(*wslambda.Config), setup func(*wslambda.Handler), now ...func() time.Time) *stack {
 	t.Helper()
 	n := stackCount.Add(1)
+	readerPermissions, err := json.Marshal(wstest.ReaderPermissions)
+	require.NoError(t, err)
 	env := map[string]string{
 		config.EnvTopicURL:      fmt.Sprintf("mem://wslambda-%d", n),
 		config.EnvStoreURL:      fmt.Sprintf("mem://wslambda-%d/key", n),
 		config.EnvDevToken:      token,
-		config.EnvTokens:        `{"` + limited + `": {"id": "publisher", "permissions": ["publish:*"]}, "` + other + `": {"id": "other", "permissions": ["receive:*"]}}`,
+		config.EnvTokens:        `{"` + limited + `": {"id": "publisher", "permissions": ["publish:*"]}, "` + other + `": {"id": "other", "permissions": ["receive:*"]}, "` + reader + `": {"id": "reader", "permissions": ` + string(readerPermissions) + `}}`,
 		config.EnvDeliveryLimit: fmt.Sprint(deliveryLimit),
 	}
 	cfg, err := config.Load(config.Local, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
@@ -125,6 +128,7 @@ func TestConformance(t *testing.T) {
 		Token:         token,
 		LimitedToken:  limited,
 		OtherToken:    other,
+		ReaderToken:   reader,
 		DeliveryLimit: 2,
 		Push:          false,
 		NoCloseCodes:  true,
@@ -149,6 +153,7 @@ func TestConformanceConcurrent(t *testing.T) {
 		Token:         token,
 		LimitedToken:  limited,
 		OtherToken:    other,
+		ReaderToken:   reader,
 		DeliveryLimit: 2,
 		Push:          false,
 		NoCloseCodes:  true,

@@ -215,7 +215,9 @@ func (a *app) publishFile(cmd *cobra.Command, name string) error {
 				continue
 			}
 			pr := resultJSON(r)
-			pr.Line = lines[start+i]
+			// What the line said: a failed event's answer replaces an
+			// invalid member with a placeholder ("-" for the type).
+			pr.Line, pr.EventType = lines[start+i], events[start+i].Type()
 			failures = append(failures, pr)
 		}
 		bar.set(end)

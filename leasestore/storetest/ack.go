@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -15,7 +16,12 @@ var ackCases = []conformanceCase{
 	{"Ack/CursorContiguous", testAckCursorContiguous},
 	{"Ack/FailedRequeues", testAckFailedRequeues},
 	{"Ack/FailedTwice", testAckFailedTwice},
-	{"Ack/OKAgainIsStale", testAckOKAgain},
+	{"Ack/OKAgainAnswersCommitted", testAckOKAgain},
+	{"Ack/RepeatAfterOthersSettled", testAckRepeatLater},
+	{"Ack/RepeatFromAnotherClient", testAckRepeatOtherClient},
+	{"Ack/RepeatRemembered", testAckRepeatRemembered},
+	{"Ack/RepeatOfSplitLease", testAckRepeatSplit},
+	{"Ack/RepeatOfALateBatch", testAckRepeatLate},
 	{"Ack/OlderGenerationIsStale", testAckOlderGeneration},
 	{"Ack/AfterExpiryBeforeReclaim", testAckAfterExpiry},
 	{"Ack/UnknownLeaseIsStale", testAckUnknownLease},
@@ -103,18 +109,164 @@ func testAckFailedTwice(t *testing.T, h Harness) {
 	requireReclaimed(t, l, b.pull(t, "w2", 1, src), b.clock.Now().Add(visibility))
 }
 
+// testAckOKAgain: a repeated ok (a client retrying after losing the
+// answer) answers committed, as the first did, with the cursor, and
+// changes nothing; anything else for the committed lease is stale.
 func testAckOKAgain(t *testing.T, h Harness) {
 	b := setup(t, h, setupOptions{})
 	src := NewScriptedSource(bodies("a", 2)...)
 	l := b.pull(t, "w", 2, src)
 	require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, l, leasestore.StatusOK).Outcome)
-	r := b.ack(t, l, leasestore.StatusOK)
-	require.Equal(t, leasestore.OutcomeStale, r.Outcome, "ok for a committed lease changes nothing")
-	require.Equal(t, int64(2), r.Committed, "a stale outcome still reports the cursor")
-	r = b.ack(t, l, leasestore.StatusFailed)
+	for range 3 {
+		r := b.ack(t, l, leasestore.StatusOK)
+		require.Equal(t, leasestore.OutcomeCommitted, r.Outcome, "a repeated ok answers as the first did")
+		require.Equal(t, int64(2), r.Committed, "with the cursor")
+	}
+	r := b.ack(t, l, leasestore.StatusFailed)
 	require.Equal(t, leasestore.OutcomeStale, r.Outcome, "failed for a committed lease changes nothing")
+	require.Equal(t, int64(2), r.Committed, "a stale outcome still reports the cursor")
+	require.Equal(t, leasestore.OutcomeStale, b.ack(t, l, leasestore.StatusRejected).Outcome)
+	require.Equal(t, leasestore.OutcomeStale, b.ackGen(t, l.ID, l.Generation+1, leasestore.StatusOK).Outcome, "another generation is stale")
 	require.Equal(t, int64(2), b.get(t).Committed)
 	require.Zero(t, b.get(t).InFlight)
+	require.Empty(t, b.deadLetters(t))
+	require.Nil(t, b.pull(t, "w", 2, src), "nothing is redelivered")
+}
+
+// testAckRepeatLater: the repeat is remembered while new work is leased
+// and settled (the head is rewritten, the committed block drops out of its
+// index) and once the sweep has run; a stale ack of an older generation
+// of a lease committed by someone else stays stale.
+func testAckRepeatLater(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	src := NewScriptedSource(bodies("l", 8)...)
+	old := b.pull(t, "w1", 2, src)
+	b.clock.Advance(visibility)
+	cur := b.pull(t, "w2", 2, src) // the same lease, generation 1
+	requireReclaimed(t, old, cur, b.clock.Now().Add(visibility))
+	first := b.pull(t, "w3", 2, src)
+	require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, first, leasestore.StatusOK).Outcome)
+	require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, cur, leasestore.StatusOK).Outcome)
+	for range 2 {
+		l := b.pull(t, "w4", 2, src)
+		require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, l, leasestore.StatusOK).Outcome)
+	}
+	_, err := b.store.ExpireLeases(b.ctx, b.consumer)
+	require.NoError(t, err)
+	b.clock.Advance(leasestore.RememberAcks - visibility - time.Second)
+	_, err = b.store.ExpireLeases(b.ctx, b.consumer)
+	require.NoError(t, err)
+
+	r := b.ack(t, first, leasestore.StatusOK)
+	require.Equal(t, leasestore.OutcomeCommitted, r.Outcome)
+	require.Equal(t, int64(8), r.Committed)
+	require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, cur, leasestore.StatusOK).Outcome)
+	require.Equal(t, leasestore.OutcomeStale, b.ack(t, old, leasestore.StatusOK).Outcome,
+		"generation 0 was handed to another worker before it was acknowledged: nothing of it was committed")
+}
+
+// testAckRepeatOtherClient: the memory is in the store, not in the Store
+// that applied the acknowledgement.
+func testAckRepeatOtherClient(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{clients: 2})
+	src := NewScriptedSource(bodies("o", 2)...)
+	l := b.pull(t, "w", 2, src)
+	require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, l, leasestore.StatusOK).Outcome)
+	r, err := b.stores[1].Acknowledge(b.ctx, leasestore.AckParams{Consumer: b.consumer, LeaseID: l.ID, Generation: l.Generation, Status: leasestore.StatusOK})
+	require.NoError(t, err)
+	require.Equal(t, leasestore.OutcomeCommitted, r.Outcome)
+	require.Equal(t, int64(2), r.Committed)
+}
+
+// testAckRepeatRemembered: how long a repeat is answered as the first:
+// RememberAcks after its block was settled, unless MaxRememberedBlocks
+// blocks settled after it are remembered first; the records kept for it
+// are then deleted, and a consumer's deletion takes the kept ones along.
+func testAckRepeatRemembered(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	src := NewScriptedSource(bodies("m", leasestore.MaxRememberedBlocks+3)...)
+	settle := func() *leasestore.Lease {
+		t.Helper()
+		l := b.pull(t, "w", 1, src)
+		require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, l, leasestore.StatusOK).Outcome)
+		return l
+	}
+	sweep := func() {
+		t.Helper()
+		_, err := b.store.ExpireLeases(b.ctx, b.consumer)
+		require.NoError(t, err)
+	}
+	repeat := func(l *leasestore.Lease) leasestore.Outcome {
+		t.Helper()
+		return b.ack(t, l, leasestore.StatusOK).Outcome
+	}
+
+	// By time.
+	l := settle()
+	sweep()
+	b.clock.Advance(leasestore.RememberAcks - time.Second)
+	sweep()
+	require.Equal(t, leasestore.OutcomeCommitted, repeat(l), "remembered for RememberAcks")
+	require.Equal(t, 1, countRecords(t, b, blockKeyPrefix(b.consumer)), "its block is kept, without its events")
+	require.Zero(t, countRecords(t, b, payloadKeyPrefix(b.consumer)))
+	b.clock.Advance(time.Second)
+	sweep()
+	require.Equal(t, leasestore.OutcomeStale, repeat(l), "forgotten after RememberAcks")
+	require.Zero(t, countRecords(t, b, blockKeyPrefix(b.consumer)), "the kept block is deleted once forgotten")
+
+	// By count: the oldest goes first.
+	var ls []*leasestore.Lease
+	for range leasestore.MaxRememberedBlocks + 1 {
+		ls = append(ls, settle())
+		b.clock.Advance(time.Second)
+	}
+	sweep()
+	require.Equal(t, leasestore.OutcomeStale, repeat(ls[0]), "pushed out by MaxRememberedBlocks later ones")
+	for _, l := range ls[1:] {
+		require.Equal(t, leasestore.OutcomeCommitted, repeat(l))
+	}
+	require.Equal(t, leasestore.MaxRememberedBlocks, countRecords(t, b, blockKeyPrefix(b.consumer)), "at most MaxRememberedBlocks kept")
+
+	// A pull of new work (the head's other writer) forgets as the sweep does.
+	b.clock.Advance(leasestore.RememberAcks)
+	last := settle()
+	require.Equal(t, 1, countRecords(t, b, blockKeyPrefix(b.consumer)), "only the block settled last is left")
+	require.Equal(t, leasestore.OutcomeCommitted, repeat(last))
+	sweep() // the head now lists it as kept, no longer as open
+	require.Equal(t, 1, countRecords(t, b, blockKeyPrefix(b.consumer)))
+	require.Equal(t, leasestore.OutcomeCommitted, repeat(last))
+
+	_, err := b.store.DeleteConsumer(b.ctx, b.consumer)
+	require.NoError(t, err)
+	require.Zero(t, countRecords(t, b, blockKeyPrefix(b.consumer)), "a deleted consumer's kept blocks go with it")
+}
+
+// testAckRepeatSplit: the leases of one block are remembered one by one,
+// while the block still has open leases and once it is settled.
+func testAckRepeatSplit(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	src := NewScriptedSource(bodies("s", 4)...)
+	whole := b.pull(t, "w1", 4, src)
+	require.Equal(t, leasestore.OutcomeRequeued, b.ack(t, whole, leasestore.StatusFailed).Outcome)
+	first := b.pull(t, "w2", 1, src)  // splits the lease: 1, and 2–4 waiting
+	second := b.pull(t, "w3", 2, src) // splits again: 2–3, and 4 waiting
+	require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, second, leasestore.StatusOK).Outcome)
+	require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, second, leasestore.StatusOK).Outcome, "remembered while the block has open leases")
+	require.Equal(t, leasestore.OutcomeStale, b.ack(t, whole, leasestore.StatusOK).Outcome, "the lease id of another generation")
+	require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, first, leasestore.StatusOK).Outcome)
+	rest := b.pull(t, "w4", 4, src)
+	require.Equal(t, int64(4), rest.Start)
+	r := b.ack(t, rest, leasestore.StatusOK)
+	require.Equal(t, leasestore.OutcomeCommitted, r.Outcome)
+	require.Equal(t, int64(4), r.Committed)
+	_, err := b.store.ExpireLeases(b.ctx, b.consumer)
+	require.NoError(t, err)
+	for _, l := range []*leasestore.Lease{first, second, rest} {
+		r := b.ack(t, l, leasestore.StatusOK)
+		require.Equal(t, leasestore.OutcomeCommitted, r.Outcome, "lease at %d, once its block is settled", l.Start)
+		require.Equal(t, int64(4), r.Committed)
+	}
+	require.Equal(t, leasestore.OutcomeStale, b.ack(t, whole, leasestore.StatusOK).Outcome)
 }
 
 func testAckOlderGeneration(t *testing.T, h Harness) {
@@ -182,4 +334,30 @@ func testAckInvalidStatus(t *testing.T, h Harness) {
 	})
 	requireCode(t, herr.InvalidArgument, err)
 	requireSameLease(t, l, b.pull(t, "w", 1, NewScriptedSource()))
+}
+
+// testAckRepeatLate: a batch settled after many others (here, at the
+// lowest position, after MaxRememberedBlocks later batches settled within
+// the same second) is remembered like any other: the blocks settled first
+// are forgotten first, whatever their positions.
+func testAckRepeatLate(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	src := NewScriptedSource(bodies("t", leasestore.MaxRememberedBlocks+3)...)
+	late := b.pull(t, "slow", 1, src)
+	for range leasestore.MaxRememberedBlocks + 1 {
+		l := b.pull(t, "fast", 1, src)
+		require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, l, leasestore.StatusOK).Outcome)
+	}
+	_, err := b.store.ExpireLeases(b.ctx, b.consumer)
+	require.NoError(t, err)
+	require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, late, leasestore.StatusOK).Outcome)
+	// Another pull of new work writes the head: the late batch's block is
+	// kept now, and one of the first ones forgotten.
+	l := b.pull(t, "fast", 1, src)
+	require.Equal(t, leasestore.OutcomeCommitted, b.ack(t, l, leasestore.StatusOK).Outcome)
+	_, err = b.store.ExpireLeases(b.ctx, b.consumer)
+	require.NoError(t, err)
+	r := b.ack(t, late, leasestore.StatusOK)
+	require.Equal(t, leasestore.OutcomeCommitted, r.Outcome, "the batch settled last is remembered")
+	require.Equal(t, int64(leasestore.MaxRememberedBlocks+3), r.Committed)
 }

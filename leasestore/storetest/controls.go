@@ -277,7 +277,8 @@ func testRejectLease(t *testing.T, h Harness) {
 		require.Equal(t, string(all[i]), string(d.Body))
 	}
 	require.Equal(t, leasestore.OutcomeStale, b.ack(t, l, leasestore.StatusOK).Outcome, "a rejected lease cannot be acknowledged")
-	require.Equal(t, leasestore.OutcomeStale, b.ack(t, l, leasestore.StatusRejected).Outcome)
+	require.Equal(t, leasestore.OutcomeDeadLettered, b.ack(t, l, leasestore.StatusRejected).Outcome, "a repeated reject answers as the first")
+	require.Len(t, b.deadLettersOf(t, b.consumer), 2, "and moves nothing again")
 	r = b.ack(t, next, leasestore.StatusOK)
 	require.Equal(t, int64(3), r.Committed, "the cursor passes dead-lettered events")
 	require.Zero(t, b.get(t).InFlight)

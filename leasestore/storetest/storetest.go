@@ -86,6 +86,7 @@ var conformanceCases = concat(
 	eventCases,
 	deadLetterCases,
 	intakeCases,
+	unreceivedCases,
 	reapCases,
 	connectionCases,
 	claimCases,
@@ -94,6 +95,7 @@ var conformanceCases = concat(
 	controlCases,
 	streamControlCases,
 	hubCases,
+	withheldCases,
 )
 
 func concat[T any](lists ...[]T) []T {

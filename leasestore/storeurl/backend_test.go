@@ -313,6 +313,9 @@ func testRoundTrip(t *testing.T, b backend) {
 	res := f.ack(t, l, 0, leasestore.StatusOK)
 	require.Equal(t, leasestore.AckResult{Outcome: leasestore.OutcomeCommitted, Committed: 3}, leasestore.AckResult{Outcome: res.Outcome, Committed: res.Committed})
 	res = f.ack(t, l, 0, leasestore.StatusOK)
+	require.Equal(t, leasestore.AckResult{Outcome: leasestore.OutcomeCommitted, Committed: 3}, leasestore.AckResult{Outcome: res.Outcome, Committed: res.Committed},
+		"a repeated ok answers as the first did")
+	res = f.ack(t, l, 0, leasestore.StatusFailed)
 	require.Equal(t, leasestore.AckResult{Outcome: leasestore.OutcomeStale, Committed: 3}, leasestore.AckResult{Outcome: res.Outcome, Committed: res.Committed})
 	require.Equal(t, 0, f.count(t, "payload"), "a committed lease's payload is deleted")
 

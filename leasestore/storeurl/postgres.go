@@ -25,6 +25,11 @@ const DefaultPostgresTable = "herald"
 // sets no connect_timeout.
 const DefaultPostgresConnectTimeout = 5 * time.Second
 
+// DefaultPostgresMaxConns is the least pool_max_conns a PostgreSQL store
+// gets when its URL sets none: enough connections for a burst of stream
+// opens or pulls to commit together.
+const DefaultPostgresMaxConns = 16
+
 // postgresParams are the query parameters a postgres:// URL may set:
 // table (Herald's), then the connection and pool settings pgx reads.
 var postgresParams = []string{
@@ -62,6 +67,14 @@ func (o *Opener) openPostgres(ctx context.Context, u *url.URL) (*docstore.Collec
 	}
 	if _, ok := p["connect_timeout"]; !ok {
 		cfg.ConnConfig.ConnectTimeout = DefaultPostgresConnectTimeout
+	}
+	if !q.Has("pool_max_conns") {
+		// pgx's default, one per CPU (at least 4), queues a burst of
+		// stream opens or pulls behind a few connections, each waiting
+		// for its own commit to reach the disk; more connections commit
+		// together (PostgreSQL flushes the WAL of every commit ready at
+		// once).
+		cfg.MaxConns = max(cfg.MaxConns, DefaultPostgresMaxConns)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -43,7 +43,7 @@
 //     connection and pool settings: sslmode, sslrootcert, sslcert, sslkey,
 //     sslpassword, sslsni, connect_timeout (seconds; default 5),
 //     application_name, target_session_attrs, pool_max_conns (default
-//     max(4, CPUs)), pool_min_conns, pool_max_conn_lifetime,
+//     max(16, CPUs): DefaultPostgresMaxConns), pool_min_conns, pool_max_conn_lifetime,
 //     pool_max_conn_idle_time, pool_health_check_period. A password may be
 //     left out of the URL and given by PGPASSWORD or a ~/.pgpass file (pgx
 //     reads both); messages never repeat the URL, and the local adapter

@@ -81,6 +81,15 @@ type BatchOptions struct {
 	// publisher sends it as a claim-check reference instead
 	// (*pubsubx.Broker.MaxMessageBytes).
 	MaxMessageBytes int
+	// CheapFilterUpdates reports that UpdateSubscription is one quick
+	// call that takes effect for the next messages (a JetStream consumer
+	// update, RabbitMQ bindings, the in-memory broker), rather than an
+	// administrative operation that is rate-limited or propagates slowly
+	// (Pub/Sub's immutable filters, SNS filter policies). Herald's stream
+	// hub keeps its subscription narrowed to the event types its streams
+	// read only where filter updates are cheap, and takes every event
+	// elsewhere.
+	CheapFilterUpdates bool
 }
 
 // Broker is one deployment's topic and its subscriptions, as a driver

@@ -31,10 +31,14 @@
 //
 //   - reject-publish (RejectPublish, the default): the message is not
 //     stored for that subscription and its Send result is a
-//     herr.ResourceExhausted error that says why, so the publish result
-//     says so (Herald answers it as success false); the subscriptions
-//     with room still get it, so a publisher that retries may deliver it
-//     twice to those, which at-least-once delivery allows. Nothing a
+//     *pubsubx.SubscriptionsFullError (herr.ResourceExhausted) naming the
+//     full subscriptions; the subscriptions with room still get it.
+//     Herald then puts the event in the dead-letter queue of each full
+//     subscription's consumer (reason MAXLEN) and answers the publish a
+//     success, so one consumer that does not keep up fails no publish
+//     (package delivery); only when that fails is the publish result
+//     success false, and a publisher that retries may deliver the event
+//     twice to the others, which at-least-once delivery allows. Nothing a
 //     subscription holds is ever lost to the bound.
 //   - drop-head (DropHead): the Send succeeds and the oldest ready
 //     messages of the full subscription are dropped to make room, as a
@@ -281,7 +285,7 @@ func (c *client) lock(ctx context.Context) error {
 // BatchOptions implements driver.Broker: the whole batch is stored at
 // once, in order, and there is no size limit.
 func (c *client) BatchOptions() driver.BatchOptions {
-	return driver.BatchOptions{KeepsPublishOrder: true}
+	return driver.BatchOptions{KeepsPublishOrder: true, CheapFilterUpdates: true}
 }
 
 // SendBatch implements driver.Broker: the whole batch is stored under one
@@ -303,16 +307,20 @@ func (c *client) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 	woken := map[*subscription]bool{}
 	for i, m := range msgs {
 		c.t.nextID++
-		for _, s := range c.t.subs {
+		var full []string
+		for name, s := range c.t.subs {
 			if !s.groups.Match(m.EventType(), m.ResourceID()) {
 				continue
 			}
 			if c.limits.Overflow == RejectPublish && s.full(len(m.Body), c.limits) {
-				errs[i] = c.fullError()
+				full = append(full, name)
 				continue
 			}
 			s.add(&entry{id: c.t.nextID, body: m.Body, meta: m.Metadata}, c.limits)
 			woken[s] = true
+		}
+		if full != nil {
+			errs[i] = &pubsubx.SubscriptionsFullError{Subscriptions: full, Err: c.fullError()}
 		}
 	}
 	for s := range woken {

@@ -170,6 +170,9 @@ func TestBoundedSubscriptionRejects(t *testing.T) {
 	require.Equal(t, herr.ResourceExhausted, herr.CodeOf(err), "%v", err)
 	require.Contains(t, herr.MessageOf(err), "max_pending=3")
 	require.NotContains(t, herr.MessageOf(err), "idle", "the refusal does not name the subscription")
+	var full *pubsubx.SubscriptionsFullError
+	require.ErrorAs(t, err, &full)
+	require.Equal(t, []string{"idle"}, full.Subscriptions, "but tells the publisher which one it was, for its dead-letter queue")
 	errs := b.SendBatch(ctx, []*pubsubx.Message{msg("5"), msg("6")})
 	require.Len(t, errs, 2)
 	for _, err := range errs {

@@ -394,7 +394,7 @@ func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 // BatchOptions implements driver.Broker: a batch goes whole to
 // SendBatch, and order is kept (JetStream stores a stream's messages in the order one connection published them).
 func (b *broker) BatchOptions() driver.BatchOptions {
-	return driver.BatchOptions{KeepsPublishOrder: true}
+	return driver.BatchOptions{KeepsPublishOrder: true, CheapFilterUpdates: true}
 }
 
 // SendBatch implements driver.Broker with JetStream's async

@@ -349,7 +349,7 @@ func (b *broker) isClosed() bool {
 // BatchOptions implements driver.Broker: a batch goes whole to
 // SendBatch, and order is kept (a channel keeps publish order into each queue).
 func (b *broker) BatchOptions() driver.BatchOptions {
-	return driver.BatchOptions{KeepsPublishOrder: true}
+	return driver.BatchOptions{KeepsPublishOrder: true, CheapFilterUpdates: true}
 }
 
 // SendBatch implements driver.Broker with pipelined publisher

@@ -76,7 +76,8 @@ func run(ctx context.Context, logger *slog.Logger, lookup func(string) (string, 
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	return app.Serve(ctx, ln, a.Handler(), app.ServeOptions{Grace: shutdownGrace, PingInterval: cfg.PingInterval(), Logger: logger})
+	return app.Serve(ctx, ln, a.Handler(), app.ServeOptions{Grace: shutdownGrace, PingInterval: cfg.PingInterval(), Logger: logger,
+		Conns: cfg.ConnLimits()})
 }
 
 // cloudLogging renames slog's level and msg keys to the ones Cloud

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -27,24 +29,38 @@ func env(m map[string]string) func(string) (string, bool) {
 // TestServesOnPortAndStopsGracefully runs the server as Cloud Run would:
 // on 0.0.0.0:$PORT, until SIGTERM (here: ctx canceled).
 func TestServesOnPortAndStopsGracefully(t *testing.T) {
-	port := emulators.FreePort(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
+	// A free port can be taken by another process before run binds it
+	// (tests run beside others): try again with another one.
+	var (
+		port   int
+		cancel context.CancelFunc
+		done   chan error
+		addr   string
+	)
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	go func() {
-		done <- run(ctx, logger, env(map[string]string{
-			"PORT": strconv.Itoa(port), "HERALD_FUNCTION": "publish",
-			"HERALD_TOPIC_URL": "mem://cloudrun-test",
-			"HERALD_STORE_URL": "mem://cloudrun-test/key",
-			"HERALD_TOKENS":    `{"` + token + `": {"id": "pub", "permissions": ["publish:*"]}}`,
-		}), func(addr string) { ready <- addr })
-	}()
-	var addr string
-	select {
-	case addr = <-ready:
-	case err := <-done:
-		t.Fatalf("run: %v", err)
+	for attempt := 0; addr == ""; attempt++ {
+		port = emulators.FreePort(t)
+		var ctx context.Context
+		ctx, cancel = context.WithCancel(t.Context())
+		ready := make(chan string, 1)
+		done = make(chan error, 1)
+		go func() {
+			done <- run(ctx, logger, env(map[string]string{
+				"PORT": strconv.Itoa(port), "HERALD_FUNCTION": "publish",
+				"HERALD_TOPIC_URL": "mem://cloudrun-test",
+				"HERALD_STORE_URL": "mem://cloudrun-test/key",
+				"HERALD_TOKENS":    `{"` + token + `": {"id": "pub", "permissions": ["publish:*"]}}`,
+			}), func(addr string) { ready <- addr })
+		}()
+		select {
+		case addr = <-ready:
+		case err := <-done:
+			cancel()
+			if attempt < 5 && errors.Is(err, syscall.EADDRINUSE) {
+				continue
+			}
+			t.Fatalf("run: %v", err)
+		}
 	}
 	host, gotPort, err := net.SplitHostPort(addr)
 	require.NoError(t, err)

@@ -17,10 +17,13 @@ import (
 	"github.com/heraldevents/herald/local/apigwws"
 )
 
-// rieLimited is a valid token without stream rights, for the suite.
+// rieLimited is a valid token without stream rights, rieOther one of
+// another principal that may receive everything, rieReader one with
+// wstest.ReaderPermissions, for the suite.
 const (
 	rieLimited = "rie-limited-token-0123456789"
 	rieOther   = "rie-other-token-0123456789"
+	rieReader  = "rie-reader-token-0123456789"
 )
 
 // restGateway turns HTTP requests into API Gateway HTTP API (payload 2.0)
@@ -92,11 +95,13 @@ func TestWebSocketUnderRIE(t *testing.T) {
 	emuSrv := httptest.NewServer(emu)
 	t.Cleanup(func() { emu.Close(); emuSrv.Close() })
 
+	readerPermissions, err := json.Marshal(wstest.ReaderPermissions)
+	require.NoError(t, err)
 	r := startRIE(t, bootstrap, map[string]string{
 		"HERALD_FUNCTION":                          "all",
 		"HERALD_TOPIC_URL":                         "mem://rie-ws",
 		"HERALD_STORE_URL":                         "mem://rie-ws/key",
-		"HERALD_TOKENS":                            `{"` + rieToken + `": {"id": "rie-test", "permissions": ["*"]}, "` + rieLimited + `": {"id": "publisher", "permissions": ["publish:*"]}, "` + rieOther + `": {"id": "other", "permissions": ["receive:*"]}}`,
+		"HERALD_TOKENS":                            `{"` + rieToken + `": {"id": "rie-test", "permissions": ["*"]}, "` + rieLimited + `": {"id": "publisher", "permissions": ["publish:*"]}, "` + rieOther + `": {"id": "other", "permissions": ["receive:*"]}, "` + rieReader + `": {"id": "reader", "permissions": ` + string(readerPermissions) + `}}`,
 		"HERALD_DELIVERY_LIMIT":                    "2",
 		"HERALD_WS_POLL_WAIT":                      "200ms",
 		"AWS_ENDPOINT_URL_APIGATEWAYMANAGEMENTAPI": emu.ManagementEndpoint(emuSrv.URL),
@@ -116,6 +121,7 @@ func TestWebSocketUnderRIE(t *testing.T) {
 			Token:         rieToken,
 			LimitedToken:  rieLimited,
 			OtherToken:    rieOther,
+			ReaderToken:   rieReader,
 			DeliveryLimit: 2,
 			Push:          false,
 			NoCloseCodes:  true,

@@ -548,3 +548,50 @@ func testPermissionDenied(t *testing.T, h *Harness) {
 		c.ExpectFatalClose(http.StatusForbidden)
 	}
 }
+
+// testWithheldEvents: a durable stream whose principal may not read some
+// of the queue's events (ReaderToken) never gets them, and its pulls —
+// more of them than the delivery limit, each meeting those events first —
+// neither deliver nor dead-letter them: a principal that may read them
+// gets them afterwards, in order, with delivery_count 1.
+func testWithheldEvents(t *testing.T, h *Harness) {
+	mine, other, q := unique("ws.readable.mine"), unique("ws.withheld.other"), unique("ws-q-withheld")
+	rest(t, h, "POST", "/api/v1beta/queues/durable", map[string]any{"queue_id": q, "filter_groups": groups(mine, other)}, http.StatusCreated)
+	Publish(t, h, other, 0, 2)
+
+	c := Dial(t, h, h.ReaderToken)
+	c.Open(map[string]any{"stream": "durable", "queue_id": q})
+	for i := range h.DeliveryLimit + 3 {
+		Publish(t, h, mine, 100+i, 1)
+		c.Demand(1)
+		f := c.Events(1)[0]
+		if N(t, f) != 100+i || f.DeliveryCount != 1 {
+			t.Fatalf("reader: want n %d with delivery_count 1, got %+v", 100+i, f)
+		}
+		id := fmt.Sprintf("a-%d", i)
+		c.Send(map[string]any{"type": "ack", "id": id, "delivery_tags": []int64{f.DeliveryTag}})
+		if s := c.Answer(wsframe.TypeSettled, id); *s.Acked != 1 {
+			t.Fatalf("ack: %+v", s)
+		}
+	}
+	c.Quiet()
+	c.Close()
+
+	a := Dial(t, h, h.Token)
+	a.Open(map[string]any{"stream": "durable", "queue_id": q})
+	a.Demand(2)
+	evs := a.Events(2)
+	tags := make([]int64, len(evs))
+	for i, f := range evs {
+		if N(t, f) != i || f.DeliveryCount != 1 {
+			t.Fatalf("withheld event %d: want it now, in order, with delivery_count 1, got %+v", i, f)
+		}
+		tags[i] = f.DeliveryTag
+	}
+	a.Send(map[string]any{"type": "ack", "id": "a", "delivery_tags": tags})
+	if s := a.Answer(wsframe.TypeSettled, "a"); *s.Acked != 2 {
+		t.Fatalf("ack: %+v", s)
+	}
+	a.Quiet()
+	a.Close()
+}

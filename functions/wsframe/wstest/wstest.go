@@ -63,6 +63,10 @@ type Harness struct {
 	// receive:* and neither "*" nor manage:destinations: it may resume a
 	// non-durable queue Token's principal made, not re-filter it.
 	OtherToken string
+	// ReaderToken, when set, holds exactly ReaderPermissions: a principal
+	// that may consume durable queues but receive only some of a queue's
+	// events. The WithheldEvents case runs only with it.
+	ReaderToken string
 	// DeliveryLimit is the deployment's HERALD_DELIVERY_LIMIT; the
 	// dead-letter case delivers an event this often. Keep it small (1–5).
 	DeliveryLimit int
@@ -104,6 +108,12 @@ func Run(t *testing.T, h Harness) {
 		{"Unauthenticated", testUnauthenticated},
 		{"PermissionDenied", testPermissionDenied},
 	}
+	if h.ReaderToken != "" {
+		cases = append(cases, struct {
+			name string
+			run  func(*testing.T, *Harness)
+		}{"WithheldEvents", testWithheldEvents})
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -111,6 +121,11 @@ func Run(t *testing.T, h Harness) {
 		})
 	}
 }
+
+// ReaderPermissions are Harness.ReaderToken's permissions: durable queues
+// may be consumed, and of their events only those whose type starts with
+// "ws.readable." received.
+var ReaderPermissions = []string{"consume-durable-queues", "receive:ws.readable.*"}
 
 // Dialer returns a Harness.Dial for the endpoint URL (ws:// or wss://,
 // e.g. "ws://127.0.0.1:8080/api/v1beta/events/websocket"): gorilla's
@@ -247,18 +262,23 @@ func (c *Conn) Demand(n int) { c.t.Helper(); c.Send(map[string]any{"type": "dema
 
 // Events reads until it holds n event frames. Other frames are kept in
 // the backlog, except idle, which (Push false only) is answered by
-// demanding the unmet rest again.
+// demanding the unmet rest again, for at most FrameWait without an event.
 func (c *Conn) Events(n int) []wsframe.ServerFrame {
 	c.t.Helper()
 	var out, other []wsframe.ServerFrame
+	progress := time.Now()
 	for len(out) < n {
 		f := c.Next()
 		switch {
 		case f.Type == wsframe.TypeEvent || f.Type == wsframe.TypeDeadLetteredEvent:
 			out = append(out, f)
+			progress = time.Now()
 		case f.Type == wsframe.TypeIdle:
 			if c.h.Push {
 				c.t.Fatalf("a push bridge sent idle: %+v", f)
+			}
+			if time.Since(progress) > FrameWait {
+				c.t.Fatalf("%d of %d events arrived; demands have been answered idle for %v", len(out), n, FrameWait)
 			}
 			if f.Unmet != nil && *f.Unmet > 0 {
 				c.Demand(*f.Unmet)
