@@ -229,7 +229,10 @@ func (b *Broker) DeleteSubscription(ctx context.Context, name string) error {
 // returns as soon as at least one is available, with whatever else is
 // available at once (up to p.Max), or with none when p.Wait passes first.
 // It never keeps a message it did not return: the rest stay available to
-// the next Receive, here or in another process, immediately. p.Max below
+// the next Receive, here or in another process, immediately; except on a
+// driver that documents a bounded hold (RabbitMQ keeps its subscription's
+// consumer between Receives: at most its prefetch, for at most its hold
+// after the last Receive; drivertest's Features.ReceiveHold). p.Max below
 // 1 is herr.InvalidArgument.
 func (b *Broker) Receive(ctx context.Context, name string, p ReceiveParams) ([]*Message, error) {
 	if err := b.check(ctx); err != nil {

@@ -9,7 +9,8 @@
 // deadline. pubsubx adds what Herald needs on top: Broker.CreateSubscription
 // and DeleteSubscription, with the consumer's filter groups pushed down where
 // the broker can filter, and Broker.Receive, which returns at most max
-// messages and never holds back one it did not return.
+// messages and never holds back one it did not return (or, on RabbitMQ,
+// holds a bounded few for a bounded time; see Broker.Receive).
 //
 // # URLs
 //

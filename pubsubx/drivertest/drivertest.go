@@ -85,6 +85,16 @@ type Features struct {
 	// refuses a message for every subscription.
 	SharedBacklogBound bool
 
+	// ReceiveHold is, for a driver that keeps a subscription's consumer
+	// between Receives (RabbitMQ), the longest it keeps messages pushed to
+	// that consumer and not yet returned after the last Receive on the
+	// subscription returned; other clients get them once it has passed
+	// (the suite waits that long, then its usual 2 s). 0, for every other
+	// driver, means a Receive never holds a message it did not return:
+	// another client gets the rest at once. The hold is bounded in count
+	// too (the driver's prefetch), which the suite does not observe.
+	ReceiveHold time.Duration
+
 	// AckDeadline is how long a broker from MakeBroker keeps a received,
 	// unsettled message hidden before redelivering it; 0 means unknown or
 	// none. The redelivery test uses MakeBroker when the harness is not a

@@ -81,7 +81,7 @@ func (h *harness) MakeUnreachableBroker(ctx context.Context, t testing.TB) (*pub
 }
 
 func (h *harness) Features() drivertest.Features {
-	return drivertest.Features{PublishOrder: true, AckDeadline: rabbit.DefaultAckDeadline}
+	return drivertest.Features{PublishOrder: true, AckDeadline: rabbit.DefaultAckDeadline, ReceiveHold: rabbit.DefaultHold}
 }
 
 var _ drivertest.BoundedBacklog = (*harness)(nil)
@@ -170,6 +170,67 @@ func TestExpiredKeepsPosition(t *testing.T) {
 	require.Empty(t, empty)
 }
 
+// TestHoldBounds: a Broker holds at most prefetch messages it has not
+// returned, and only for hold after its last Receive: another client gets
+// the rest at once and the held ones once the hold has passed.
+func TestHoldBounds(t *testing.T) {
+	t.Parallel()
+	f := setup(t, "&prefetch=3&hold=300ms")
+	ids := []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}
+	f.send(ids...)
+	first := f.receive(1)
+	require.Equal(t, []string{"1"}, bodies(first))
+
+	c2, err := pubsubx.Open(f.ctx, "rabbit://"+f.exchange+"?url="+url.QueryEscape(f.server)+"&prefetch=3&hold=300ms")
+	require.NoError(t, err)
+	defer c2.Close()
+	var now []*pubsubx.Message
+	for {
+		batch, err := c2.Receive(f.ctx, f.sub, pubsubx.ReceiveParams{Max: 10, Wait: 100 * time.Millisecond})
+		require.NoError(t, err)
+		if len(batch) == 0 {
+			break
+		}
+		require.NoError(t, c2.Ack(f.ctx, f.sub, batch)) // its own prefetch is 3 too
+		now = append(now, batch...)
+	}
+	// The first client's consumer holds at most prefetch-1 = 2 more.
+	require.GreaterOrEqual(t, len(now), 7, "the second client should get all but what prefetch lets the first hold: %v", bodies(now))
+	time.Sleep(300 * time.Millisecond)
+	var later []*pubsubx.Message
+	for len(now)+len(later) < 9 {
+		batch, err := c2.Receive(f.ctx, f.sub, pubsubx.ReceiveParams{Max: 10, Wait: 2 * time.Second})
+		require.NoError(t, err)
+		require.NotEmpty(t, batch, "the held messages should come back once the hold passed; have %v and %v", bodies(now), bodies(later))
+		require.NoError(t, c2.Ack(f.ctx, f.sub, batch))
+		later = append(later, batch...)
+	}
+	require.ElementsMatch(t, ids[1:], append(bodies(now), bodies(later)...))
+	require.NoError(t, f.b.Ack(f.ctx, f.sub, first))
+}
+
+// TestAcksOutOfOrder: two Receives' messages settled in the other order:
+// acking the later ones must not ack the earlier (a merged ack covers only
+// a run with nothing unsettled below it), which a nack then requeues.
+func TestAcksOutOfOrder(t *testing.T) {
+	t.Parallel()
+	f := setup(t, "")
+	f.send("1", "2", "3", "4", "5", "6")
+	a := f.receive(3)
+	b := f.receive(3)
+	require.Equal(t, []string{"1", "2", "3"}, bodies(a))
+	require.Equal(t, []string{"4", "5", "6"}, bodies(b))
+	require.NoError(t, f.b.Ack(f.ctx, f.sub, b[1:]))
+	require.NoError(t, f.b.Nack(f.ctx, f.sub, a))
+	require.NoError(t, f.b.Ack(f.ctx, f.sub, b[:1]))
+	again := f.receive(10)
+	require.Equal(t, []string{"1", "2", "3"}, bodies(again))
+	require.NoError(t, f.b.Ack(f.ctx, f.sub, again))
+	empty, err := f.b.Receive(f.ctx, f.sub, pubsubx.ReceiveParams{Max: 10, Wait: 200 * time.Millisecond})
+	require.NoError(t, err)
+	require.Empty(t, empty)
+}
+
 // TestUpdateSwapsFilterExchange: each update leaves exactly one filter
 // exchange, bound for the new groups only, and delete removes it.
 func TestUpdateSwapsFilterExchange(t *testing.T) {
@@ -239,6 +300,9 @@ func TestOpenURL(t *testing.T) {
 		{"rabbit://ex?url=amqp://127.0.0.1/&ackdeadline=-1s", "negative duration"},
 		{"rabbit://amq.topic?url=amqp://127.0.0.1/", "reserved exchange"},
 		{"rabbit://a:b?url=amqp://127.0.0.1/", "':' in the exchange"},
+		{"rabbit://ex?url=amqp://127.0.0.1/&prefetch=0", "prefetch below 1"},
+		{"rabbit://ex?url=amqp://127.0.0.1/&prefetch=65536", "prefetch above a short"},
+		{"rabbit://ex?url=amqp://127.0.0.1/&hold=later", "bad hold"},
 	} {
 		_, err := pubsubx.Open(t.Context(), tc.url)
 		require.Error(t, err, tc.why)
