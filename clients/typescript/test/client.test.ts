@@ -1,0 +1,397 @@
+// The client against a real Herald (`herald serve`, in memory) behind a
+// proxy that cuts connections and swallows answers.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+
+import { HeraldClient, HeraldError, Rejection, StreamError, type ConsumerEvent, type Delivery, type Lease } from "../src/index.js";
+import { Proxy, startHerald, TOKEN, until, type Herald } from "./harness.js";
+
+let herald: Herald;
+let proxy: Proxy;
+let client: HeraldClient;
+let n = 0;
+/** A name no other test uses. */
+const unique = (p: string) => `${p}-${process.pid}-${++n}`;
+
+before(async () => {
+  herald = await startHerald();
+  proxy = await new Proxy(herald.url).start();
+  // Short backoffs so that retries do not slow the suite; correctness does
+  // not depend on them.
+  client = new HeraldClient({ baseUrl: proxy.url, token: () => TOKEN, retry: { initialBackoffMs: 20, maxBackoffMs: 200 } });
+});
+
+after(async () => {
+  await proxy?.stop();
+  await herald?.stop();
+});
+
+const ev = (type: string, i: number) => ({ event_type: type, message: { i }, resource: { resource_id: `/items/${i}` } });
+
+describe("publish", () => {
+  test("one event and a batch, with a result per event", async () => {
+    const one = await client.publish(ev("ts.pub", 1));
+    assert.equal(one.success, true);
+    assert.equal(one.event.event_type, "ts.pub");
+    assert.deepEqual(one.event.message, { i: 1 });
+    const results = await client.publishBatch([ev("ts.pub", 2), { event_type: "not a type!" }, ev("ts.pub", 3)]);
+    assert.deepEqual(results.map((r) => r.success), [true, false, true]);
+    assert.match(results[1]!.failure_reason ?? "", /event_type/);
+  });
+
+  test("a rule broken by a single event is a HeraldError 422, not retried", async () => {
+    const before = proxy.count((s) => s.path === "/api/v1beta/events");
+    await assert.rejects(client.publish({ event_type: "not a type!" }), (e: unknown) => e instanceof HeraldError && e.status === 422);
+    assert.equal(proxy.count((s) => s.path === "/api/v1beta/events") - before, 1);
+  });
+
+  test("a 503 is retried after its Retry-After", async () => {
+    let refused = 0;
+    proxy.intercept = (req, res) => {
+      if (req.url === "/api/v1beta/events" && refused === 0) {
+        refused++;
+        res.writeHead(503, { "Retry-After": "1", "Content-Type": "application/json" });
+        res.end(JSON.stringify({ code: "unavailable", message: "overloaded" }));
+        return "handled";
+      }
+      return "pass";
+    };
+    try {
+      const start = proxy.seen.length;
+      const r = await client.publish(ev("ts.pub", 4));
+      assert.equal(r.success, true);
+      const calls = proxy.seen.slice(start).filter((s) => s.path === "/api/v1beta/events");
+      assert.equal(calls.length, 2);
+      assert.ok(calls[1]!.at - calls[0]!.at >= 950, `retried after ${calls[1]!.at - calls[0]!.at} ms, before the Retry-After`);
+    } finally {
+      proxy.intercept = () => "pass";
+    }
+  });
+});
+
+describe("consume", () => {
+  async function consumer(type: string): Promise<string> {
+    const d = await client.createDestination({ filter_groups: [{ event_type: type, filters: [] }] });
+    return d.id;
+  }
+
+  test("drains a durable consumer through a lost acknowledgement: nothing lost, nothing committed twice", async () => {
+    const type = unique("ts.drain");
+    const id = await consumer(type);
+    await client.publishBatch(Array.from({ length: 30 }, (_, i) => ev(type, i)));
+    let swallowed = 0;
+    proxy.intercept = (req) => {
+      if (req.url === `/v1/event-destinations/${id}/acknowledge` && swallowed === 0) {
+        swallowed++;
+        return "swallow"; // Herald commits; the worker never hears it
+      }
+      return "pass";
+    };
+    const seen: string[] = [];
+    const stop = new AbortController();
+    try {
+      const done = client.consume(
+        id,
+        (l: Lease) => {
+          for (const e of l.events) seen.push(e.sequence);
+          if (seen.length >= 30) stop.abort();
+        },
+        { limit: 5, signal: stop.signal, idleBackoffMs: 10, maxIdleBackoffMs: 50 },
+      );
+      await done;
+    } finally {
+      proxy.intercept = () => "pass";
+    }
+    assert.equal(swallowed, 1);
+    assert.equal(seen.length, 30, "every event handled once");
+    assert.equal(new Set(seen).size, 30, "no event handled twice");
+    const acks = proxy.count((s) => s.path === `/v1/event-destinations/${id}/acknowledge`);
+    assert.equal(acks, 7, "6 batches, one acknowledgement retried");
+    const d = await client.getDestination(id);
+    assert.equal(d.committed, seen[29]);
+    assert.equal(d.in_flight, 0);
+    await client.deleteDestination(id);
+  });
+
+  test("a full in-flight window (429) is waited out for its Retry-After", async () => {
+    const type = unique("ts.429");
+    const id = await consumer(type);
+    await client.publish(ev(type, 1));
+    let refused = 0;
+    proxy.intercept = (req, res) => {
+      if (req.url?.startsWith(`/v1/event-destinations/${id}/pull`) && refused === 0) {
+        refused++;
+        res.writeHead(429, { "Retry-After": "1", "Content-Type": "application/json" });
+        res.end(JSON.stringify({ code: "resource_exhausted", message: "window full", in_flight: 1000 }));
+        return "handled";
+      }
+      return "pass";
+    };
+    const stop = new AbortController();
+    const start = proxy.seen.length;
+    try {
+      await client.consume(id, () => stop.abort(), { signal: stop.signal, idleBackoffMs: 1, maxIdleBackoffMs: 2 });
+    } finally {
+      proxy.intercept = () => "pass";
+    }
+    const pulls = proxy.seen.slice(start).filter((s) => s.path.startsWith(`/v1/event-destinations/${id}/pull`));
+    assert.equal(pulls.length, 2, "the 429 is not retried by the client, and the worker pulls once after it");
+    assert.ok(pulls[1]!.at - pulls[0]!.at >= 950, `pulled again after ${pulls[1]!.at - pulls[0]!.at} ms`);
+    assert.equal((await client.getDestination(id)).in_flight, 0);
+    await client.deleteDestination(id);
+  });
+
+  test("the lease is extended while the handler runs, and a stop does not lose the batch in hand", async () => {
+    const type = unique("ts.extend");
+    const id = await consumer(type);
+    await client.publish(ev(type, 1));
+    const stop = new AbortController();
+    let handlerSignal: AbortSignal | undefined;
+    let extendsSeen = 0;
+    const notices: string[] = [];
+    await client.consume(
+      id,
+      async (_l, ctx) => {
+        handlerSignal = ctx.signal;
+        stop.abort(); // asked to stop while the batch is in hand
+        // Outlive the 2 s visibility: only extensions keep the lease.
+        await until(() => proxy.count((s) => s.path === `/v1/event-destinations/${id}/extend`) >= 2, "two extensions");
+        extendsSeen = proxy.count((s) => s.path === `/v1/event-destinations/${id}/extend`);
+      },
+      { signal: stop.signal, visibilitySeconds: 2, onNotice: (x) => notices.push(x.message) },
+    );
+    assert.ok(extendsSeen >= 2);
+    assert.equal(handlerSignal?.aborted, false, "the stop does not abort the handler");
+    assert.deepEqual(notices, [], "no stale acknowledgement, no failed extension");
+    const d = await client.getDestination(id);
+    assert.equal(d.in_flight, 0);
+    assert.notEqual(d.committed, "001.00000000000000000000");
+    await client.deleteDestination(id);
+  });
+
+  test("a Rejection with deadLetter sends the batch to the dead-letter queue", async () => {
+    const type = unique("ts.reject");
+    const id = await consumer(type);
+    await client.publish(ev(type, 7));
+    const stop = new AbortController();
+    await client.consume(
+      id,
+      () => {
+        stop.abort();
+        throw new Rejection("poison", { deadLetter: true });
+      },
+      { signal: stop.signal },
+    );
+    const page = await client.listDeadLetters({ limit: 100 });
+    const mine = page.dead_letters.filter((x) => x.origin_queue === id);
+    assert.equal(mine.length, 1);
+    assert.equal(mine[0]!.reason, "REJECTED");
+    assert.deepEqual(mine[0]!.event.message, { i: 7 });
+    await client.deleteDestination(id);
+  });
+
+  test("a deleted consumer stops consume with its 404", async () => {
+    await assert.rejects(client.consume("no-such-consumer-" + process.pid, () => {}), (e: unknown) => e instanceof HeraldError && e.status === 404);
+  });
+});
+
+/** Takes the next n values of it. */
+async function take<T>(it: AsyncIterator<T>, n: number): Promise<T[]> {
+  const out: T[] = [];
+  while (out.length < n) {
+    const r = await it.next();
+    if (r.done) throw new Error("the stream ended");
+    out.push(r.value);
+  }
+  return out;
+}
+
+/** Publishes events of type until the stream has a live queue (a fresh non-durable queue sees only events published after it opened). */
+describe("SSE streams", () => {
+  test("reconnect after a cut connection sends the reconnect token as Last-Event-ID and loses nothing published meanwhile", async () => {
+    const type = unique("ts.sse");
+    const tokens: string[] = [];
+    const s = client.streamEvents({ filterGroups: [{ event_type: type, filters: [] }], onReconnectToken: (t) => tokens.push(t) });
+    const it = s[Symbol.asyncIterator]();
+    const first = it.next();
+    await until(() => tokens.length === 1, "connected");
+    await client.publish(ev(type, 1));
+    assert.deepEqual(((await first).value as ConsumerEvent).message, { i: 1 });
+    const opens = () => proxy.seen.filter((x) => x.path.startsWith("/api/v1beta/events/stream?"));
+    const before = opens().length;
+    proxy.dropAll();
+    await client.publish(ev(type, 2)); // published while the stream is down
+    const [second] = await take(it, 1);
+    assert.deepEqual(second!.message, { i: 2 });
+    const reopened = opens().slice(before);
+    assert.ok(reopened.length >= 1);
+    assert.equal(reopened[0]!.headers["last-event-id"], tokens[0]);
+    assert.equal(tokens.at(-1), tokens[0], "the same queue");
+    s.close();
+    assert.equal((await it.next()).done, true);
+  });
+
+  test("a filter update moves the queue to the new filters", async () => {
+    const a = unique("ts.filter-a");
+    const b = unique("ts.filter-b");
+    const s = client.streamEvents({ filterGroups: [{ event_type: a, filters: [] }] });
+    const it = s[Symbol.asyncIterator]();
+    const first = it.next();
+    await until(() => s.reconnectToken !== undefined, "connected");
+    await client.publish(ev(a, 1));
+    assert.equal(((await first).value as ConsumerEvent).event_type, a);
+    const moved = s.updateFilters([{ event_type: b, filters: [] }]);
+    const next = it.next(); // the iterator reads while the update reconnects
+    await moved;
+    await client.publish(ev(a, 2));
+    await client.publish(ev(b, 3));
+    const got = (await next).value as ConsumerEvent;
+    assert.equal(got.event_type, b);
+    assert.deepEqual(got.message, { i: 3 });
+    const upd = proxy.seen.filter((x) => x.path.includes("previous_filter_groups="));
+    assert.equal(upd.length, 1);
+    s.close();
+  });
+
+  test("a vanished queue (404 on the token) is replaced by a fresh one from the filters", async () => {
+    const type = unique("ts.vanish");
+    const resets: unknown[] = [];
+    const s = client.streamEvents({ filterGroups: [{ event_type: type, filters: [] }], onReset: (e) => resets.push(e) });
+    const it = s[Symbol.asyncIterator]();
+    const first = it.next();
+    await until(() => s.reconnectToken !== undefined, "connected");
+    const oldToken = s.reconnectToken;
+    proxy.intercept = (req, res) => {
+      if (req.url?.startsWith("/api/v1beta/events/stream?") && req.headers["last-event-id"] === oldToken) {
+        res.writeHead(404, { "Content-Type": "application/json" });
+        res.end(JSON.stringify({ code: "not_found", message: "no such queue" }));
+        return "handled";
+      }
+      return "pass";
+    };
+    try {
+      proxy.dropAll();
+      await until(() => resets.length === 1 && s.reconnectToken !== undefined && s.reconnectToken !== oldToken, "a fresh queue");
+    } finally {
+      proxy.intercept = () => "pass";
+    }
+    await client.publish(ev(type, 1));
+    assert.deepEqual(((await first).value as ConsumerEvent).message, { i: 1 });
+    assert.ok(resets[0] instanceof HeraldError && resets[0].status === 404);
+    s.close();
+  });
+
+  test("the broker-cancelled error event reconnects; a 404 error event on a durable queue ends the stream", async () => {
+    const q = unique("ts-sse-durable");
+    await client.ensureDurableQueue({ queue_id: q, filter_groups: [{ event_type: q, filters: [] }] });
+    let served = 0;
+    proxy.intercept = (req, res) => {
+      if (!req.url?.startsWith("/api/v1beta/events/stream-durable?")) return "pass";
+      served++;
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.write(`event: connected\nid: ${q}\ndata: {"message":"Connection established","reconnect_token":"${q}"}\n\n`);
+      const e =
+        served === 1
+          ? { message: "Internal Server Error: The broker cancelled this stream's consumer. Reconnect to resume consuming.", status_code: 500 }
+          : { message: "queue not found", status_code: 404 };
+      res.end(`event: error\ndata: ${JSON.stringify(e)}\n\n`);
+      return "handled";
+    };
+    try {
+      const s = client.streamDurable(q, { reconnectBackoffMs: 1 });
+      await assert.rejects(
+        (async () => {
+          for await (const _ of s) void _;
+        })(),
+        (e: unknown) => e instanceof StreamError && e.statusCode === 404,
+      );
+      assert.equal(served, 2);
+    } finally {
+      proxy.intercept = () => "pass";
+    }
+    // And the real one delivers.
+    const s = client.streamDurable(q);
+    const it = s[Symbol.asyncIterator]();
+    const first = it.next();
+    await until(() => proxy.count((x) => x.path.startsWith(`/api/v1beta/events/stream-durable?queue_id=${q}`)) === 3, "stream open");
+    await client.publish(ev(q, 5));
+    assert.deepEqual(((await first).value as ConsumerEvent).message, { i: 5 });
+    s.close();
+    await client.deleteDurableQueue(q);
+  });
+});
+
+describe("WebSocket streams", () => {
+  test("durable: an ack in flight across a reconnect is not lost, and no event is yielded twice", async () => {
+    const q = unique("ts-ws");
+    await client.ensureDurableQueue({ queue_id: q, filter_groups: [{ event_type: q, filters: [] }] });
+    await client.publishBatch([ev(q, 1), ev(q, 2), ev(q, 3)]);
+    const s = client.websocket({ stream: "durable", queueId: q }, { reconnectBackoffMs: 10 });
+    const it = s[Symbol.asyncIterator]();
+    const [d1] = await take(it, 1);
+    assert.equal(await d1!.ack(), "acked");
+    const [d2] = await take(it, 1);
+    const acking = d2!.ack(); // sent, and the connection cut under it
+    proxy.dropAll();
+    const outcome = await acking;
+    assert.ok(outcome === "acked" || outcome === "carried", outcome);
+    // d2 comes back only if the ack did not arrive; either way it is
+    // settled, and the iterator goes on with d3.
+    const [d3] = await take(it, 1);
+    assert.deepEqual(d3!.event.message, { i: 3 });
+    const late: Delivery = d3!;
+    proxy.dropAll(); // d3's connection is gone before it is acked
+    assert.equal(await late.ack(), "carried");
+    await client.publish(ev(q, 4));
+    const [d4] = await take(it, 1);
+    assert.deepEqual(d4!.event.message, { i: 4 }, "d2 and d3 are not yielded again");
+    assert.equal(await d4!.ack(), "acked");
+    await until(async () => (await client.getDestination(q)).in_flight === 0, "the queue drained");
+    s.close();
+    assert.equal((await it.next()).done, true);
+    await client.deleteDurableQueue(q);
+  });
+
+  test("durable: a nack redelivers the event with a higher delivery count", async () => {
+    const q = unique("ts-ws-nack");
+    await client.ensureDurableQueue({ queue_id: q, filter_groups: [{ event_type: q, filters: [] }] });
+    await client.publish(ev(q, 1));
+    const s = client.websocket({ stream: "durable", queueId: q });
+    const it = s[Symbol.asyncIterator]();
+    const [d1] = await take(it, 1);
+    assert.equal(d1!.deliveryCount, 1);
+    assert.equal(await d1!.nack(), "nacked");
+    const [again] = await take(it, 1);
+    assert.equal(again!.event.id, d1!.event.id);
+    assert.equal(again!.deliveryCount, 2);
+    assert.equal(await again!.ack(), "acked");
+    s.close();
+    await client.deleteDurableQueue(q);
+  });
+
+  test("non-durable: reconnects with its token after a cut connection; a fatal 404 on a durable open ends the stream", async () => {
+    const type = unique("ts.ws-nd");
+    const tokens: string[] = [];
+    const s = client.websocket({ stream: "non_durable", filterGroups: [{ event_type: type, filters: [] }] }, { onReconnectToken: (t) => tokens.push(t) });
+    const it = s[Symbol.asyncIterator]();
+    const first = it.next();
+    await until(() => tokens.length === 1, "connected");
+    await client.publish(ev(type, 1));
+    assert.deepEqual(((await first).value as Delivery).event.message, { i: 1 });
+    proxy.dropAll();
+    await client.publish(ev(type, 2));
+    const [d2] = await take(it, 1);
+    assert.deepEqual(d2!.event.message, { i: 2 });
+    await until(() => tokens.length === 2, "reconnected");
+    assert.equal(tokens[1], tokens[0]);
+    s.close();
+
+    const gone = client.websocket({ stream: "durable", queueId: unique("ts-no-such-queue") });
+    await assert.rejects(
+      (async () => {
+        for await (const _ of gone) void _;
+      })(),
+      (e: unknown) => e instanceof StreamError && e.statusCode === 404,
+    );
+  });
+});
