@@ -14,8 +14,21 @@ run: ## Run Herald locally on 127.0.0.1:8080 over in-memory drivers (HERALD_* va
 	$(GO) run ./cmd/herald serve
 
 .PHONY: test
-test: ## Run every test (in-memory and real-server suites) with the race detector
+test: ## Run every test: the Go suites (in-memory and real-server) with the race detector, then the TypeScript client's (make test-ts)
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
+	$(MAKE) test-ts
+
+# The TypeScript client (clients/typescript, docs/typescript.md) is tested
+# against a herald built from this tree, in Node and in headless Chromium
+# (/usr/bin/chromium, which .ci/run installs). npm ci installs exactly its
+# lockfile from the npm registry.
+TS_DIR := clients/typescript
+
+.PHONY: test-ts
+test-ts: ## Test the TypeScript client in Node and headless Chromium against a herald built from this tree (npm ci from its lockfile)
+	mkdir -p $(TS_DIR)/build
+	$(GO) build -o $(TS_DIR)/build/herald ./cmd/herald
+	cd $(TS_DIR) && npm ci --no-audit --no-fund --loglevel=error && HERALD_BIN=$(CURDIR)/$(TS_DIR)/build/herald npm test
 
 # The real-server suites (moto, the Google emulators, RabbitMQ, NATS,
 # aws-lambda-rie) and the lease store's URL harness are left out here.
