@@ -146,6 +146,12 @@ $(CYCLONEDX_DIR)/cyclonedx-gomod:
 	GOBIN=$(CURDIR)/$(CYCLONEDX_DIR) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_VERSION)
 
 .PHONY: release
-release: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod ## Build versioned archives (local adapter, Lambda bootstrap, Cloud Run server; linux/darwin, amd64/arm64), checksums and SBOMs into dist/release/
+release: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod ## Build versioned archives (local adapter, Lambda bootstrap, Cloud Run server; linux/darwin, amd64/arm64), checksums and SBOMs into dist/release/, and the TypeScript client's npm tarball
 	$(GORELEASER) check
 	PATH="$(CURDIR)/$(CYCLONEDX_DIR):$$PATH" $(GORELEASER) release --clean $(if $(SNAPSHOT),--snapshot) --parallelism 2
+	$(MAKE) pack-ts
+
+.PHONY: pack-ts
+pack-ts: ## Pack the TypeScript client (npm pack: dist/, typings, README, CHANGELOG) into dist/release/
+	mkdir -p dist/release
+	cd $(TS_DIR) && npm ci --no-audit --no-fund --loglevel=error && npm pack --pack-destination $(CURDIR)/dist/release

@@ -212,6 +212,7 @@ export class WebSocketStream implements AsyncIterable<Delivery> {
   /** Runs one connection; resolves with how many events it delivered when it should be reopened, rejects when the stream must end. */
   private async connectOnce(): Promise<number> {
     const bearer = await this.client.bearer();
+    if (this.ended) return 0;
     const u = new URL(this.client.url("/api/v1beta/events/websocket", bearer ? { access_token: bearer } : undefined));
     u.protocol = u.protocol === "https:" ? "wss:" : "ws:";
     const ws = new this.Ctor(u.toString(), SUBPROTOCOL);
@@ -224,6 +225,10 @@ export class WebSocketStream implements AsyncIterable<Delivery> {
     return new Promise<number>((resolve, reject) => {
       let fatal: StreamError | undefined;
       ws.onopen = () => {
+        if (this.ended) {
+          ws.close(1000); // closed while connecting
+          return;
+        }
         const open: Frame = { type: "open", id: `o${seq}` };
         if (this.target.stream === "durable") {
           open.stream = "durable";
