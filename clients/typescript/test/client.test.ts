@@ -322,6 +322,31 @@ describe("SSE streams", () => {
 });
 
 describe("WebSocket streams", () => {
+  test("non-durable: a filter update moves the queue, and the token provider is asked at every connect", async () => {
+    const a = unique("ts.ws-filter-a");
+    const b = unique("ts.ws-filter-b");
+    let asked = 0;
+    const counting = new HeraldClient({ baseUrl: proxy.url, token: async () => (asked++, TOKEN) });
+    const s = counting.websocket({ stream: "non_durable", filterGroups: [{ event_type: a, filters: [] }] });
+    const it = s[Symbol.asyncIterator]();
+    const first = it.next();
+    await until(() => s.reconnectToken !== undefined, "connected");
+    await client.publish(ev(a, 1));
+    assert.equal(((await first).value as Delivery).event.event_type, a);
+    const token = s.reconnectToken;
+    const next = it.next();
+    await s.updateFilters([{ event_type: b, filters: [] }]);
+    assert.equal(s.reconnectToken, token, "the same queue, moved");
+    await client.publish(ev(a, 2));
+    await client.publish(ev(b, 3));
+    const got = ((await next).value as Delivery).event;
+    assert.equal(got.event_type, b);
+    assert.deepEqual(got.message, { i: 3 });
+    assert.equal(asked, 2, "one token per connection");
+    await assert.rejects(s.updateFilters([{ event_type: b, filters: [] }]).then(() => s.updateFilters([{ event_type: "x", filters: [{ filter_type: "eq", resource_id: "" }] }])));
+    s.close();
+  });
+
   test("durable: an ack in flight across a reconnect is not lost, and no event is yielded twice", async () => {
     const q = unique("ts-ws");
     await client.ensureDurableQueue({ queue_id: q, filter_groups: [{ event_type: q, filters: [] }] });
