@@ -137,9 +137,10 @@ export class EventStream implements AsyncIterable<ConsumerEvent> {
    * token, the queue's current filters as previous_filter_groups and these
    * as filter_groups (a compare-and-set). Resolves once the stream is open
    * on them; rejects with the HeraldError (403, 422) that refused the move,
-   * and the stream goes on with the filters it had. Events written to the
-   * connection being replaced and not yet read are lost, as on any
-   * disconnect of a non-durable SSE stream.
+   * and the stream goes on with the filters it had. The stream reconnects
+   * as its iterator is read: keep reading it while the update is pending.
+   * Events written to the connection being replaced and not yet read are
+   * lost, as on any disconnect of a non-durable SSE stream.
    */
   updateFilters(groups: FilterGroup[]): Promise<void> {
     if (this.durableQueueId !== undefined) {

@@ -154,11 +154,11 @@ describe("consume", () => {
       async (_l, ctx) => {
         handlerSignal = ctx.signal;
         stop.abort(); // asked to stop while the batch is in hand
-        // Outlive the 2 s visibility: only extensions keep the lease.
+        // Outlive the 4 s visibility: only extensions keep the lease (at 2 s and 4 s).
         await until(() => proxy.count((s) => s.path === `/v1/event-destinations/${id}/extend`) >= 2, "two extensions");
         extendsSeen = proxy.count((s) => s.path === `/v1/event-destinations/${id}/extend`);
       },
-      { signal: stop.signal, visibilitySeconds: 2, onNotice: (x) => notices.push(x.message) },
+      { signal: stop.signal, visibilitySeconds: 4, onNotice: (x) => notices.push(x.message) },
     );
     assert.ok(extendsSeen >= 2);
     assert.equal(handlerSignal?.aborted, false, "the stop does not abort the handler");
