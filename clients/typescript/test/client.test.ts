@@ -45,6 +45,19 @@ describe("publish", () => {
     assert.equal(proxy.count((s) => s.path === "/api/v1beta/events") - before, 1);
   });
 
+  test("a refused token is a HeraldError 401 that does not quote it, from REST and from a stream", async () => {
+    const secret = "not-the-token-" + process.pid;
+    const bad = new HeraldClient({ baseUrl: proxy.url, token: secret });
+    const refused = (e: unknown) => e instanceof HeraldError && e.status === 401 && !e.message.includes(secret);
+    await assert.rejects(bad.publish(ev("ts.pub", 9)), refused);
+    await assert.rejects(
+      (async () => {
+        for await (const _ of bad.streamEvents()) void _;
+      })(),
+      refused,
+    );
+  });
+
   test("a 503 is retried after its Retry-After", async () => {
     let refused = 0;
     proxy.intercept = (req, res) => {
