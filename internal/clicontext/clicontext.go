@@ -55,11 +55,16 @@ func CheckName(name string) error {
 	return nil
 }
 
-// Dir is herald's configuration directory: UserConfigDir/herald.
+// ErrNoConfigDir says the user has no configuration directory (neither
+// $XDG_CONFIG_HOME nor $HOME on Linux): there is nowhere to keep contexts.
+var ErrNoConfigDir = errors.New("no configuration directory to keep contexts in")
+
+// Dir is herald's configuration directory: UserConfigDir/herald. Without
+// a configuration directory it is an error wrapping ErrNoConfigDir.
 func Dir() (string, error) {
 	d, err := os.UserConfigDir()
 	if err != nil {
-		return "", fmt.Errorf("no configuration directory to keep contexts in: %w", err)
+		return "", fmt.Errorf("%w: %v", ErrNoConfigDir, err)
 	}
 	return filepath.Join(d, "herald"), nil
 }
