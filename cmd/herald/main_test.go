@@ -29,6 +29,11 @@ import (
 // bin is the herald binary TestMain builds.
 var bin string
 
+// configHome is an empty XDG_CONFIG_HOME for every run, so that no
+// context of the user running the tests is read; a test of contexts gives
+// its own.
+var configHome string
+
 // runTimeout bounds one run of the binary.
 const runTimeout = 60 * time.Second
 
@@ -39,6 +44,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "herald")
+	configHome = filepath.Join(dir, "config")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -59,7 +65,7 @@ type result struct {
 // env is the environment of a run: nothing of the test's own but PATH and
 // HOME, plus vars.
 func env(vars ...string) []string {
-	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, vars...)
+	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "XDG_CONFIG_HOME=" + configHome}, vars...)
 }
 
 // herald runs the binary against h with args.
@@ -70,14 +76,21 @@ func herald(t *testing.T, h *local.Instance, args ...string) result {
 
 func heraldIn(t *testing.T, h *local.Instance, stdin io.Reader, args ...string) result {
 	t.Helper()
+	var vars []string
+	if h != nil {
+		vars = []string{"HERALD_URL=" + h.URL, "HERALD_TOKEN=" + h.Token}
+	}
+	return heraldEnv(t, vars, stdin, args...)
+}
+
+// heraldEnv runs the binary with vars added to env() (a later
+// XDG_CONFIG_HOME wins over env's).
+func heraldEnv(t *testing.T, vars []string, stdin io.Reader, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	if h != nil {
-		cmd.Env = env("HERALD_URL="+h.URL, "HERALD_TOKEN="+h.Token)
-	} else {
-		cmd.Env = env()
-	}
+	cmd.Env = env(vars...)
 	cmd.Stdin = stdin
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -114,7 +127,7 @@ func TestHelp(t *testing.T) {
 	t.Parallel()
 	r := herald(t, nil, "--help")
 	require.Equal(t, 0, r.code, r.stderr)
-	for _, c := range []string{"serve", "version", "publish", "consumers", "pull", "tail", "queues", "dlq", "completion", "Exit codes"} {
+	for _, c := range []string{"serve", "version", "publish", "consumers", "pull", "tail", "queues", "dlq", "context", "completion", "Exit codes"} {
 		assert.Contains(t, r.stdout, c)
 	}
 	r = herald(t, nil)
@@ -123,7 +136,8 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve"}, {"version"}, {"publish"}, {"pull"}, {"tail"},
 		{"consumers"}, {"consumers", "create"}, {"consumers", "list"}, {"consumers", "get"}, {"consumers", "pause"}, {"consumers", "resume"}, {"consumers", "delete"},
-		{"queues"}, {"queues", "ensure"}, {"queues", "update"}, {"queues", "delete"},
+		{"queues"}, {"queues", "list"}, {"queues", "ensure"}, {"queues", "update"}, {"queues", "delete"}, {"consumers", "update"},
+		{"context"}, {"context", "add"}, {"context", "use"}, {"context", "ls"}, {"context", "rm"}, {"context", "show"},
 		{"dlq"}, {"dlq", "list"}, {"dlq", "replay"}, {"dlq", "discard"}, {"completion", "bash"},
 	} {
 		r := herald(t, nil, append(args, "--help")...)
@@ -135,11 +149,31 @@ func TestHelp(t *testing.T) {
 
 func TestCompletion(t *testing.T) {
 	t.Parallel()
-	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
+	// Each script is the shell's own: bash's registers with complete,
+	// zsh's is a compdef, fish's calls complete -c.
+	for sh, marker := range map[string]string{
+		"bash": "complete -o default -F __start_herald herald", "zsh": "#compdef herald",
+		"fish": "complete -c herald", "powershell": "Register-ArgumentCompleter",
+	} {
 		r := herald(t, nil, "completion", sh)
 		assert.Equal(t, 0, r.code, sh)
-		assert.Contains(t, r.stdout, "herald", sh)
+		assert.Contains(t, r.stdout, marker, sh)
 	}
+	// The scripts ask the binary: it completes commands, flags' values and
+	// stored context names.
+	r := herald(t, nil, "__complete", "con")
+	assert.Contains(t, r.stdout, "consumers")
+	assert.Contains(t, r.stdout, "context")
+	r = herald(t, nil, "__complete", "consumers", "list", "-o", "")
+	for _, f := range []string{"table", "json", "yaml", "template=", "jq="} {
+		assert.Contains(t, r.stdout, f+"\n")
+	}
+	cfg := t.TempDir()
+	require.Equal(t, 0, heraldEnv(t, []string{"XDG_CONFIG_HOME=" + cfg}, nil, "context", "add", "staging", "--url", "http://127.0.0.1:1").code)
+	r = heraldEnv(t, []string{"XDG_CONFIG_HOME=" + cfg}, nil, "__complete", "context", "use", "")
+	assert.Contains(t, r.stdout, "staging\n")
+	r = heraldEnv(t, []string{"XDG_CONFIG_HOME=" + cfg}, nil, "__complete", "--context", "")
+	assert.Contains(t, r.stdout, "staging\n")
 }
 
 func TestUsageErrors(t *testing.T) {
@@ -150,7 +184,22 @@ func TestUsageErrors(t *testing.T) {
 		{"publish"},
 		{"publish", "--type", "a.b", "--data", "{not json"},
 		{"publish", "--nope"},
-		{"--output", "yaml", "consumers", "list"},
+		{"--output", "xml", "consumers", "list"},
+		{"-o", "template={{.id", "consumers", "list"},
+		{"-o", "jq=.[", "consumers", "list"},
+		{"-o", "json", "--jq", ".id", "consumers", "list"},
+		{"--connect-timeout", "0s", "consumers", "list"},
+		{"--context", "no-such-context", "consumers", "list"},
+		{"pull", "--consumer", "c", "--ack", "--reject"},
+		{"pull", "--consumer", "c", "--retry-after", "5"},
+		{"pull", "--consumer", "c", "--extend", "0"},
+		{"consumers", "create", "--retry-min-backoff", "60", "--retry-max-backoff", "5"},
+		{"consumers", "create", "--max-delivery-attempts", "0"},
+		{"consumers", "update", "id"},
+		{"consumers", "update", "id", "--no-retry-policy", "--retry-min-backoff", "1"},
+		{"context", "add", "x"},
+		{"context", "add", "../x", "--url", "http://127.0.0.1:1"},
+		{"context", "use", "no-such-context"},
 		{"consumers", "get"},
 		{"consumers", "create", "--prefix", "/x"},
 		{"pull"},

@@ -15,7 +15,8 @@ func (a *app) dlqCmd() *cobra.Command {
 		Use:   "dlq",
 		Short: "Triage the dead-letter queue (list, replay, discard)",
 		Long: `Events that passed their delivery limit, their queue's message TTL or its
-maximum length are dead-lettered. Needs inspect-and-replay-all-dlq.`,
+maximum length, or were rejected (herald pull --reject), are dead-lettered.
+Needs inspect-and-replay-all-dlq.`,
 	}
 	var limit int
 	var page string
@@ -46,8 +47,8 @@ maximum length are dead-lettered. Needs inspect-and-replay-all-dlq.`,
 				if dls == nil {
 					dls = []client.DeadLetter{}
 				}
-				if a.json() {
-					return printJSON(a.io.Out, client.DeadLetterPage{DeadLetters: dls, NextPageToken: next})
+				if a.structured() {
+					return a.emit(client.DeadLetterPage{DeadLetters: dls, NextPageToken: next})
 				}
 				t := newTable(a.io.Out, "ID", "REASON", "ORIGIN", "DELIVERIES", "DEAD_LETTERED", "TYPE", "RESOURCE")
 				for _, d := range dls {
@@ -67,23 +68,37 @@ maximum length are dead-lettered. Needs inspect-and-replay-all-dlq.`,
 	list.Flags().IntVar(&limit, "limit", 20, "dead letters per page, 1-100")
 	list.Flags().StringVar(&page, "page-token", "", "the page after the one that printed this token")
 	list.Flags().BoolVar(&all, "all", false, "list every dead letter")
-	cmd.AddCommand(list, a.dlqAction("replay", client.ActionReplay, client.OutcomeReplayed,
-		"Replay dead letters onto the exact queue they came from, with a fresh delivery budget"),
-		a.dlqAction("discard", client.ActionDiscard, client.OutcomeDiscarded, "Discard dead letters for good"))
+	cmd.AddCommand(list,
+		a.dlqAction("replay", client.ActionReplay, client.OutcomeReplayed,
+			"Replay dead letters onto the exact queue they came from, with a fresh delivery budget",
+			`replay puts each dead letter back on the queue it was dead-lettered from,
+as a new delivery with a fresh delivery budget.`,
+			`An id that is not in the dead-letter queue is REPLAY_FAILED, with a detail
+saying so.`),
+		a.dlqAction("discard", client.ActionDiscard, client.OutcomeDiscarded,
+			"Discard dead letters for good",
+			`discard deletes each dead letter for good.`,
+			`An id that is not in the dead-letter queue is gone either way: it counts as
+DISCARDED, with a detail saying it was not there.`))
 	return cmd
 }
 
-// dlqAction is `herald dlq replay|discard ID… | --all`.
-func (a *app) dlqAction(name, action, success, short string) *cobra.Command {
+// dlqAction is `herald dlq replay|discard ID… | --all`: what is the
+// action's first paragraph, missing what it does with an id that is not
+// there.
+func (a *app) dlqAction(name, action, success, short, what, missing string) *cobra.Command {
 	var all bool
 	cmd := &cobra.Command{
 		Use:   name + " [ID...] | --all",
 		Short: short,
-		Long: short + `. With --all the whole dead-letter queue is listed first, then acted on
-100 at a time, with a progress bar on a terminal. A summary counts the
-outcomes, then lists each outcome that carries a detail (a dead letter
-that was already gone is ` + success + ` too for discard, with a detail saying
-so). The exit code is 1 when any dead letter was not ` + success + `, else 0.`,
+		Long: what + `
+
+With --all the whole dead-letter queue is listed first, then acted on, 100
+dead letters a call, with a progress bar on a terminal. The summary counts
+each outcome, then lists each dead letter whose outcome carries a detail or
+is not ` + success + `. ` + missing + `
+
+The exit code is 1 when any dead letter was not ` + success + `, else 0.`,
 		Example: "  herald dlq " + name + " 3f1c6a52-2a8e-4d1b-9a63-0f5e1c7b2d40\n  herald dlq " + name + " --all",
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -144,11 +159,11 @@ func (a *app) printOutcomes(outcomes []client.DeadLetterOutcome, asked int) erro
 	for _, o := range outcomes {
 		counts[o.Outcome]++
 	}
-	if a.json() {
+	if a.structured() {
 		if outcomes == nil {
 			outcomes = []client.DeadLetterOutcome{}
 		}
-		return printJSON(a.io.Out, map[string]any{"asked": asked, "counts": counts, "outcomes": outcomes})
+		return a.emit(map[string]any{"asked": asked, "counts": counts, "outcomes": outcomes})
 	}
 	names := make([]string, 0, len(counts))
 	for k := range counts {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -13,18 +12,6 @@ import (
 
 	"github.com/heraldevents/herald/client"
 )
-
-// printJSON writes v as indented JSON.
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// printLine writes v as one line of JSON (tail, one event a line).
-func printLine(w io.Writer, v any) error {
-	return json.NewEncoder(w).Encode(v)
-}
 
 // table writes rows aligned under a header.
 type table struct{ tw *tabwriter.Writer }

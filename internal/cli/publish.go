@@ -72,8 +72,8 @@ failed; the exit code is 1 when any event was not published.`,
 			if err != nil {
 				return err
 			}
-			if a.json() {
-				if err := printJSON(a.io.Out, resultJSON(res)); err != nil {
+			if a.structured() {
+				if err := a.emit(resultJSON(res)); err != nil {
 					return err
 				}
 			} else if res.Success {
@@ -228,8 +228,8 @@ func (a *app) publishFile(cmd *cobra.Command, name string) error {
 	}
 	bar.done()
 	notSent := len(events) - answered
-	if a.json() {
-		if err := printJSON(a.io.Out, map[string]any{"published": published, "failed": len(failures), "not_sent": notSent, "failures": nonNilResults(failures)}); err != nil {
+	if a.structured() {
+		if err := a.emit(map[string]any{"published": published, "failed": len(failures), "not_sent": notSent, "failures": nonNilResults(failures)}); err != nil {
 			return err
 		}
 	} else {

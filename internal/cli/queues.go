@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,7 +14,7 @@ func (a *app) queuesCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "queues",
 		Aliases: []string{"queue"},
-		Short:   "Manage durable queues (ensure, update, delete)",
+		Short:   "Manage durable queues (list, ensure, update, delete)",
 		Long: `A durable queue is a named queue of the notifications API that streams
 (herald tail --queue) consume with acknowledgements. Ensure needs
 create-durable-queues, update too, delete needs delete-durable-queues. A
@@ -48,8 +49,8 @@ it with its own filters (created false), whatever filters were given.`,
 				if err != nil {
 					return err
 				}
-				if a.json() {
-					return printJSON(a.io.Out, q)
+				if a.structured() {
+					return a.emit(q)
 				}
 				t := newTable(a.io.Out, "QUEUE", "CREATED", "FILTERS")
 				t.row(q.ID, fmt.Sprint(q.Created), groupsText(q.FilterGroups))
@@ -91,8 +92,8 @@ manage:destinations).`,
 				if err := c.UpdateQueue(cmd.Context(), args[0], cur, next); err != nil {
 					return err
 				}
-				if a.json() {
-					return printJSON(a.io.Out, map[string]any{"queue_id": args[0], "filter_groups": nonNilGroups(next)})
+				if a.structured() {
+					return a.emit(map[string]any{"queue_id": args[0], "filter_groups": nonNilGroups(next)})
 				}
 				_, err := fmt.Fprintf(a.io.Out, "updated %s: %s\n", args[0], groupsText(next))
 				return err
@@ -111,17 +112,58 @@ manage:destinations).`,
 				if err := c.DeleteQueue(cmd.Context(), args[0]); err != nil {
 					return err
 				}
-				if a.json() {
-					return printJSON(a.io.Out, map[string]any{"queue_id": args[0], "deleted": true})
+				if a.structured() {
+					return a.emit(map[string]any{"queue_id": args[0], "deleted": true})
 				}
 				_, err := fmt.Fprintln(a.io.Out, "deleted", args[0])
 				return err
 			})
 		}),
 	}
-	cmd.AddCommand(ensure, update, del)
+	var all bool
+	list := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List the durable queues (--all: the non-durable ones too), with their sessions and backlog",
+		Long: `list shows the queues among the destinations (GET /v1/event-destinations,
+which needs manage:destinations): durable queues, and with --all the
+non-durable ones, listed with their id cut to 7 characters since the id is
+their reconnect token.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			return a.withClient(func(c *client.Client) error {
+				ds, err := c.ListConsumers(cmd.Context())
+				if err != nil {
+					return err
+				}
+				qs := []client.Destination{}
+				for _, d := range ds {
+					if d.Type == typeDurableQueue || (all && d.Type == typeNonDurableQueue) {
+						qs = append(qs, d)
+					}
+				}
+				if a.structured() {
+					return a.emit(qs)
+				}
+				t := newTable(a.io.Out, "QUEUE", "TYPE", "SESSIONS", "IN_FLIGHT", "REQUEUED", "POLICIES", "CREATED", "FILTERS")
+				for _, q := range qs {
+					t.row(q.ID, q.Type, fmt.Sprint(q.LiveSessions), fmt.Sprint(q.InFlight), fmt.Sprint(q.Requeued),
+						policiesText(q), q.CreatedAt.UTC().Format(time.RFC3339), groupsText(q.FilterGroups))
+				}
+				return t.flush()
+			})
+		}),
+	}
+	list.Flags().BoolVar(&all, "all", false, "list non-durable queues too")
+	cmd.AddCommand(list, ensure, update, del)
 	return cmd
 }
+
+// Destination types of the queues (see leasestore's TypeDurableQueue).
+const (
+	typeDurableQueue    = "DURABLE_QUEUE"
+	typeNonDurableQueue = "NON_DURABLE_QUEUE"
+)
 
 func nonNilGroups(gs []client.FilterGroup) []client.FilterGroup {
 	if gs == nil {

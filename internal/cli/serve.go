@@ -74,8 +74,8 @@ func (a *app) versionCmd() *cobra.Command {
 		Args:  exactArgs(0, "no arguments"),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
 			info := version.Get()
-			if a.json() {
-				return printJSON(a.io.Out, info)
+			if a.structured() {
+				return a.emit(info)
 			}
 			_, err := fmt.Fprintln(a.io.Out, "herald", info.String())
 			return err

@@ -2,7 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,21 +69,34 @@ ends. With --ack every event printed is acknowledged.`,
 				return nil
 			}
 			return a.withClient(func(c *client.Client) error {
+				if err := a.probe(cmd.Context()); err != nil {
+					return err
+				}
+				ctx, giveUp := context.WithCancelCause(ctx)
+				defer giveUp(nil)
+				w := &streamWatch{a: a, giveUp: giveUp}
+				opts := []client.StreamOption{client.WithStreamLogger(slog.New(w))}
+				var err error
 				if queue != "" {
-					var opts []client.StreamOption
 					if !ack {
 						opts = append(opts, client.WithoutAck())
 					}
 					fmt.Fprintf(a.io.Err, "following durable queue %s\n", queue)
-					return c.Stream(ctx, queue, h, opts...)
+					err = c.Stream(ctx, queue, h, opts...)
+				} else {
+					opts = append(opts, client.OnReconnectToken(func(tok string) {
+						w.connected()
+						fmt.Fprintf(a.io.Err, "reconnect token: %s\n", tok)
+					}))
+					if token != "" {
+						opts = append(opts, client.WithReconnectToken(token))
+					}
+					err = c.StreamNonDurable(ctx, gs, h, opts...)
 				}
-				opts := []client.StreamOption{client.OnReconnectToken(func(tok string) {
-					fmt.Fprintf(a.io.Err, "reconnect token: %s\n", tok)
-				})}
-				if token != "" {
-					opts = append(opts, client.WithReconnectToken(token))
+				if cause := context.Cause(ctx); err == nil && errors.As(cause, new(giveUpError)) {
+					return cause // the stream returns nil when its context ends
 				}
-				return c.StreamNonDurable(ctx, gs, h, opts...)
+				return err
 			})
 		}),
 	}
@@ -107,8 +125,8 @@ type tailLine struct {
 func (p *tailPrinter) print(d *client.Delivery) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.a.json() {
-		return printLine(p.a.io.Out, tailLine{ConsumerEvent: d.Event, DeliveryTag: d.DeliveryTag})
+	if p.a.structured() {
+		return p.a.emitItem(tailLine{ConsumerEvent: d.Event, DeliveryTag: d.DeliveryTag})
 	}
 	// Rows are written as they come, so columns are fixed-width rather
 	// than aligned over the whole output.
@@ -119,4 +137,113 @@ func (p *tailPrinter) print(d *client.Delivery) error {
 	_, err := fmt.Fprintf(p.a.io.Out, "%-30s  %-32s  %-16s  %s\n", d.Event.PublishedAt.UTC().Format(time.RFC3339Nano),
 		d.Event.Type, dash(d.Event.PrincipalIdentity), compact(d.Event.Message))
 	return err
+}
+
+// probe makes one GET /health within --connect-timeout, so that a tail
+// against nothing ends at once with exit 5 rather than reconnecting. Any
+// HTTP answer will do: only a failure to connect is an error.
+func (a *app) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, a.connectTimeout)
+	defer cancel()
+	base := strings.TrimRight(a.baseURL(), "/")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
+	if err != nil {
+		return usagef("--url %s is not a URL", redactedURL(base))
+	}
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: a.connectTimeout}).DialContext,
+		TLSHandshakeTimeout: a.connectTimeout, Proxy: http.ProxyFromEnvironment,
+	}}
+	defer hc.CloseIdleConnections()
+	res, err := hc.Do(req)
+	if err != nil {
+		return err // a *url.Error: a net.Error, so exit 5
+	}
+	return res.Body.Close()
+}
+
+// giveUpError ends a stream that could not reach Herald for
+// --connect-timeout: last is the last failure.
+type giveUpError struct {
+	last  error
+	after time.Duration
+}
+
+func (e giveUpError) Error() string {
+	return fmt.Sprintf("gave up after %s: %v", e.after, e.last)
+}
+
+func (e giveUpError) Unwrap() error { return e.last }
+
+// streamWatch receives the stream's reconnect log. It says on standard
+// error when the stream is lost, and gives up (cancelling the stream with
+// a giveUpError) when Herald has not been reachable for --connect-timeout:
+// every reconnect since then failed to connect at all. A stream that Herald
+// ended (a restart, a cut connection) but that connects again is not a
+// failure to connect, and its reconnects go on.
+type streamWatch struct {
+	a      *app
+	giveUp context.CancelCauseFunc
+
+	mu    sync.Mutex
+	since time.Time // start of the current run of failures to connect
+	told  bool      // the loss of the stream was told
+}
+
+// connected says a stream opened.
+func (w *streamWatch) connected() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.since, w.told = time.Time{}, false
+}
+
+func (w *streamWatch) Enabled(context.Context, slog.Level) bool { return true }
+func (w *streamWatch) WithAttrs([]slog.Attr) slog.Handler       { return w }
+func (w *streamWatch) WithGroup(string) slog.Handler            { return w }
+
+// Handle reads the client's "herald stream: reconnecting" records.
+func (w *streamWatch) Handle(_ context.Context, r slog.Record) error {
+	if !strings.Contains(r.Message, "reconnecting") {
+		return nil
+	}
+	var err error
+	r.Attrs(func(at slog.Attr) bool {
+		if at.Key == "err" {
+			err, _ = at.Value.Any().(error)
+		}
+		return true
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !dialFailure(err) {
+		w.since = time.Time{}
+		if !w.told {
+			w.told = true
+			reason := "it ended"
+			if err != nil {
+				reason = strings.ReplaceAll(err.Error(), "herald client: ", "")
+			}
+			fmt.Fprintf(w.a.io.Err, "herald: stream interrupted (%s); reconnecting\n", reason)
+		}
+		return nil
+	}
+	now := time.Now()
+	if w.since.IsZero() {
+		w.since, w.told = now, true
+		fmt.Fprintf(w.a.io.Err, "herald: cannot reach Herald at %s (%s); retrying for up to %s\n",
+			redactedURL(w.a.baseURL()), connectionCause(err), w.a.connectTimeout)
+		return nil
+	}
+	if now.Sub(w.since) >= w.a.connectTimeout {
+		w.giveUp(giveUpError{last: err, after: now.Sub(w.since).Round(time.Second)})
+	}
+	return nil
+}
+
+// dialFailure says whether err is a failure to open a connection at all
+// (refused, unreachable, unknown host, a dial that timed out), as opposed
+// to a stream that was open and was cut.
+func dialFailure(err error) bool {
+	var op *net.OpError
+	return err != nil && errors.As(err, &op) && op.Op == "dial"
 }
