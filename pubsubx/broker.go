@@ -298,3 +298,26 @@ func (b *Broker) Close() error {
 	}
 	return b.err
 }
+
+// Backlog is a subscription's backlog (driver.Backlog).
+type Backlog = driver.Backlog
+
+// ErrNoBacklog is Backlog's error on a driver that cannot tell a
+// subscription's backlog without receiving from it (driver.BacklogReporter).
+var ErrNoBacklog = herr.New(herr.Unimplemented, "pubsubx: this broker does not report a subscription's backlog")
+
+// Backlog returns what subscription name holds ready for delivery, from
+// one call to the broker; ErrNoBacklog when the driver cannot tell.
+func (b *Broker) Backlog(ctx context.Context, name string) (Backlog, error) {
+	if err := b.check(ctx); err != nil {
+		return Backlog{}, err
+	}
+	if err := checkName(name); err != nil {
+		return Backlog{}, err
+	}
+	r, ok := b.d.(driver.BacklogReporter)
+	if !ok {
+		return Backlog{}, ErrNoBacklog
+	}
+	return r.Backlog(ctx, name)
+}

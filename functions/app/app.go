@@ -191,6 +191,7 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 			Ready: a.readiness(opts.Logger), CORSOrigins: cfg.CORSOrigins, Admission: a.admission,
 			RequestTimeout: router.RequestTimeout(cfg.ReceiveWait, cfg.PublishTimeout),
 			Jobs:           opts.Jobs,
+			Console:        cfg.Console,
 		}))))
 	return a, nil
 }

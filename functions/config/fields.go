@@ -32,6 +32,18 @@ var (
 		}}
 	// logLevelField is HERALD_LOG_LEVEL, by name only (slog also reads
 	// "info+2", which the table does not offer).
+	consoleField = custom{field: "Console",
+		parse: func(c *Config, s string) error {
+			switch strings.ToLower(s) {
+			case "on", "true", "1":
+				c.Console = true
+			case "off", "false", "0":
+				c.Console = false
+			default:
+				return fmt.Errorf("%q is neither on nor off", s)
+			}
+			return nil
+		}}
 	logLevelField = custom{field: "LogLevel",
 		parse: func(c *Config, s string) error {
 			switch strings.ToLower(s) {

@@ -38,6 +38,9 @@ type Config struct {
 	// CORSOrigins is HERALD_CORS_ORIGINS: the browser origins allowed
 	// (nil for none; "*" for any).
 	CORSOrigins []string
+	// Console is HERALD_CONSOLE: whether a process that serves every
+	// route serves the web console at /console/ (default on).
+	Console bool
 	// TopicURL is HERALD_TOPIC_URL (a pubsubx broker URL), StoreURL
 	// HERALD_STORE_URL (a gocloud docstore collection URL keyed by "key"),
 	// Source HERALD_SOURCE (the CloudEvents source of published events).

@@ -70,6 +70,9 @@ const (
 	EnvMaxConns          = "HERALD_MAX_CONNS"
 	EnvMaxConnsPerClient = "HERALD_MAX_CONNS_PER_CLIENT"
 	EnvHealthConnReserve = "HERALD_HEALTH_CONN_RESERVE"
+	// EnvConsole switches the web console (package functions/console)
+	// on or off where a process serves every route.
+	EnvConsole = "HERALD_CONSOLE"
 )
 
 // The standard OpenTelemetry variables every entrypoint honours. Package
@@ -399,6 +402,10 @@ var vars = []Var{
 		Meaning:  "how often GET /api/v1beta/events/websocket sends a WebSocket ping; a client that sends nothing (no pong, no frame) for two intervals is disconnected (local adapter and Cloud Run) (1s–5m)",
 		profiles: wsProfiles, uses: usesStream,
 		field: duration("WSPingInterval", func(c *Config) *time.Duration { return &c.WSPingInterval }, MinWSPingInterval, MaxWSPingInterval)},
+	{Name: EnvConsole, LocalDefault: "on", CloudDefault: "on", Unit: "on|off",
+		Meaning:  "the web console at /console/ (docs/console.md), served by a process that serves every route (the local adapter, Cloud Run's service, a Lambda function with HERALD_FUNCTION=all): static pages that call the API with the operator's own token; `off` leaves it out",
+		profiles: allProfiles,
+		field:    consoleField},
 	{Name: EnvLogLevel, LocalDefault: DefaultLogLevel, CloudDefault: DefaultLogLevel, Unit: "level",
 		Meaning:  "least severe log level written: debug, info (one access-log line per request, the default), warn or error; logs are JSON lines in the clouds and text locally",
 		profiles: allProfiles,

@@ -27,6 +27,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/functions/httpx"
+	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/leasestore"
 )
 
@@ -58,6 +59,32 @@ type Destination struct {
 	// AckTimeout is a durable queue's own ack timeout in seconds; absent
 	// when it has none (the deployment's applies).
 	AckTimeout int64 `json:"ack_timeout,omitempty"`
+	// Lag is what the consumer has not been handed yet, at the broker
+	// (delivery.Lag); absent when the broker cannot tell, or, in a
+	// listing, unless asked for with ?lag=true.
+	Lag *LagView `json:"lag,omitempty"`
+}
+
+// LagView is the REST shape of delivery.Lag.
+type LagView struct {
+	// Events counts the events ready at the broker for the consumer.
+	Events int64 `json:"events"`
+	// OldestPublishedAt is when the oldest of them was published; absent
+	// when the broker does not tell or there is none.
+	OldestPublishedAt *time.Time `json:"oldest_published_at,omitempty"`
+}
+
+// withLag sets d.Lag from l (nil: unknown).
+func withLag(d Destination, l *delivery.Lag) Destination {
+	if l == nil {
+		return d
+	}
+	d.Lag = &LagView{Events: l.Events}
+	if !l.Oldest.IsZero() {
+		t := l.Oldest.UTC()
+		d.Lag.OldestPublishedAt = &t
+	}
+	return d
 }
 
 // FromConsumer converts a stored consumer.
@@ -140,21 +167,40 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p *auth.Princip
 }
 
 func (h *Handler) list(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
+	var withLags bool
+	switch v := r.URL.Query().Get("lag"); v {
+	case "", "false":
+	case "true":
+		withLags = true
+	default:
+		return httpx.Answer{}, herr.InField(herr.New(herr.InvalidArgument, "lag must be true or false"), "query", "lag")
+	}
 	cs, err := h.Service.ListDestinations(r.Context(), p)
 	if err != nil {
 		return httpx.Answer{}, err
 	}
+	var lags []*delivery.Lag
+	if withLags {
+		lags = h.Service.Lags(r.Context(), cs)
+	}
 	out := make([]Destination, len(cs))
 	for i, c := range cs {
 		out[i] = FromConsumer(c)
+		if lags != nil {
+			out[i] = withLag(out[i], lags[i])
+		}
 	}
 	return httpx.Answer{Status: http.StatusOK, Body: map[string][]Destination{"destinations": out}}, nil
 }
 
 func (h *Handler) get(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
-	return destination(pathID(r, func(id string) (*leasestore.Consumer, error) {
+	c, err := pathID(r, func(id string) (*leasestore.Consumer, error) {
 		return h.Service.GetDestination(r.Context(), p, id)
-	}))
+	})
+	if err != nil {
+		return httpx.Answer{}, err
+	}
+	return httpx.Answer{Status: http.StatusOK, Body: withLag(FromConsumer(c), h.Service.Lags(r.Context(), []*leasestore.Consumer{c})[0])}, nil
 }
 
 func (h *Handler) delete(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {

@@ -23,12 +23,14 @@ package router
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/acknowledge"
 	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/functions/console"
 	"github.com/heraldevents/herald/functions/deadletters"
 	"github.com/heraldevents/herald/functions/destinations"
 	"github.com/heraldevents/herald/functions/grpcapi"
@@ -195,6 +197,11 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Jobs adjusts the jobs of POST /v1/jobs/{job} (jobs.Options).
 	Jobs jobs.Options
+	// Console serves the web console (package functions/console) at
+	// GET /console/ when f serves every route (config.All). The console
+	// is a client of the routes above, not a route of the APIs, so it is
+	// not in Routes nor in the OpenAPI document.
+	Console bool
 }
 
 // StoreBound is what RequestTimeout allows a request for its store calls,
@@ -288,6 +295,10 @@ func Build(svc *delivery.Service, a auth.Authenticator, f config.Function, o Opt
 			h = httpx.Unbounded(h) // the consumer's streams, health's Watch
 		}
 		mux.Handle(m.Path, h)
+	}
+	if o.Console && f == config.All {
+		mux.Handle("GET "+console.Path, console.Handler{})
+		mux.Handle("GET "+strings.TrimSuffix(console.Path, "/"), console.Handler{})
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, herr.New(herr.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))

@@ -140,3 +140,16 @@ func (t *tracedBroker) Close() error { return t.b.Close() }
 // Ping implements driver.Broker as b does. Readiness probes are not
 // traced: they would drown the rest.
 func (t *tracedBroker) Ping(ctx context.Context) error { return t.b.Ping(ctx) }
+
+// Backlog implements driver.BacklogReporter as b does, in a "broker
+// backlog" span; pubsubx.ErrNoBacklog when b cannot tell.
+func (t *tracedBroker) Backlog(ctx context.Context, name string) (driver.Backlog, error) {
+	r, ok := t.b.(driver.BacklogReporter)
+	if !ok {
+		return driver.Backlog{}, pubsubx.ErrNoBacklog
+	}
+	ctx, c := t.start(ctx, "backlog")
+	out, err := r.Backlog(ctx, name)
+	c.end(ctx, err)
+	return out, err
+}

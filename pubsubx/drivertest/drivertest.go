@@ -134,6 +134,7 @@ var conformanceTests = []conformanceTest{
 	{"ConcurrentReceivers", testConcurrentReceivers},
 	{"ConcurrentFirstUse", testConcurrentFirstUse},
 	{"BoundedBacklog", testBoundedBacklog},
+	{"BacklogReport", testBacklogReport},
 	{"PublishOrder", testPublishOrder},
 	{"BatchSendOrder", testBatchSendOrder},
 	{"BatchSendResults", testBatchSendResults},

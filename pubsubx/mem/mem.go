@@ -231,6 +231,7 @@ type entry struct {
 	meta     map[string]string
 	delivery uint64    // deliveries so far; a handle names one
 	deadline time.Time // while in flight
+	sent     time.Time // when its SendBatch stored it (Backlog's Oldest)
 }
 
 type subscription struct {
@@ -305,6 +306,7 @@ func (c *client) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 	}
 	defer c.t.mu.Unlock()
 	woken := map[*subscription]bool{}
+	now := time.Now()
 	for i, m := range msgs {
 		c.t.nextID++
 		var full []string
@@ -316,7 +318,7 @@ func (c *client) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 				full = append(full, name)
 				continue
 			}
-			s.add(&entry{id: c.t.nextID, body: m.Body, meta: m.Metadata}, c.limits)
+			s.add(&entry{id: c.t.nextID, body: m.Body, meta: m.Metadata, sent: now}, c.limits)
 			woken[s] = true
 		}
 		if full != nil {
@@ -592,6 +594,37 @@ func (c *client) Ack(ctx context.Context, name string, msgs []*pubsubx.Message) 
 // Nack implements driver.Broker.Nack.
 func (c *client) Nack(ctx context.Context, name string, msgs []*pubsubx.Message) error {
 	return c.settle(ctx, name, msgs, false)
+}
+
+// Backlog implements driver.BacklogReporter: the ready messages of
+// subscription name (with those whose ack deadline has passed), and when
+// the oldest of them was sent.
+func (c *client) Backlog(ctx context.Context, name string) (driver.Backlog, error) {
+	if err := c.lock(ctx); err != nil {
+		return driver.Backlog{}, err
+	}
+	defer c.t.mu.Unlock()
+	s, ok := c.t.subs[name]
+	if !ok {
+		return driver.Backlog{}, notFound(name)
+	}
+	var b driver.Backlog
+	count := func(e *entry) {
+		b.Messages++
+		if b.Oldest.IsZero() || e.sent.Before(b.Oldest) {
+			b.Oldest = e.sent
+		}
+	}
+	for _, e := range s.ready {
+		count(e)
+	}
+	now := time.Now()
+	for _, e := range s.inflight {
+		if !now.Before(e.deadline) { // expired: ready again at the next Receive
+			count(e)
+		}
+	}
+	return b, nil
 }
 
 // Ping implements driver.Broker.Ping: the in-memory broker is reachable while
