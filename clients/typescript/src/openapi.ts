@@ -762,6 +762,16 @@ export interface components {
             dead_letter_policy: components["schemas"]["DeadLetterPolicy"] | null;
             /** @description A durable queue's own ack timeout; absent when the deployment's applies. */
             ack_timeout?: components["schemas"]["AckTimeout"];
+            /** @description What the consumer has not been handed yet, at the broker (a Herald extension). Absent when the broker cannot tell (a queue served by a process's hub, a failed or slow lookup), and in a listing unless `lag=true` asks for it. */
+            lag?: {
+                /** @description Events ready at the broker for the consumer (SQS's approximation on SNS/SQS). */
+                events: number;
+                /**
+                 * Format: date-time
+                 * @description When the oldest of them was published; only the in-memory broker tells.
+                 */
+                oldest_published_at?: string;
+            };
         };
         DestinationList: {
             destinations: components["schemas"]["Destination"][];
@@ -1390,7 +1400,10 @@ export interface operations {
     };
     listDestinations: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description `true` adds each consumer's `lag`, read from the broker (one lookup per consumer, at most 2 s each); a Herald extension. */
+                lag?: "true" | "false";
+            };
             header?: never;
             path?: never;
             cookie?: never;
