@@ -32,25 +32,41 @@ type handle struct {
 }
 
 // parseAck reads a $JS.ACK subject: $JS.ACK.STREAM.CONSUMER.DELIVERED.SEQ…
-// (9 tokens), or the form with domain and account hash (12 or more).
+// (9 tokens), or the form with domain and account hash (12 or more). It
+// runs for every received message, so it finds the tokens it needs in
+// place instead of splitting the subject.
 func parseAck(reply string) (*handle, error) {
-	toks := strings.Split(reply, ".")
+	rest, ok := strings.CutPrefix(reply, "$JS.ACK.")
+	if !ok {
+		return nil, herr.New(herr.InvalidArgument, "message was not received from NATS JetStream")
+	}
+	// toks are the 7 tokens after $JS.ACK in the short form, 10 or more
+	// in the long one; only the first 6 are looked at.
+	var toks [6]string
+	n := strings.Count(rest, ".") + 1
+	for i := range toks {
+		if i == n-1 {
+			toks[i], rest = rest, ""
+			break
+		}
+		toks[i], rest, _ = strings.Cut(rest, ".")
+	}
 	var stream, consumer, seq string
 	switch {
-	case len(toks) < 9 || toks[0] != "$JS" || toks[1] != "ACK":
+	case n < 7:
 		return nil, herr.New(herr.InvalidArgument, "message was not received from NATS JetStream")
-	case len(toks) == 9:
+	case n == 7:
+		stream, consumer, seq = toks[0], toks[1], toks[3]
+	case n >= 10:
 		stream, consumer, seq = toks[2], toks[3], toks[5]
-	case len(toks) >= 12:
-		stream, consumer, seq = toks[4], toks[5], toks[7]
 	default:
 		return nil, herr.New(herr.InvalidArgument, "message has an unknown JetStream reply subject")
 	}
-	n, err := strconv.ParseUint(seq, 10, 64)
+	v, err := strconv.ParseUint(seq, 10, 64)
 	if err != nil {
 		return nil, herr.New(herr.InvalidArgument, "message has an unknown JetStream reply subject")
 	}
-	return &handle{reply: reply, stream: stream, consumer: consumer, seq: n}, nil
+	return &handle{reply: reply, stream: stream, consumer: consumer, seq: v}, nil
 }
 
 // Receive pulls up to max messages; see the package doc.
