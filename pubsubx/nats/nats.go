@@ -428,6 +428,7 @@ func (b *broker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	futures := make([]jetstream.PubAckFuture, len(msgs))
+	expect := jetstream.WithExpectStream(b.opts.Stream) // one option value for the batch, not one per message
 	for i, m := range msgs {
 		h, err := headersOf(m.Metadata)
 		if err != nil {
@@ -443,7 +444,7 @@ func (b *broker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 			errs[i] = herr.New(herr.InvalidArgument, "message is %d bytes with its headers; the NATS server takes at most %d", size, nc.MaxPayload())
 			continue
 		}
-		f, err := js.PublishMsgAsync(msg, jetstream.WithExpectStream(b.opts.Stream))
+		f, err := js.PublishMsgAsync(msg, expect)
 		if err != nil {
 			errs[i] = wrap(err, "NATS did not take the message")
 			continue
