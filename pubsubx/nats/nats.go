@@ -60,8 +60,11 @@
 // nacked at once rather than left to its ack deadline.
 //
 // Ack and Nack publish "+ACK" and "-NAK" to each message's reply subject
-// ($JS.ACK…) as requests, and wait for the server's confirmation of each,
-// so when they return the server has applied them. The reply subject is
+// ($JS.ACK…), in stream order, the last one as a request: the server
+// applies one consumer's acks in the order it reads them from a
+// connection, so its reply confirms them all, and when Ack or Nack returns
+// the server has applied every one (one round trip per call, not one per
+// message). The reply subject is
 // the whole receipt (Message.Handle holds it with the stream sequence), so
 // any client on the same stream could settle a message, not only the
 // process that received it. A nacked message is delivered again before
@@ -425,6 +428,7 @@ func (b *broker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	futures := make([]jetstream.PubAckFuture, len(msgs))
+	expect := jetstream.WithExpectStream(b.opts.Stream) // one option value for the batch, not one per message
 	for i, m := range msgs {
 		h, err := headersOf(m.Metadata)
 		if err != nil {
@@ -440,7 +444,7 @@ func (b *broker) SendBatch(ctx context.Context, msgs []*pubsubx.Message) []error
 			errs[i] = herr.New(herr.InvalidArgument, "message is %d bytes with its headers; the NATS server takes at most %d", size, nc.MaxPayload())
 			continue
 		}
-		f, err := js.PublishMsgAsync(msg, jetstream.WithExpectStream(b.opts.Stream))
+		f, err := js.PublishMsgAsync(msg, expect)
 		if err != nil {
 			errs[i] = wrap(err, "NATS did not take the message")
 			continue

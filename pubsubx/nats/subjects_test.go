@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -220,10 +221,49 @@ func TestParseAck(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "S", h.stream)
 	require.Equal(t, uint64(43), h.seq)
-	for _, bad := range []string{"", "_INBOX.x", "$JS.ACK.S.c1.1.x.7.1.2", "$JS.ACK.S.c1.1.2.3.4.5.6"} {
+	for _, bad := range []string{"", "_INBOX.x", "$JS.ACK", "$JS.ACK.", "$JS.ACK.S.c1.1.2.3.4", "$JS.ACK.S.c1.1.x.7.1.2",
+		"$JS.ACK.S.c1.1.2.3.4.5.6", "$JS.ACK.S.c1.1.2.3.4.5.6.7", "$JS.ACKS.c1.1.42.7.1.2", "$JS.ACK.dom.H.S.c1.1.-1.7.1.2.tok"} {
 		_, err := parseAck(bad)
 		require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%q", bad)
 	}
+	require.Equal(t, 0.0, testing.AllocsPerRun(100, func() {
+		_, _ = parseAck("$JS.ACK.S.c1.1.42.7.1796021118152610296.2")
+	})-1, "allocations besides the handle")
+}
+
+// FuzzParseAck: parseAck agrees with splitting the subject on '.'.
+func FuzzParseAck(f *testing.F) {
+	f.Add("$JS.ACK.S.c1.1.42.7.1796021118152610296.2")
+	f.Add("$JS.ACK.dom.ACCHASH.S.c1.1.43.7.1796021118152610296.2.tok")
+	f.Add("$JS.ACK.S.c1.1.2.3.4.5.6")
+	f.Fuzz(func(t *testing.T, reply string) {
+		h, err := parseAck(reply)
+		toks := strings.Split(reply, ".")
+		var want *handle
+		var seq string
+		switch {
+		case len(toks) < 9 || toks[0] != "$JS" || toks[1] != "ACK":
+		case len(toks) == 9:
+			want, seq = &handle{reply: reply, stream: toks[2], consumer: toks[3]}, toks[5]
+		case len(toks) >= 12:
+			want, seq = &handle{reply: reply, stream: toks[4], consumer: toks[5]}, toks[7]
+		}
+		if want != nil {
+			n, perr := strconv.ParseUint(seq, 10, 64)
+			if perr != nil {
+				want = nil
+			}
+			if want != nil {
+				want.seq = n
+			}
+		}
+		if want == nil {
+			require.Error(t, err)
+			return
+		}
+		require.NoError(t, err)
+		require.Equal(t, *want, *h)
+	})
 }
 
 func TestVersionAtLeast(t *testing.T) {
