@@ -213,6 +213,31 @@ func TestHubHandOver(t *testing.T) {
 	require.False(t, q.Shared)
 }
 
+// Only a queue taken over from another process remembers the ids of the
+// events it delivered (to leave out the copies the old home spills), and
+// only until the hand-over settles: an idle stream of a fresh queue holds
+// no ring of ids (~14 KB each, docs/streams-at-scale.md).
+func TestHubRemembersDeliveredOnlyWhileHandingOver(t *testing.T) {
+	t.Parallel()
+	c := newHubCluster(t, 2)
+	a, b := c.procs[0], c.procs[1]
+	st := a.open(t, delivery.StreamRequest{FilterGroups: groupsOf("hub.r")})
+	a.publish(t, "hub.r", 3)
+	require.Equal(t, []int{1, 2, 3}, recv(t, st, 3))
+	require.False(t, delivery.RemembersDelivered(st), "a fresh queue keeps no ids")
+	token := st.QueueID()
+	require.NoError(t, st.Close(t.Context()))
+	a.publish(t, "hub.r", 2)
+
+	st = b.open(t, delivery.StreamRequest{ReconnectToken: token})
+	require.Equal(t, []int{1, 2}, recv(t, st, 2), "the backlog, each once")
+	require.Eventually(t, func() bool { return !delivery.RemembersDelivered(st) }, time.Minute, 10*time.Millisecond,
+		"the claimed queue forgets the ids once the hand-over settled")
+	b.publish(t, "hub.r", 1)
+	require.Equal(t, []int{1}, recv(t, st, 1))
+	requireQuiet(t, st)
+}
+
 // A process that shuts down hands its queues back with their backlogs: a
 // reconnect anywhere takes the queue at once and finds them.
 func TestHubCloseReleases(t *testing.T) {
