@@ -61,6 +61,8 @@ func main() {
 	flag.DurationVar(&c.drain, "drain", 30*time.Second, "how long after the last publish missing deliveries are waited for")
 	flag.DurationVar(&c.idle, "idle", 10*time.Second, "idle phase with every stream open")
 	flag.IntVar(&c.srcIPs, "src-ips", 0, "loopback source addresses to spread connections over (0: one per 2,000 streams)")
+	flag.StringVar(&c.heapProfile, "heap-profile", "", "write Herald's heap profile at the end of the idle phase to this file")
+	flag.StringVar(&c.cpuProfile, "cpu-profile", "", "write Herald's CPU profile of the fan-out phase to this file")
 	flag.Parse()
 	if c.herald == "" {
 		log.Fatal("streams: -herald is required (make bench-streams sets it)")
@@ -94,5 +96,5 @@ func main() {
 
 // printHeader prints the column names of result.print.
 func printHeader(w *os.File) {
-	fmt.Fprintln(w, "stack/transport      n: open p50/p99 ms, opens/s, failed | fan-out p50/p99/max ms, delivery p50/p99 ms, missing/dup of total | idle: herald CPU %, others CPU %, pg xact/s, RSS KB/stream, heap KB/stream, goroutines/stream | machine")
+	fmt.Fprintln(w, "stack/transport      n: open p50/p99 ms, opens/s, failed | fan-out p50/p99/max ms, delivery p50/p99 ms, missing/dup of total, CPU ms/event | idle: herald CPU %, others CPU %, pg xact/s, RSS KB/stream, heap KB/stream, goroutines/stream | machine")
 }

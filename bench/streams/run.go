@@ -39,6 +39,12 @@ type config struct {
 	drain, idle      time.Duration
 	srcIPs           int
 	log              io.Writer // Herald's stderr
+	// heapProfile, when set, is where Herald's heap profile
+	// (/debug/pprof/heap) is written at the end of the idle phase.
+	heapProfile string
+	// cpuProfile, when set, is where Herald's CPU profile of the
+	// fan-out phase (/debug/pprof/profile) is written.
+	cpuProfile string
 }
 
 // result is what one run measured. Durations are as measured; CPU is a
@@ -55,6 +61,8 @@ type result struct {
 	fanP50, fanP99, fanMax time.Duration // per event: until the last stream had it
 	delP50, delP99         time.Duration // per delivery
 	delivered, missing     int
+	fanCPU                 time.Duration // Herald's CPU per event during the fan-out phase
+	clientCPU              time.Duration // the load generator's, likewise
 	duplicates             int
 	streamErrs             int    // streams that ended before the run did
 	streamErr              string // the first such end
@@ -68,6 +76,8 @@ type result struct {
 	machineCPU float64            // % of all cores busy while idle, every process
 	loadAvg    string             // /proc/loadavg's 1-minute figure when the run began
 }
+
+func ms2(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // print prints res on one line, in printHeader's columns.
 func (r result) print(w io.Writer) {
@@ -83,9 +93,9 @@ func (r result) print(w io.Writer) {
 	if r.pgXactPerS == r.pgXactPerS { // not NaN
 		pg = strconv.FormatFloat(r.pgXactPerS, 'f', 1, 64)
 	}
-	fmt.Fprintf(w, "%-20s %d: %s/%s, %.0f, %d | %s/%s/%s, %s/%s, %d/%d of %d | idle: %.1f, %s, %s, %.1f, %.1f, %.2f | machine %.0f%% busy, load %s\n",
+	fmt.Fprintf(w, "%-20s %d: %s/%s, %.0f, %d | %s/%s/%s, %s/%s, %d/%d of %d, CPU ms/event herald %.0f client %.0f | idle: %.1f, %s, %s, %.1f, %.1f, %.2f | machine %.0f%% busy, load %s\n",
 		r.stack+"/"+r.transport, r.n, ms(r.openP50), ms(r.openP99), r.opensPerSec, r.openFailed,
-		ms(r.fanP50), ms(r.fanP99), ms(r.fanMax), ms(r.delP50), ms(r.delP99), r.missing, r.duplicates, r.delivered+r.missing,
+		ms(r.fanP50), ms(r.fanP99), ms(r.fanMax), ms(r.delP50), ms(r.delP99), r.missing, r.duplicates, r.delivered+r.missing, ms2(r.fanCPU), ms2(r.clientCPU),
 		r.heraldCPU, strings.Join(others, " "), pg, r.rssPer, r.heapPer, r.gorPer, r.machineCPU, r.loadAvg)
 	if r.openErr != "" {
 		fmt.Fprintf(w, "  first open failure: %s\n", r.openErr)
@@ -265,6 +275,24 @@ func run(c config) (result, error) {
 	res.opensPerSec = float64(len(ok)) / openTime.Seconds()
 
 	// Fan-out.
+	fh0, err := stack.CPUOf(pid)
+	if err != nil {
+		return res, err
+	}
+	fc0, err := stack.CPUOf(os.Getpid())
+	if err != nil {
+		return res, err
+	}
+	var profiled sync.WaitGroup
+	if c.cpuProfile != "" {
+		secs := int((time.Duration(c.events)*c.every + time.Second).Seconds())
+		profiled.Go(func() {
+			if err := save(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", debugAddr, secs), c.cpuProfile); err != nil {
+				fmt.Fprintf(os.Stderr, "streams: CPU profile: %v\n", err)
+			}
+		})
+		time.Sleep(100 * time.Millisecond) // let it start first
+	}
 	pub := make([]time.Duration, c.events)
 	pad := strings.Repeat("x", padBytes)
 	tick := time.NewTicker(c.every)
@@ -292,6 +320,15 @@ func run(c config) (result, error) {
 	for deadline := time.Now().Add(c.drain); b.got.Load() < want && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
+	fh1, err := stack.CPUOf(pid)
+	if err != nil {
+		return res, err
+	}
+	fc1, err := stack.CPUOf(os.Getpid())
+	if err != nil {
+		return res, err
+	}
+	res.fanCPU, res.clientCPU = (fh1-fh0)/time.Duration(c.events), (fc1-fc0)/time.Duration(c.events)
 	var fan, del []time.Duration
 	for k := range c.events {
 		var last time.Duration
@@ -321,6 +358,8 @@ func run(c config) (result, error) {
 	if len(del) > 0 {
 		res.delP50, res.delP99 = pct(del, 0.50), pct(del, 0.99)
 	}
+
+	profiled.Wait()
 
 	// Idle.
 	h0, err := stack.CPUOf(pid)
@@ -378,6 +417,11 @@ func run(c config) (result, error) {
 	if err != nil {
 		return res, err
 	}
+	if c.heapProfile != "" {
+		if err := save("http://"+debugAddr+"/debug/pprof/heap", c.heapProfile); err != nil {
+			return res, err
+		}
+	}
 	if stk.Counters != nil {
 		// PostgreSQL's statistics lag its transactions by up to a
 		// second (its stats snapshot); read them after the same lag.
@@ -399,6 +443,24 @@ func run(c config) (result, error) {
 	cl.close()
 	readers.Wait()
 	return res, nil
+}
+
+// save writes what url serves to file.
+func save(url, file string) error {
+	r, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer r.Body.Close()
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func nan() float64 { var z float64; return z / z }
