@@ -96,5 +96,5 @@ func main() {
 
 // printHeader prints the column names of result.print.
 func printHeader(w *os.File) {
-	fmt.Fprintln(w, "stack/transport      n: open p50/p99 ms, opens/s, failed | fan-out p50/p99/max ms, delivery p50/p99 ms, missing/dup of total, CPU ms/event | idle: herald CPU %, others CPU %, pg xact/s, RSS KB/stream, heap KB/stream, goroutines/stream | machine")
+	fmt.Fprintln(w, "stack/transport      n: open p50/p99 ms, opens/s, failed | fan-out p50/p99/max ms, delivery p50/p99 ms, missing/dup of total, CPU ms/event | idle: herald CPU %, others CPU %, pg xact/s (rows written/s), RSS KB/stream, heap KB/stream, goroutines/stream | machine")
 }

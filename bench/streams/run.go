@@ -22,8 +22,11 @@ import (
 )
 
 const (
-	token     = "streams-bench-token"
-	eventType = "bench.fanout"
+	// pgStatsLag is how long the idle phase waits before it reads
+	// PostgreSQL's counters (PGSTAT_IDLE_INTERVAL, 10 s, and a margin).
+	pgStatsLag = 11 * time.Second
+	token      = "streams-bench-token"
+	eventType  = "bench.fanout"
 	// padBytes pads each event's message to about 256 bytes, a small
 	// notification.
 	padBytes = 200
@@ -70,6 +73,7 @@ type result struct {
 	heraldCPU  float64            // % of one core while idle
 	othersCPU  map[string]float64 // % of one core while idle, by process group
 	pgXactPerS float64            // PostgreSQL transactions/s while idle; NaN without PostgreSQL
+	pgRowsPerS float64            // rows inserted, updated or deleted per second while idle
 	rssPer     float64            // KB per stream
 	heapPer    float64            // KB per stream
 	gorPer     float64            // goroutines per stream
@@ -91,7 +95,7 @@ func (r result) print(w io.Writer) {
 	}
 	pg := "-"
 	if r.pgXactPerS == r.pgXactPerS { // not NaN
-		pg = strconv.FormatFloat(r.pgXactPerS, 'f', 1, 64)
+		pg = fmt.Sprintf("%.1f (rows written %.1f)", r.pgXactPerS, r.pgRowsPerS)
 	}
 	fmt.Fprintf(w, "%-20s %d: %s/%s, %.0f, %d | %s/%s/%s, %s/%s, %d/%d of %d, CPU ms/event herald %.0f client %.0f | idle: %.1f, %s, %s, %.1f, %.1f, %.2f | machine %.0f%% busy, load %s\n",
 		r.stack+"/"+r.transport, r.n, ms(r.openP50), ms(r.openP99), r.opensPerSec, r.openFailed,
@@ -362,6 +366,13 @@ func run(c config) (result, error) {
 	profiled.Wait()
 
 	// Idle.
+	if stk.Counters != nil {
+		// A PostgreSQL backend that goes idle reports its statistics up
+		// to 10 s later (PGSTAT_IDLE_INTERVAL): wait for the opens'
+		// writes to be counted, so that the idle window counts only its
+		// own.
+		time.Sleep(pgStatsLag)
+	}
 	h0, err := stack.CPUOf(pid)
 	if err != nil {
 		return res, err
@@ -423,14 +434,17 @@ func run(c config) (result, error) {
 		}
 	}
 	if stk.Counters != nil {
-		// PostgreSQL's statistics lag its transactions by up to a
-		// second (its stats snapshot); read them after the same lag.
+		// The window's own statistics arrive late too; in a steady
+		// idle state what arrives late at the end is what arrived late
+		// at the start, so one more second for the snapshot suffices.
 		time.Sleep(time.Second)
 		x1, err := stk.Counters()
 		if err != nil {
 			return res, err
 		}
 		res.pgXactPerS = float64(x1["xact"]-x0["xact"]) / idle.Seconds()
+		rows := func(x map[string]int64) int64 { return x["inserted"] + x["updated"] + x["deleted"] }
+		res.pgRowsPerS = float64(rows(x1)-rows(x0)) / idle.Seconds()
 	}
 	open := float64(len(ok))
 	res.rssPer = float64(rss1-rss0) / open
