@@ -25,8 +25,10 @@ const (
 	// pgStatsLag is how long the idle phase waits before it reads
 	// PostgreSQL's counters (PGSTAT_IDLE_INTERVAL, 10 s, and a margin).
 	pgStatsLag = 11 * time.Second
-	token      = "streams-bench-token"
-	eventType  = "bench.fanout"
+	// shutdownGrace is how long Herald may take to exit once interrupted.
+	shutdownGrace = 2 * time.Minute
+	token         = "streams-bench-token"
+	eventType     = "bench.fanout"
 	// padBytes pads each event's message to about 256 bytes, a small
 	// notification.
 	padBytes = 200
@@ -79,6 +81,9 @@ type result struct {
 	gorPer     float64            // goroutines per stream
 	machineCPU float64            // % of all cores busy while idle, every process
 	loadAvg    string             // /proc/loadavg's 1-minute figure when the run began
+
+	shutdown       time.Duration // from SIGINT to Herald's exit, the streams closed
+	shutdownKilled bool          // Herald had not exited within shutdownGrace
 }
 
 func ms2(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -101,6 +106,11 @@ func (r result) print(w io.Writer) {
 		r.stack+"/"+r.transport, r.n, ms(r.openP50), ms(r.openP99), r.opensPerSec, r.openFailed,
 		ms(r.fanP50), ms(r.fanP99), ms(r.fanMax), ms(r.delP50), ms(r.delP99), r.missing, r.duplicates, r.delivered+r.missing, ms2(r.fanCPU), ms2(r.clientCPU),
 		r.heraldCPU, strings.Join(others, " "), pg, r.rssPer, r.heapPer, r.gorPer, r.machineCPU, r.loadAvg)
+	killed := ""
+	if r.shutdownKilled {
+		killed = " (killed)"
+	}
+	fmt.Fprintf(w, "  shutdown with %d closed streams' queues: %.1f s%s\n", r.n, r.shutdown.Seconds(), killed)
 	if r.openErr != "" {
 		fmt.Fprintf(w, "  first open failure: %s\n", r.openErr)
 	}
@@ -187,7 +197,7 @@ func run(c config) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	defer srv.Stop()
+	defer srv.Stop() // if the run ends early
 	pid := srv.Cmd.Process.Pid
 	base := "http://" + addr
 	hc := &http.Client{Timeout: 30 * time.Second}
@@ -456,6 +466,9 @@ func run(c config) (result, error) {
 	cancel()
 	cl.close()
 	readers.Wait()
+	// A clean shutdown hands every queue back to the store and deletes
+	// the hub's broker subscription: give it the time it takes.
+	res.shutdown, res.shutdownKilled = srv.StopWithin(shutdownGrace)
 	return res, nil
 }
 

@@ -309,8 +309,9 @@ func CPUOf(pid int) (time.Duration, error) {
 // Server is a started server process, running in a temporary directory
 // of its own.
 type Server struct {
-	Cmd *exec.Cmd
-	Dir string
+	Cmd     *exec.Cmd
+	Dir     string
+	stopped bool
 }
 
 // Start starts bin with args in a fresh temporary directory, with env
@@ -334,15 +335,29 @@ func Start(bin string, args, env []string, stderr io.Writer) (*Server, error) {
 
 // Stop interrupts the server, kills it if it has not exited 5 s later,
 // and removes its directory.
-func (s *Server) Stop() {
+func (s *Server) Stop() { s.StopWithin(5 * time.Second) }
+
+// StopWithin interrupts the server, kills it if it has not exited within
+// grace, and removes its directory. It returns how long the server took
+// to exit and whether it had to be killed. Calls after the first return
+// at once.
+func (s *Server) StopWithin(grace time.Duration) (took time.Duration, killed bool) {
+	if s.stopped {
+		return 0, false
+	}
+	s.stopped = true
+	t0 := time.Now()
 	_ = s.Cmd.Process.Signal(os.Interrupt)
 	done := make(chan struct{})
 	go func() { _ = s.Cmd.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(grace):
 		_ = s.Cmd.Process.Kill()
 		<-done
+		killed = true
 	}
+	took = time.Since(t0)
 	os.RemoveAll(s.Dir)
+	return took, killed
 }
