@@ -213,6 +213,24 @@ func TestHubHandOver(t *testing.T) {
 	require.False(t, q.Shared)
 }
 
+// A shutdown whose time ran out (its hand-backs used it up) still deletes
+// the hub's broker subscription, which would otherwise collect every event
+// of the deployment until the reaper found it.
+func TestHubCloseDeletesSubscriptionWhenOutOfTime(t *testing.T) {
+	t.Parallel()
+	c := newHubCluster(t, 1)
+	a := c.procs[0]
+	st := a.open(t, delivery.StreamRequest{FilterGroups: groupsOf("hub.d")})
+	a.publish(t, "hub.d", 1)
+	require.Equal(t, []int{1}, recv(t, st, 1), "the hub subscription is in use")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_ = a.hub.Close(ctx) // the hand-backs fail: ctx is done
+	err := c.broker.DeleteSubscription(t.Context(), "herald-hub-"+a.hub.ProcessID())
+	require.Equal(t, herr.NotFound, herr.CodeOf(err), "Close deleted the hub subscription: %v", err)
+}
+
 // Only a queue taken over from another process remembers the ids of the
 // events it delivered (to leave out the copies the old home spills), and
 // only until the hand-over settles: an idle stream of a fresh queue holds
