@@ -49,6 +49,12 @@ bench-peer: ## Run Herald and NATS JetStream side by side (separate processes, s
 	$(GO) build -o $(PEER_BIN)/herald ./cmd/herald
 	$(GO) run ./bench/peer -herald $(PEER_BIN)/herald -nats-server $(PEER_BIN)/nats-server $(PEER_ARGS)
 
+.PHONY: bench-streams
+bench-streams: ## Open N non-durable streams on one Herald process (STREAMS_ARGS: -stack mem,nats-pg,rabbit-pg -transport sse,grpc,ws -n 1000); prints open, fan-out and idle cost per stream; docs/benchmarks.md
+	$(GO) build -o $(PEER_BIN)/nats-server github.com/nats-io/nats-server/v2
+	$(GO) build -o $(PEER_BIN)/herald ./cmd/herald
+	$(GO) run ./bench/streams -herald $(PEER_BIN)/herald -nats-server $(PEER_BIN)/nats-server $(STREAMS_ARGS)
+
 .PHONY: bench-telemetry
 bench-telemetry: ## Run the end-to-end benchmark with telemetry off and on (OTLP to a local sink), alternating; docs/benchmarks.md
 	bash bench/telemetry.sh

@@ -11,3 +11,12 @@ var ParseStored = parseStored
 func DecodeStoredLenient(body []byte, s *StoredEvent) error {
 	return jsonv2.Unmarshal(body, s, lenientStored...)
 }
+
+// RemembersDelivered reports whether st's hub queue keeps the ids of the
+// events it delivered (only while a hand-over may still bring spilled
+// copies).
+func RemembersDelivered(st *Stream) bool {
+	st.hq.mu.Lock()
+	defer st.hq.mu.Unlock()
+	return st.hq.delivered != nil
+}

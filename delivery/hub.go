@@ -192,8 +192,9 @@ func (h *Hub) ProcessID() string { return h.cfg.ProcessID }
 // Close stops the hub: it ends the streams it serves (their clients
 // reconnect, to this process or another), writes every queue's waiting
 // events to the store and releases the queue (leasestore.ReleasedHome),
-// so that a reconnect anywhere takes it over with its backlog; then it
-// deletes the hub subscription and the process record. Events the broker
+// so that a reconnect anywhere takes it over with its backlog, and
+// deletes the hub subscription (first, with a bound of its own, 3 s, even
+// when ctx is done) and the process record. Events the broker
 // delivers after that go to no queue of this process. ctx bounds the
 // store and broker calls.
 func (h *Hub) Close(ctx context.Context) error {
@@ -216,22 +217,26 @@ func (h *Hub) Close(ctx context.Context) error {
 	default:
 		return nil // never set up: nothing to hand back
 	}
+	h.subs.mu.Lock()
+	exists := h.subs.exists
+	h.subs.mu.Unlock()
+	if exists {
+		// First, and bounded on its own: the receive loop has stopped,
+		// so the subscription serves nothing more, while the hand-backs
+		// below take one store write per queue and may use up ctx (10,000
+		// queues on PostgreSQL took more than 10 s, docs/benchmarks.md).
+		// Left behind, it would collect every event of the deployment
+		// until the reaper finds it. A broker that does not answer must
+		// not use up the time the store's writes need either.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+		h.svc.deleteSubscription(dctx, h.sub)
+		cancel()
+	}
 	var errs []error
 	for _, q := range qs {
 		if err := h.release(ctx, q); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	h.subs.mu.Lock()
-	exists := h.subs.exists
-	h.subs.mu.Unlock()
-	if exists {
-		// Bounded on its own: a broker that does not answer must not use
-		// up the time the store's delete needs. A subscription left
-		// behind is the reaper's (the process record names it).
-		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		h.svc.deleteSubscription(dctx, h.sub)
-		cancel()
 	}
 	if err := h.svc.cfg.Store.DeleteProcess(ctx, h.cfg.ProcessID, time.Time{}); err != nil {
 		errs = append(errs, err)

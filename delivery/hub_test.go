@@ -213,6 +213,49 @@ func TestHubHandOver(t *testing.T) {
 	require.False(t, q.Shared)
 }
 
+// A shutdown whose time ran out (its hand-backs used it up) still deletes
+// the hub's broker subscription, which would otherwise collect every event
+// of the deployment until the reaper found it.
+func TestHubCloseDeletesSubscriptionWhenOutOfTime(t *testing.T) {
+	t.Parallel()
+	c := newHubCluster(t, 1)
+	a := c.procs[0]
+	st := a.open(t, delivery.StreamRequest{FilterGroups: groupsOf("hub.d")})
+	a.publish(t, "hub.d", 1)
+	require.Equal(t, []int{1}, recv(t, st, 1), "the hub subscription is in use")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_ = a.hub.Close(ctx) // the hand-backs fail: ctx is done
+	err := c.broker.DeleteSubscription(t.Context(), "herald-hub-"+a.hub.ProcessID())
+	require.Equal(t, herr.NotFound, herr.CodeOf(err), "Close deleted the hub subscription: %v", err)
+}
+
+// Only a queue taken over from another process remembers the ids of the
+// events it delivered (to leave out the copies the old home spills), and
+// only until the hand-over settles: an idle stream of a fresh queue holds
+// no ring of ids (~14 KB each, docs/streams-at-scale.md).
+func TestHubRemembersDeliveredOnlyWhileHandingOver(t *testing.T) {
+	t.Parallel()
+	c := newHubCluster(t, 2)
+	a, b := c.procs[0], c.procs[1]
+	st := a.open(t, delivery.StreamRequest{FilterGroups: groupsOf("hub.r")})
+	a.publish(t, "hub.r", 3)
+	require.Equal(t, []int{1, 2, 3}, recv(t, st, 3))
+	require.False(t, delivery.RemembersDelivered(st), "a fresh queue keeps no ids")
+	token := st.QueueID()
+	require.NoError(t, st.Close(t.Context()))
+	a.publish(t, "hub.r", 2)
+
+	st = b.open(t, delivery.StreamRequest{ReconnectToken: token})
+	require.Equal(t, []int{1, 2}, recv(t, st, 2), "the backlog, each once")
+	require.Eventually(t, func() bool { return !delivery.RemembersDelivered(st) }, time.Minute, 10*time.Millisecond,
+		"the claimed queue forgets the ids once the hand-over settled")
+	b.publish(t, "hub.r", 1)
+	require.Equal(t, []int{1}, recv(t, st, 1))
+	requireQuiet(t, st)
+}
+
 // A process that shuts down hands its queues back with their backlogs: a
 // reconnect anywhere takes the queue at once and finds them.
 func TestHubCloseReleases(t *testing.T) {

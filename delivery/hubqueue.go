@@ -67,9 +67,12 @@ type hubQueue struct {
 	claiming bool
 	// leaveUntil ends stateLeaving.
 	leaveUntil time.Time
-	// delivered remembers the ids of the last events handed to a stream,
-	// and seen is set while spilled events of a hand-over may still
-	// arrive: an event in both is delivered once.
+	// delivered remembers the ids of the last events handed to a stream
+	// while spilled events of a hand-over may still arrive (from a claim
+	// to the end of its settling window): an event in both is delivered
+	// once. nil otherwise: a ring of 256 ids costs ~14 KB, more than the
+	// rest of an idle stream's queue, and a queue that was never handed
+	// over cannot receive an event twice.
 	delivered *idRing
 	// wake is closed (and replaced) when events arrive, so that streams
 	// waiting in Next look again.
@@ -90,7 +93,6 @@ func newHubQueue(h *Hub, c *leasestore.Consumer) *hubQueue {
 	return &hubQueue{
 		hub: h, id: c.ID, consumer: c, groups: c.Filters, streams: map[*Stream]struct{}{},
 		createdAt: c.CreatedAt, wake: make(chan struct{}), limit: limit,
-		delivered: newIDRing(256),
 	}
 }
 
@@ -186,8 +188,8 @@ func (q *hubQueue) prepend(evs []*hubEvent) {
 	q.signal()
 }
 
-// idRing remembers the last n ids added. It allocates on the first add:
-// most queues never need it, and idle queues must cost little.
+// idRing remembers the last n ids added. It allocates on the first add.
+// A nil ring remembers nothing.
 type idRing struct {
 	n    int
 	ids  []string
@@ -198,7 +200,7 @@ type idRing struct {
 func newIDRing(n int) *idRing { return &idRing{n: n} }
 
 func (r *idRing) add(id string) {
-	if id == "" {
+	if r == nil || id == "" {
 		return
 	}
 	if r.ids == nil {
@@ -214,4 +216,4 @@ func (r *idRing) add(id string) {
 	r.next = (r.next + 1) % len(r.ids)
 }
 
-func (r *idRing) has(id string) bool { return r.set[id] > 0 }
+func (r *idRing) has(id string) bool { return r != nil && r.set[id] > 0 }

@@ -178,6 +178,10 @@ func (h *Hub) attach(ctx context.Context, q *hubQueue, p *auth.Principal, create
 func (h *Hub) claim(ctx context.Context, c *leasestore.Consumer) (*hubQueue, error) {
 	q := newHubQueue(h, c)
 	q.claiming = true
+	// Events spilled by the old home may reach the queue besides its
+	// own hub's until the settling window ends: remember what was
+	// delivered meanwhile (prepend leaves those out).
+	q.delivered = newIDRing(256)
 	if err := h.register(q); err != nil {
 		return nil, err
 	}
@@ -265,6 +269,12 @@ func (h *Hub) claim(ctx context.Context, c *leasestore.Consumer) (*hubQueue, err
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
+		// Nothing more comes from the old home after: forget the ids.
+		defer func() {
+			q.mu.Lock()
+			q.delivered = nil
+			q.mu.Unlock()
+		}()
 		for _, d := range []time.Duration{250 * time.Millisecond, time.Second, h.cfg.Heartbeat, h.cfg.Heartbeat, h.cfg.Heartbeat} {
 			if sleep(h.ctx, d) != nil {
 				return

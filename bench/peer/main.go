@@ -41,7 +41,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -57,6 +56,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/heraldevents/herald/bench/internal/stack"
 	publisherv1beta "github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
 )
@@ -68,7 +68,6 @@ const (
 	eventBytes   = 1024 // about this many bytes of JSON per event message
 	distinct     = 1000 // distinct event messages, cycled
 	token        = "peer-bench-token"
-	clockTicks   = 100 // USER_HZ of /proc/PID/stat on Linux
 )
 
 func main() {
@@ -79,7 +78,7 @@ func main() {
 	servers := flag.String("servers", "jetstream,herald,herald-grpc", "the servers to run, comma-separated: jetstream, herald (REST publish), herald-grpc (gRPC publish)")
 	workerCounts := flag.String("workers", "1,4", "the worker counts to run, comma-separated")
 	flag.BoolVar(&jetstreamFile, "jetstream-file", false, "give raw JetStream a file stream (as Herald's NATS driver makes) instead of a memory stream")
-	stacks := flag.String("stacks", "mem", "the broker and store stacks Herald runs on, comma-separated: "+strings.Join(stackNames, ", ")+" (see stack.go)")
+	stacks := flag.String("stacks", "mem", "the broker and store stacks Herald runs on, comma-separated: "+strings.Join(stack.Names, ", ")+" (see bench/internal/stack)")
 	procs := flag.Int("herald-procs", 1, "Herald processes sharing one broker and store; publishers and workers are spread over them")
 	flag.DurationVar(&receiveWait, "wait", 0, "server-side wait of a pull that finds nothing: HERALD_RECEIVE_WAIT for Herald, Fetch's MaxWait for JetStream (0: no wait, the client sleeps 200 µs)")
 	cpuProfile := flag.String("cpuprofile", "", "write the load generator's own CPU profile to this file")
@@ -267,67 +266,6 @@ func avgLen(msgs [][]byte) int {
 	return n / len(msgs)
 }
 
-// freeAddr returns a loopback address with a port free right now.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-// cpuOf is the CPU time (user + system, all threads) process pid has used.
-func cpuOf(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces; fields count from after it.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("cannot read /proc/%d/stat", pid)
-	}
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
-}
-
-// server is a started server process.
-type server struct {
-	cmd *exec.Cmd
-	dir string
-}
-
-func start(bin string, args, env []string, stderr io.Writer) (*server, error) {
-	dir, err := os.MkdirTemp("", "herald-peer-")
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = io.Discard, stderr
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	return &server{cmd: cmd, dir: dir}, nil
-}
-
-func (s *server) stop() {
-	_ = s.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-done
-	}
-	os.RemoveAll(s.dir)
-}
-
 // stallAfter is how long the consumers may go without progress once
 // every batch is published before a run fails: an event lost on the way
 // would otherwise leave the workers polling forever.
@@ -341,8 +279,8 @@ var (
 
 // meter says what a run's figures are read from.
 type meter struct {
-	servers []int       // the server processes (Herald's, or nats-server)
-	others  []procGroup // the other processes doing the work
+	servers []int             // the server processes (Herald's, or nats-server)
+	others  []stack.ProcGroup // the other processes doing the work
 	// mallocs, when not nil, reads the servers' heap allocation count.
 	mallocs func() (uint64, error)
 	// counters, when not nil, reads the store's operation counts.
@@ -352,7 +290,7 @@ type meter struct {
 func (m meter) serverCPU() (time.Duration, error) {
 	var total time.Duration
 	for _, pid := range m.servers {
-		c, err := cpuOf(pid)
+		c, err := stack.CPUOf(pid)
 		if err != nil {
 			return 0, err
 		}
@@ -364,9 +302,9 @@ func (m meter) serverCPU() (time.Duration, error) {
 func (m meter) otherCPU() ([]time.Duration, error) {
 	out := make([]time.Duration, len(m.others))
 	for i, g := range m.others {
-		c, err := g.cpu()
+		c, err := g.CPU()
 		if err != nil {
-			return nil, fmt.Errorf("%s CPU: %w", g.name, err)
+			return nil, fmt.Errorf("%s CPU: %w", g.Name, err)
 		}
 		out[i] = c
 	}
@@ -399,7 +337,7 @@ func measure(m meter, events int, publish func(batch [][]byte) error, consume fu
 			return result{}, err
 		}
 	}
-	self0, err := cpuOf(os.Getpid())
+	self0, err := stack.CPUOf(os.Getpid())
 	if err != nil {
 		return result{}, err
 	}
@@ -477,7 +415,7 @@ func measure(m meter, events int, publish func(batch [][]byte) error, consume fu
 	total := perEvent(cpu1 - cpu0)
 	for i, g := range m.others {
 		v := perEvent(others1[i] - others0[i])
-		others = append(others, namedFigure{g.name, v})
+		others = append(others, namedFigure{g.Name, v})
 		total += v
 	}
 	var counters []namedFigure
@@ -493,7 +431,7 @@ func measure(m meter, events int, publish func(batch [][]byte) error, consume fu
 			counters = append(counters, namedFigure{k, float64(counts1[k]-counts0[k]) / float64(events)})
 		}
 	}
-	self1, err := cpuOf(os.Getpid())
+	self1, err := stack.CPUOf(os.Getpid())
 	if err != nil {
 		return result{}, err
 	}
@@ -547,16 +485,16 @@ func (l *latencies) add(pull, ack time.Duration) {
 
 // runNATS is one JetStream run: a fresh nats-server with memory storage.
 func runNATS(bin string, msgs [][]byte, events, workers int) (result, error) {
-	addr, err := freeAddr()
+	addr, err := stack.FreeAddr()
 	if err != nil {
 		return result{}, err
 	}
 	host, port, _ := net.SplitHostPort(addr)
-	srv, err := start(bin, []string{"-js", "-a", host, "-p", port, "-sd", ".", "-m", "0"}, nil, io.Discard)
+	srv, err := stack.Start(bin, []string{"-js", "-a", host, "-p", port, "-sd", ".", "-m", "0"}, nil, io.Discard)
 	if err != nil {
 		return result{}, err
 	}
-	defer srv.stop()
+	defer srv.Stop()
 	var nc *natsgo.Conn
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if nc, err = natsgo.Connect("nats://" + addr); err == nil {
@@ -642,7 +580,7 @@ func runNATS(bin string, msgs [][]byte, events, workers int) (result, error) {
 		}
 		return nil
 	}
-	return measure(meter{servers: []int{srv.cmd.Process.Pid}}, events, publish, consume, msgs, workers)
+	return measure(meter{servers: []int{srv.Cmd.Process.Pid}}, events, publish, consume, msgs, workers)
 }
 
 // runHerald is one Herald run: procs fresh `herald serve` processes on
@@ -650,18 +588,18 @@ func runNATS(bin string, msgs [][]byte, events, workers int) (result, error) {
 // or over gRPC when grpc is set; pulls and acknowledgements always over
 // REST. Publisher i and worker w use process i and w modulo procs.
 func runHerald(bin, natsBin, stackName string, procs int, msgs [][]byte, events, workers int, grpc bool) (result, error) {
-	stk, err := openStack(stackName, natsBin)
+	stk, err := stack.Open(stackName, natsBin)
 	if err != nil {
 		return result{}, err
 	}
-	defer stk.close()
+	defer stk.Close()
 	var (
 		bases  []string
 		pids   []int
 		debugs []string
 	)
 	for i := range procs {
-		addr, err := freeAddr()
+		addr, err := stack.FreeAddr()
 		if err != nil {
 			return result{}, err
 		}
@@ -670,19 +608,19 @@ func runHerald(bin, natsBin, stackName string, procs int, msgs [][]byte, events,
 		// process's /debug/vars gives its allocations.
 		debugAddr := os.Getenv("HERALD_PPROF_ADDR")
 		if debugAddr == "" || i > 0 {
-			if debugAddr, err = freeAddr(); err != nil {
+			if debugAddr, err = stack.FreeAddr(); err != nil {
 				return result{}, err
 			}
 		}
 		env := append([]string{"HERALD_ADDR=" + addr, "HERALD_DEV_TOKEN=" + token, "HERALD_LOG_LEVEL=warn", "HERALD_PPROF_ADDR=" + debugAddr,
-			"HERALD_RECEIVE_WAIT=" + receiveWait.String()}, stk.env...)
-		srv, err := start(bin, []string{"serve"}, env, os.Stderr)
+			"HERALD_RECEIVE_WAIT=" + receiveWait.String()}, stk.Env...)
+		srv, err := stack.Start(bin, []string{"serve"}, env, os.Stderr)
 		if err != nil {
 			return result{}, err
 		}
-		defer srv.stop()
+		defer srv.Stop()
 		bases = append(bases, "http://"+addr)
-		pids = append(pids, srv.cmd.Process.Pid)
+		pids = append(pids, srv.Cmd.Process.Pid)
 		debugs = append(debugs, debugAddr)
 	}
 	tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64}
@@ -836,7 +774,7 @@ func runHerald(bin, natsBin, stackName string, procs int, msgs [][]byte, events,
 		}
 		return nil
 	}
-	return measure(meter{servers: pids, others: stk.others, mallocs: mallocs, counters: stk.counters}, events, publish, consume, msgs, workers)
+	return measure(meter{servers: pids, others: stk.Others, mallocs: mallocs, counters: stk.Counters}, events, publish, consume, msgs, workers)
 }
 
 // lease is what a worker needs of a pull's answer to acknowledge it.

@@ -1,4 +1,7 @@
-package main
+// Package stack starts the broker and store stacks Herald's benchmarks run
+// on (bench/peer, bench/streams), and the server processes of a run, and
+// reads their CPU time from /proc.
+package stack
 
 import (
 	"bytes"
@@ -7,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,7 +21,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// A stack is the broker and store a Herald run sits on, and the
+// A Stack is the broker and store a Herald run sits on, and the
 // processes besides Herald whose CPU the run is charged with.
 //
 //	mem        in-memory broker and store, inside the Herald process
@@ -30,78 +34,80 @@ import (
 // (PEER_PG_URL, default postgres://postgres@127.0.0.1:5432/postgres;
 // PEER_AMQP_URL, default amqp://guest:guest@127.0.0.1:5672/). Each run gets
 // a database, a JetStream stream and an exchange of its own, dropped after.
-type stack struct {
-	name   string
-	env    []string    // HERALD_* variables for each Herald process
-	others []procGroup // the processes besides Herald doing the work
-	close  func()      // drops what the run made
-	nats   *server     // the nats-server this run started, if any
+type Stack struct {
+	Name   string
+	Env    []string    // HERALD_* variables for each Herald process
+	Others []ProcGroup // the processes besides Herald doing the work
+	Close  func()      // drops what the run made
+	NATS   *Server     // the nats-server this run started, if any
 	// counters reads the store's own operation counts (PostgreSQL's
 	// pg_stat_database for the run's database); nil for other stores.
-	counters func() (map[string]int64, error)
+	Counters func() (map[string]int64, error)
 }
 
-// procGroup names a set of processes whose CPU counts together.
-type procGroup struct {
-	name string
-	cpu  func() (time.Duration, error)
+// ProcGroup names a set of processes whose CPU counts together.
+type ProcGroup struct {
+	Name string
+	CPU  func() (time.Duration, error)
 }
 
-// stackNames lists the stacks -stacks accepts.
-var stackNames = []string{"mem", "nats-pg", "rabbit-pg", "nats-mem", "mem-pg"}
+// Names lists the stacks Open accepts.
+var Names = []string{"mem", "nats-pg", "rabbit-pg", "nats-mem", "mem-pg"}
 
 var runSeq int
 
-// openStack prepares one run's broker and store.
-func openStack(name, natsBin string) (*stack, error) {
+// Open prepares one run's broker and store: name is one of Names,
+// natsBin the nats-server binary (for the nats stacks). Stack.Close drops
+// what it made.
+func Open(name, natsBin string) (*Stack, error) {
 	runSeq++
-	id := fmt.Sprintf("peer%d_%d", os.Getpid(), runSeq)
-	st := &stack{name: name, close: func() {}}
+	id := fmt.Sprintf("bench%d_%d", os.Getpid(), runSeq)
+	st := &Stack{Name: name, Close: func() {}}
 	brokerKind, storeKind, ok := strings.Cut(name, "-")
 	if !ok {
 		brokerKind, storeKind = name, name
 	}
 	var closers []func()
-	st.close = func() {
+	st.Close = func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}
-	fail := func(err error) (*stack, error) {
-		st.close()
+	fail := func(err error) (*Stack, error) {
+		st.Close()
 		return nil, err
 	}
 	switch brokerKind {
 	case "mem":
-		st.env = append(st.env, "HERALD_TOPIC_URL=mem://"+id)
+		st.Env = append(st.Env, "HERALD_TOPIC_URL=mem://"+id)
 	case "nats":
-		srv, url, err := startNATS(natsBin, false)
+		srv, url, err := StartNATS(natsBin, false)
 		if err != nil {
 			return fail(err)
 		}
-		closers = append(closers, srv.stop)
-		st.nats = srv
-		st.env = append(st.env, "HERALD_TOPIC_URL="+url+"/"+strings.ReplaceAll(id, "_", "-"))
-		pid := srv.cmd.Process.Pid
-		st.others = append(st.others, procGroup{"nats", func() (time.Duration, error) { return cpuOf(pid) }})
+		closers = append(closers, srv.Stop)
+		st.NATS = srv
+		st.Env = append(st.Env, "HERALD_TOPIC_URL="+url+"/"+strings.ReplaceAll(id, "_", "-"))
+		pid := srv.Cmd.Process.Pid
+		st.Others = append(st.Others, ProcGroup{"nats", func() (time.Duration, error) { return CPUOf(pid) }})
 	case "rabbit":
-		amqpURL := envOr("PEER_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
-		st.env = append(st.env, "HERALD_TOPIC_URL=rabbit://"+id+"?url="+amqpURL)
-		st.others = append(st.others, procGroup{"rabbitmq", func() (time.Duration, error) { return cpuOfNamed("beam.smp") }})
+		amqpURL := EnvOr("PEER_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+		st.Env = append(st.Env, "HERALD_TOPIC_URL=rabbit://"+id+"?url="+amqpURL)
+		st.Others = append(st.Others, ProcGroup{"rabbitmq", func() (time.Duration, error) { return CPUOfNamed("beam.smp") }})
 		closers = append(closers, func() { deleteRabbit(amqpURL, id) })
 	default:
-		return fail(fmt.Errorf("peer: unknown stack %q (want one of %s)", name, strings.Join(stackNames, ", ")))
+		return fail(fmt.Errorf("stack: unknown stack %q (want one of %s)", name, strings.Join(Names, ", ")))
 	}
 	switch storeKind {
 	case "mem":
-		st.env = append(st.env, "HERALD_STORE_URL=mem://"+id+"/key")
+		st.Env = append(st.Env, "HERALD_STORE_URL=mem://"+id+"/key")
 	case "pg":
-		admin := envOr("PEER_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+		admin := EnvOr("PEER_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(ctx, admin)
 		if err != nil {
-			return fail(fmt.Errorf("peer: PostgreSQL at %s: %w", admin, err))
+			return fail(fmt.Errorf("stack: PostgreSQL at %s: %w", admin, err))
 		}
 		_, err = conn.Exec(ctx, "CREATE DATABASE "+id)
 		conn.Close(ctx)
@@ -111,29 +117,30 @@ func openStack(name, natsBin string) (*stack, error) {
 		closers = append(closers, func() { dropDatabase(admin, id) })
 		i := strings.LastIndex(admin, "/")
 		if i < len("postgres://") {
-			return fail(fmt.Errorf("peer: PEER_PG_URL %q names no database", admin))
+			return fail(fmt.Errorf("stack: PEER_PG_URL %q names no database", admin))
 		}
 		u := admin[:i+1] + id
-		st.env = append(st.env, "HERALD_STORE_URL="+u+"?table=herald")
-		st.others = append(st.others, procGroup{"postgres", func() (time.Duration, error) { return cpuOfPostgres(admin, id) }})
-		st.counters = func() (map[string]int64, error) { return pgCounters(admin, id) }
+		st.Env = append(st.Env, "HERALD_STORE_URL="+u+"?table=herald")
+		st.Others = append(st.Others, ProcGroup{"postgres", func() (time.Duration, error) { return CPUOfPostgres(admin, id) }})
+		st.Counters = func() (map[string]int64, error) { return pgCounters(admin, id) }
 	default:
-		return fail(fmt.Errorf("peer: unknown stack %q", name))
+		return fail(fmt.Errorf("stack: unknown stack %q", name))
 	}
 	return st, nil
 }
 
-func envOr(k, def string) string {
+// EnvOr is environment variable k, or def when it is unset or empty.
+func EnvOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
 	}
 	return def
 }
 
-// startNATS starts a nats-server with JetStream on a free loopback port,
+// StartNATS starts a nats-server with JetStream on a free loopback port,
 // with file storage in its own directory (memory: memory storage only).
-func startNATS(bin string, memory bool) (*server, string, error) {
-	addr, err := freeAddr()
+func StartNATS(bin string, memory bool) (*Server, string, error) {
+	addr, err := FreeAddr()
 	if err != nil {
 		return nil, "", err
 	}
@@ -146,7 +153,7 @@ func startNATS(bin string, memory bool) (*server, string, error) {
 		// nats-server then serves Go's profiles on 127.0.0.1:PORT/debug/pprof/.
 		args = append(args, "--profile", port)
 	}
-	srv, err := start(bin, args, nil, io.Discard)
+	srv, err := Start(bin, args, nil, io.Discard)
 	if err != nil {
 		return nil, "", err
 	}
@@ -157,7 +164,7 @@ func startNATS(bin string, memory bool) (*server, string, error) {
 			break
 		}
 		if time.Now().After(deadline) {
-			srv.stop()
+			srv.Stop()
 			return nil, "", fmt.Errorf("nats-server did not start: %w", err)
 		}
 	}
@@ -190,8 +197,8 @@ func deleteRabbit(url, exchange string) {
 	_ = ch.ExchangeDelete(exchange, false, false)
 }
 
-// cpuOfNamed sums the CPU of every process whose command name is comm.
-func cpuOfNamed(comm string) (time.Duration, error) {
+// CPUOfNamed sums the CPU of every process whose command name is comm.
+func CPUOfNamed(comm string) (time.Duration, error) {
 	var total time.Duration
 	pids, err := filepath.Glob("/proc/[0-9]*/comm")
 	if err != nil {
@@ -203,19 +210,19 @@ func cpuOfNamed(comm string) (time.Duration, error) {
 			continue
 		}
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-		if c, err := cpuOf(pid); err == nil {
+		if c, err := CPUOf(pid); err == nil {
 			total += c
 		}
 	}
 	return total, nil
 }
 
-// cpuOfPostgres is the CPU of the PostgreSQL processes serving database
+// CPUOfPostgres is the CPU of the PostgreSQL processes serving database
 // db (the backends connected to it now) plus the server's shared workers
 // (WAL writer, background writer, checkpointer, autovacuum launcher),
 // which do their share of every write. Backends that exited are counted
 // through the postmaster's waited-for children time.
-func cpuOfPostgres(admin, db string) (time.Duration, error) {
+func CPUOfPostgres(admin, db string) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, admin)
@@ -242,7 +249,7 @@ func cpuOfPostgres(admin, db string) (time.Duration, error) {
 	}
 	var total time.Duration
 	for _, pid := range pids {
-		if c, err := cpuOf(pid); err == nil {
+		if c, err := CPUOf(pid); err == nil {
 			total += c
 		}
 	}
@@ -268,4 +275,89 @@ func pgCounters(admin, db string) (map[string]int64, error) {
 		return nil, err
 	}
 	return map[string]int64{"xact": commits, "rollback": rolls, "fetched": fetched, "inserted": ins, "updated": upd, "deleted": del}, nil
+}
+
+// ClockTicks is USER_HZ, the unit of /proc/PID/stat's times on Linux.
+const ClockTicks = 100
+
+// FreeAddr returns a loopback address with a port free right now.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// CPUOf is the CPU time (user + system, all threads) process pid has used.
+func CPUOf(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces; fields count from after it.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("cannot read /proc/%d/stat", pid)
+	}
+	return time.Duration(utime+stime) * time.Second / ClockTicks, nil
+}
+
+// Server is a started server process, running in a temporary directory
+// of its own.
+type Server struct {
+	Cmd     *exec.Cmd
+	Dir     string
+	stopped bool
+}
+
+// Start starts bin with args in a fresh temporary directory, with env
+// added to this process's environment; its stdout is dropped and its
+// stderr goes to stderr.
+func Start(bin string, args, env []string, stderr io.Writer) (*Server, error) {
+	dir, err := os.MkdirTemp("", "herald-bench-")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = io.Discard, stderr
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &Server{Cmd: cmd, Dir: dir}, nil
+}
+
+// Stop interrupts the server, kills it if it has not exited 5 s later,
+// and removes its directory.
+func (s *Server) Stop() { s.StopWithin(5 * time.Second) }
+
+// StopWithin interrupts the server, kills it if it has not exited within
+// grace, and removes its directory. It returns how long the server took
+// to exit and whether it had to be killed. Calls after the first return
+// at once.
+func (s *Server) StopWithin(grace time.Duration) (took time.Duration, killed bool) {
+	if s.stopped {
+		return 0, false
+	}
+	s.stopped = true
+	t0 := time.Now()
+	_ = s.Cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = s.Cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = s.Cmd.Process.Kill()
+		<-done
+		killed = true
+	}
+	took = time.Since(t0)
+	os.RemoveAll(s.Dir)
+	return took, killed
 }
