@@ -43,8 +43,14 @@ const (
 )
 
 var (
+	// SpeedFastest: on a batch of 100 ~1 KiB JSON events it spends about
+	// half of SpeedDefault's CPU for a record 3% larger (23.4 KB against
+	// 22.6 KB of 112 KB). S2 (klauspost/compress/s2) would spend a quarter
+	// of that again but write 36 KB, which on PostgreSQL costs more than it
+	// saves: the larger base64 text makes the server TOAST half as many
+	// rows again (docs/benchmarks.md, "Lease store on PostgreSQL").
 	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
-		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
 		if err != nil {
 			panic(err) // only for invalid options
 		}

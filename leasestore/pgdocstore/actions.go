@@ -3,6 +3,7 @@ package pgdocstore
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,10 +23,14 @@ type querier interface {
 
 // RunActions implements driver.Collection.RunActions. Gets and writes run
 // in docstore's groups (gets that must precede writes, other gets, writes,
-// atomic writes, gets that follow writes), each action of a group as one
-// statement (an Update as one short transaction); the atomic writes run
-// in one transaction, so either all of them happen or none does, and a
-// failure is reported for each of them.
+// atomic writes, gets that follow writes). A group of gets is one pipeline
+// of statements on one connection: one round trip. The atomic writes are
+// one pipeline too, run by PostgreSQL as one implicit transaction, so
+// either all of them happen or none does, and a failure is reported for
+// each of them; a group holding an Update, which must read before it
+// writes, runs as a transaction of one statement after another instead.
+// Other writes run one statement each (an Update as one short
+// transaction), up to four at a time.
 func (c *collection) RunActions(ctx context.Context, actions []*driver.Action, opts *driver.RunActionsOptions) driver.ActionListError {
 	errs := make([]error, len(actions))
 	if opts.BeforeDo != nil {
@@ -37,14 +42,58 @@ func (c *collection) RunActions(ctx context.Context, actions []*driver.Action, o
 		}
 	}
 	beforeGets, gets, writes, writesTx, afterGets := driver.GroupActions(actions)
-	c.runEach(ctx, beforeGets, errs)
-	c.runEach(ctx, gets, errs)
+	c.runGets(ctx, beforeGets, errs)
+	c.runGets(ctx, gets, errs)
 	c.runEach(ctx, writes, errs)
 	if len(writesTx) > 0 {
-		c.runAtomic(ctx, writesTx, errs)
+		if slices.ContainsFunc(writesTx, func(a *driver.Action) bool { return a.Kind == driver.Update }) {
+			c.runAtomic(ctx, writesTx, errs)
+		} else {
+			c.runPipelined(ctx, writesTx, errs)
+		}
 	}
-	c.runEach(ctx, afterGets, errs)
+	c.runGets(ctx, afterGets, errs)
 	return driver.NewActionListError(errs)
+}
+
+// runGets reads the documents of get actions in one pipeline, bounded by
+// the statement timeout, recording each one's error at its index.
+func (c *collection) runGets(ctx context.Context, actions []*driver.Action, errs []error) {
+	switch len(actions) {
+	case 0:
+		return
+	case 1:
+		c.runEach(ctx, actions, errs)
+		return
+	}
+	actx, cancel := c.bound(ctx)
+	defer cancel()
+	b := &pgx.Batch{}
+	for _, a := range actions {
+		b.Queue(c.sql.get, a.Key)
+	}
+	br := c.pool.SendBatch(actx, b)
+	for _, a := range actions {
+		var (
+			rev *int64
+			raw []byte
+		)
+		err := br.QueryRow().Scan(&rev, &raw)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			err = errorf(gcerrors.NotFound, nil, "pgdocstore: document %q not found", a.Key)
+		case err == nil:
+			err = c.decodeInto(raw, rev, a.Doc, a.FieldPaths)
+		}
+		errs[a.Index] = err
+	}
+	if err := br.Close(); err != nil {
+		for _, a := range actions {
+			if errs[a.Index] == nil {
+				errs[a.Index] = err
+			}
+		}
+	}
 }
 
 // runEach runs actions concurrently, each bounded by the statement
@@ -69,7 +118,8 @@ func (c *collection) runEach(ctx context.Context, actions []*driver.Action, errs
 	t.Wait()
 }
 
-// runAtomic runs write actions in one transaction.
+// runAtomic runs write actions in one transaction, one statement after
+// another.
 func (c *collection) runAtomic(ctx context.Context, actions []*driver.Action, errs []error) {
 	actx, cancel := c.bound(ctx)
 	defer cancel()
@@ -82,8 +132,14 @@ func (c *collection) runAtomic(ctx context.Context, actions []*driver.Action, er
 		}
 		return nil
 	})
+	c.settleAtomic(actions, after, err, errs)
+}
+
+// settleAtomic records the outcome of an atomic group: on success, the new
+// revisions in the documents (only now that the writes are committed);
+// on failure, err for each action.
+func (c *collection) settleAtomic(actions []*driver.Action, after []func() error, err error, errs []error) {
 	if err == nil {
-		// Revisions reach the documents only once the writes are committed.
 		for _, f := range after {
 			if e := f(); e != nil && err == nil {
 				err = e
@@ -95,6 +151,139 @@ func (c *collection) runAtomic(ctx context.Context, actions []*driver.Action, er
 			errs[a.Index] = err
 		}
 	}
+}
+
+// pipelined is one planned write of an atomic pipeline: its statement and
+// arguments, and how its result row is read.
+type pipelined struct {
+	a    *driver.Action
+	sql  string
+	args []any
+	rev  any  // the revision the write is conditioned on, or nil
+	scan bool // the statement returns the new revision
+}
+
+// runPipelined runs Create, Replace, Put and Delete actions as one
+// pipeline: PostgreSQL runs the statements between two Syncs as one
+// implicit transaction, so the group costs one round trip and commits all
+// or nothing. A conditional write that finds no row fails its statement
+// (the atomic forms in buildStatements divide by the count of rows
+// written), which aborts the transaction; only then is the document read
+// again, to tell NotFound from FailedPrecondition.
+func (c *collection) runPipelined(ctx context.Context, actions []*driver.Action, errs []error) {
+	actx, cancel := c.bound(ctx)
+	defer cancel()
+	plan := make([]pipelined, 0, len(actions))
+	for _, a := range actions {
+		p, err := c.planWrite(a)
+		if err != nil {
+			c.settleAtomic(actions, nil, err, errs)
+			return
+		}
+		plan = append(plan, p)
+	}
+	b := &pgx.Batch{}
+	for _, p := range plan {
+		b.Queue(p.sql, p.args...)
+	}
+	br := c.pool.SendBatch(actx, b)
+	var (
+		after []func() error
+		err   error
+	)
+	for _, p := range plan {
+		var newRev *int64
+		if p.scan {
+			err = br.QueryRow().Scan(&newRev)
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
+			err = c.pipelineErr(actx, p, err)
+			break
+		}
+		if err = c.setRevision(p.a.Doc, newRev, &after); err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	c.settleAtomic(actions, after, err, errs)
+}
+
+// planWrite is the statement of one write of an atomic pipeline. A Create
+// without a key is given one here, as write does.
+func (c *collection) planWrite(a *driver.Action) (pipelined, error) {
+	rev, err := c.docRevision(a.Doc)
+	if err != nil {
+		return pipelined{}, err
+	}
+	p := pipelined{a: a, rev: rev}
+	if a.Kind == driver.Delete {
+		if rev == nil {
+			p.sql, p.args = c.sql.del, []any{a.Key}
+		} else {
+			p.sql, p.args = c.sql.delRevAtomic, []any{a.Key, rev}
+		}
+		return p, nil
+	}
+	if a.Kind == driver.Create && a.Key == nil {
+		if c.opts.KeyFunc != nil {
+			return p, errorf(gcerrors.InvalidArgument, nil, "pgdocstore: missing document key")
+		}
+		key := driver.UniqueString()
+		if err := a.Doc.SetField(c.opts.KeyField, key); err != nil {
+			return p, errorf(gcerrors.InvalidArgument, err, "pgdocstore: cannot set key field %q", c.opts.KeyField)
+		}
+		a.Key = key
+	}
+	raw, err := c.encodeForWrite(a.Doc)
+	if err != nil {
+		return p, err
+	}
+	withRev := a.Doc.HasField(c.opts.RevisionField)
+	p.scan = true
+	switch {
+	case a.Kind == driver.Create:
+		p.sql, p.args = c.sql.createAtomic, []any{a.Key, raw, withRev}
+	case a.Kind == driver.Put && rev == nil:
+		p.sql, p.args = c.sql.upsert, []any{a.Key, raw, withRev}
+	case rev == nil: // Replace
+		p.sql, p.args = c.sql.replaceAtomic, []any{a.Key, raw, withRev}
+	default: // Replace, or Put conditioned on a revision
+		p.sql, p.args = c.sql.replaceRevAtomic, []any{a.Key, raw, withRev, rev}
+	}
+	return p, nil
+}
+
+// pipelineErr is the error of a failed statement of an atomic pipeline,
+// in docstore's codes: a duplicate key is AlreadyExists; a conditional
+// write that found no row is NotFound when the document is gone (read
+// again, after the rollback) and FailedPrecondition when its revision
+// moved on.
+func (c *collection) pipelineErr(ctx context.Context, p pipelined, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	switch pgErr.Code {
+	case "23505": // unique_violation
+		return errorf(gcerrors.AlreadyExists, nil, "pgdocstore: document %q exists", p.a.Key)
+	case "22012": // division_by_zero: no row written
+		exists := false
+		if p.rev != nil {
+			var one int
+			switch rerr := c.pool.QueryRow(ctx, c.sql.exists, p.a.Key).Scan(&one); {
+			case rerr == nil:
+				exists = true
+			case !errors.Is(rerr, pgx.ErrNoRows):
+				return rerr
+			}
+		}
+		return notWritten(p.a.Key, p.rev, exists)
+	}
+	return err
 }
 
 // runAction runs one action on q. A write's new revision is set in its

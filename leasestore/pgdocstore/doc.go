@@ -41,8 +41,14 @@
 // and writes it back in one transaction.
 //
 // An action list's AtomicWrites run in one transaction: all of them or
-// none (drivertest's MultiplePartitions: any keys). The other actions run
-// one statement each, up to four at a time.
+// none (drivertest's MultiplePartitions: any keys). Without an Update
+// among them they are one pipeline of statements (a pgx batch), which
+// PostgreSQL runs as one implicit transaction: one round trip to commit.
+// A conditional write there that finds no row fails its statement, so
+// that the transaction rolls back; the document is then read once more to
+// tell NotFound from FailedPrecondition. An action list's gets are one
+// pipeline too. The other writes run one statement each, up to four at a
+// time.
 //
 // # Encoding
 //

@@ -75,6 +75,13 @@ type collection struct {
 // statements are the collection's SQL texts, built once.
 type statements struct {
 	get, create, upsert, replace, replaceRev, del, delRev, lock, update string
+	// The forms run in an atomic pipeline (runPipelined) fail when they
+	// write nothing, so that the implicit transaction rolls back: a
+	// duplicate key fails the INSERT (unique_violation); a conditional
+	// UPDATE or DELETE that matches no row divides by zero
+	// (division_by_zero), which none of these statements can otherwise
+	// raise. exists reads whether a key is present.
+	createAtomic, replaceAtomic, replaceRevAtomic, delRevAtomic, exists string
 }
 
 // OpenCollection opens the collection stored in table (created with its
@@ -161,6 +168,15 @@ func buildStatements(table, seq string) statements {
 			"SELECT EXISTS (SELECT 1 FROM d), EXISTS (SELECT 1 FROM " + table + " WHERE key = $1)",
 		lock:   "SELECT revision, doc FROM " + table + " WHERE key = $1 FOR UPDATE",
 		update: "UPDATE " + table + " SET revision = " + again + ", doc = $2 WHERE key = $1 RETURNING revision",
+
+		createAtomic: "INSERT INTO " + table + " (key, revision, doc) VALUES ($1, " + fresh + ", $2) RETURNING revision",
+		replaceAtomic: "WITH w AS (UPDATE " + table + " SET revision = " + again + ", doc = $2 WHERE key = $1 RETURNING revision) " +
+			"SELECT (SELECT revision FROM w) WHERE 1 / (SELECT count(*) FROM w) = 1",
+		replaceRevAtomic: "WITH w AS (UPDATE " + table + " SET revision = " + again + ", doc = $2 WHERE key = $1 AND revision = $4 RETURNING revision) " +
+			"SELECT (SELECT revision FROM w) WHERE 1 / (SELECT count(*) FROM w) = 1",
+		delRevAtomic: "WITH d AS (DELETE FROM " + table + " WHERE key = $1 AND revision = $2 RETURNING 1) " +
+			"SELECT 1 / (SELECT count(*) FROM d)",
+		exists: "SELECT 1 FROM " + table + " WHERE key = $1",
 	}
 }
 

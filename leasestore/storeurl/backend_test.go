@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/docstore"
 	"gocloud.dev/docstore/memdocstore"
@@ -109,6 +110,24 @@ func testPostgresURL(t *testing.T, h *storeurltest.PostgreSQL) {
 	c, err := leasestore.New(other, leasestore.Options{}).GetConsumer(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, id, c.ID)
+
+	// A loopback URL without sslmode connects in plaintext; one that asks
+	// for a mode gets it (prefer: TLS, when the server offers it).
+	for _, tc := range []struct {
+		url     string
+		wantTLS bool
+	}{{u, false}, {u + "&sslmode=prefer", true}} {
+		c, err := storeurl.Open(ctx, tc.url)
+		require.NoError(t, err)
+		var pool *pgxpool.Pool
+		require.True(t, c.As(&pool))
+		var serverSSL string
+		require.NoError(t, pool.QueryRow(ctx, "SHOW ssl").Scan(&serverSSL))
+		var usesTLS bool
+		require.NoError(t, pool.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&usesTLS))
+		require.Equal(t, tc.wantTLS && serverSSL == "on", usesTLS, tc.url)
+		require.NoError(t, c.Close())
+	}
 
 	// The default table is "herald".
 	def, err := storeurl.Open(ctx, h.URL)

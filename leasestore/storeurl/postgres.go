@@ -4,7 +4,9 @@ package storeurl
 
 import (
 	"context"
+	"net"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -65,6 +67,15 @@ func (o *Opener) openPostgres(ctx context.Context, u *url.URL) (*docstore.Collec
 		// pgx's message would quote the settings; say only what is wrong.
 		return nil, herr.New(herr.InvalidArgument, "store URL %s://: a connection or pool setting is malformed", scheme)
 	}
+	if plaintextAllowed(u, cfg) {
+		// TLS cost Herald about a tenth of its CPU on a loopback
+		// database (docs/benchmarks.md), and protects nothing there.
+		q.Set("sslmode", "disable")
+		conn.RawQuery = q.Encode()
+		if cfg, err = pgxpool.ParseConfig(conn.String()); err != nil {
+			return nil, herr.New(herr.InvalidArgument, "store URL %s://: a connection or pool setting is malformed", scheme)
+		}
+	}
 	if _, ok := p["connect_timeout"]; !ok {
 		cfg.ConnConfig.ConnectTimeout = DefaultPostgresConnectTimeout
 	}
@@ -102,4 +113,26 @@ func (o *Opener) openPostgres(ctx context.Context, u *url.URL) (*docstore.Collec
 		return nil, herr.Wrap(code, err, "PostgreSQL could not open table "+table)
 	}
 	return coll, nil
+}
+
+// plaintextAllowed reports whether a store URL may connect without TLS:
+// it sets no sslmode, nor does PGSSLMODE (so the mode is libpq's default,
+// prefer, which already falls back to plaintext), and every host it names
+// is a loopback address (127.0.0.0/8, ::1 or localhost), where the
+// traffic never leaves the machine. A URL that asks for any sslmode gets
+// exactly that mode.
+func plaintextAllowed(u *url.URL, cfg *pgxpool.Config) bool {
+	if u.Query().Has("sslmode") || os.Getenv("PGSSLMODE") != "" {
+		return false
+	}
+	hosts := []string{cfg.ConnConfig.Host}
+	for _, f := range cfg.ConnConfig.Fallbacks {
+		hosts = append(hosts, f.Host)
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); h != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return false
+		}
+	}
+	return true
 }
