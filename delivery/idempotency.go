@@ -104,6 +104,18 @@ func (k keyPrint) event(e *Event) {
 
 func (k keyPrint) sum() []byte { return k.h.Sum(nil) }
 
+// checkKeyed returns key's error, or FailedPrecondition for a Service
+// without a store to keep keys in.
+func (s *Service) checkKeyed(key string) error {
+	if err := leasestore.CheckIdempotencyKey(key); err != nil {
+		return herr.InField(err, "Idempotency-Key")
+	}
+	if s.cfg.Store == nil {
+		return herr.New(herr.FailedPrecondition, "this deployment has no lease store to keep idempotency keys in")
+	}
+	return nil
+}
+
 func (s *Service) keyRequest(p *auth.Principal, key string, fp []byte, plan keyedPlan) leasestore.KeyedPublish {
 	return leasestore.KeyedPublish{
 		KeyRequest: leasestore.KeyRequest{
@@ -128,8 +140,8 @@ func (s *Service) PublishOutcomeKeyed(ctx context.Context, p *auth.Principal, ke
 		o, err = s.PublishOutcome(ctx, p, e)
 		return o, false, err
 	}
-	if err := leasestore.CheckIdempotencyKey(key); err != nil {
-		return Outcome{}, false, herr.InField(err, "Idempotency-Key")
+	if err := s.checkKeyed(key); err != nil {
+		return Outcome{}, false, err
 	}
 	if err := e.validateOnce(); err != nil {
 		return Outcome{}, false, err
@@ -177,8 +189,8 @@ func (s *Service) PublishItemsKeyed(ctx context.Context, p *auth.Principal, key 
 	if key == "" {
 		return s.PublishItems(ctx, p, items), false, nil
 	}
-	if err := leasestore.CheckIdempotencyKey(key); err != nil {
-		return nil, false, herr.InField(err, "Idempotency-Key")
+	if err := s.checkKeyed(key); err != nil {
+		return nil, false, err
 	}
 	fp := newKeyPrint("batch")
 	for i := range items {
