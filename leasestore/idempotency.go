@@ -563,8 +563,9 @@ func (s *Store) publishClaimed(ctx context.Context, p KeyedPublish, c *KeyClaim)
 		return nil, err // a crash: the claim stays until its hold lapses
 	}
 	// The publish must be over before the hold lapses, or a repeat could
-	// take the key over while it still runs.
-	pctx, cancel := context.WithDeadline(ctx, c.HoldUntil)
+	// take the key over while it still runs. The hold is on the store's
+	// clock (Options.Now), the context's deadline on the real one.
+	pctx, cancel := context.WithTimeout(ctx, c.HoldUntil.Sub(s.opts.Now()))
 	result, published, err := p.Publish(pctx, c.Plan, c.TakenOver)
 	cancel()
 	if err != nil || !published {

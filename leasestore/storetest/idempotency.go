@@ -52,12 +52,19 @@ func (b *bundle) claimKey(t testing.TB, s *leasestore.Store, r leasestore.KeyReq
 type fakeBroker struct {
 	mu   sync.Mutex
 	sent []string
+	// unbounded counts publishes whose context had no deadline within
+	// the claim's hold (the suite's clock is not the real one, so a
+	// deadline taken from the store's clock would be long past).
+	unbounded int
 }
 
 func (f *fakeBroker) publish(result string) func(context.Context, []byte, bool) ([]byte, bool, error) {
-	return func(_ context.Context, plan []byte, _ bool) ([]byte, bool, error) {
+	return func(ctx context.Context, plan []byte, _ bool) ([]byte, bool, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > leasestore.DefaultIdempotencyHold || ctx.Err() != nil {
+			f.unbounded++
+		}
 		f.sent = append(f.sent, string(plan))
 		return []byte(result), true, nil
 	}
@@ -268,6 +275,7 @@ func testKeyCrashBeforePublish(t *testing.T, h Harness) {
 	require.False(t, o.Replayed)
 	require.NoError(t, o.RecordErr)
 	require.Equal(t, []string{"plan-1"}, broker.sends(), "the event is not lost, and is published once")
+	require.Zero(t, broker.unbounded, "the publish is bounded by the claim's hold")
 
 	for _, s := range b.stores {
 		o, err = s.PublishOnce(b.ctx, leasestore.KeyedPublish{KeyRequest: r, Publish: broker.publish("result-3")})
