@@ -36,6 +36,7 @@ type Client struct {
 	timeout   time.Duration
 	retry     RetryPolicy
 	userAgent string
+	noKeys    bool // WithoutIdempotencyKeys
 }
 
 // Option configures New.
@@ -68,6 +69,12 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = 
 
 // WithUserAgent sets the User-Agent header of every call.
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
+
+// WithoutIdempotencyKeys stops the client from sending a random
+// Idempotency-Key with every publish (see WithIdempotencyKey): a retried
+// publish may then publish its events twice. Keys set with
+// WithIdempotencyKey are still sent.
+func WithoutIdempotencyKeys() Option { return func(c *Client) { c.noKeys = true } }
 
 // New returns a client of the Herald at baseURL (scheme, host and an
 // optional path prefix, e.g. "http://127.0.0.1:8080" or
@@ -123,6 +130,11 @@ type request struct {
 	// noRetry lists statuses that are answers for this call, not
 	// failures to retry (pull: 429).
 	noRetry []int
+	// retryAlso lists statuses that are failures to retry for this call
+	// besides the usual ones (a keyed publish: 409, its key in progress).
+	retryAlso []int
+	// header holds extra request headers (Idempotency-Key).
+	header http.Header
 }
 
 // response is a successful REST answer.
@@ -184,6 +196,11 @@ func (c *Client) retryable(ctx context.Context, req request, err error) (time.Du
 				return 0, false
 			}
 		}
+		for _, s := range req.retryAlso {
+			if he.StatusCode == s {
+				return he.RetryAfter, true
+			}
+		}
 		return he.RetryAfter, retryableStatus(he.StatusCode)
 	}
 	// Anything else is a transport failure: connection refused or reset,
@@ -222,6 +239,9 @@ func (c *Client) once(ctx context.Context, req request, body []byte) (response, 
 		hr.Header.Set("Content-Type", "application/json")
 	}
 	hr.Header.Set("Accept", "application/json")
+	for k, vs := range req.header {
+		hr.Header[k] = vs
+	}
 	hr.Header.Set("User-Agent", c.userAgent)
 	if err := c.authorize(hr.Header); err != nil {
 		return response{}, err

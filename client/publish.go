@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/google/uuid"
 )
 
 // MaxBatch is the most events one batch publish carries (the
@@ -27,6 +28,53 @@ type PublishResult struct {
 	// event that breaks a rule. It is safe to publish it again.
 	Success       bool
 	FailureReason string
+	// Replayed says Herald answered a repeat of the publish's idempotency
+	// key with the result of its first attempt: the event was published
+	// once, by an earlier attempt.
+	Replayed bool
+}
+
+// Idempotency keys. Every Publish and every PublishBatch call (each of
+// its chunks) sends an Idempotency-Key, a random UUID made for the call
+// and kept across its retries, so that a retry after a lost answer (a
+// timeout, a dropped connection, a 502) answers the first attempt's
+// result instead of publishing the event twice (docs/api.md,
+// "Idempotency keys"). WithIdempotencyKey chooses the key, for a
+// publisher that retries across calls or processes;
+// WithoutIdempotencyKeys turns the default off.
+
+type idempotencyKeyCtx struct{}
+
+// WithIdempotencyKey returns ctx carrying key (1–200 printable ASCII
+// characters) as the Idempotency-Key of the publishes made with it:
+// calling Publish again with the same key and event, even from another
+// process, publishes nothing and answers the first result. A
+// PublishBatch longer than MaxBatch sends chunk i (from 0) as key + "/" +
+// i.
+func WithIdempotencyKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, idempotencyKeyCtx{}, key)
+}
+
+// publishKey returns the idempotency key of a publish made with ctx: the
+// one WithIdempotencyKey set, else a new random UUID; "" when the client
+// sends none (WithoutIdempotencyKeys).
+func (c *Client) publishKey(ctx context.Context) string {
+	if k, ok := ctx.Value(idempotencyKeyCtx{}).(string); ok && k != "" {
+		return k
+	}
+	if c.noKeys {
+		return ""
+	}
+	return uuid.NewString()
+}
+
+// keyed returns the publish request r with key (none when "").
+func keyed(r request, key string) request {
+	if key != "" {
+		r.header = http.Header{"Idempotency-Key": {key}}
+		r.retryAlso = []int{http.StatusConflict}
+	}
+	return r
 }
 
 // NewEvent returns an event to publish: its type (1–255 characters of
@@ -63,6 +111,7 @@ type wireResult struct {
 	Event         *wireEvent `json:"event"`
 	Success       bool       `json:"success"`
 	FailureReason string     `json:"failure_reason"`
+	Replayed      bool       `json:"replayed"`
 }
 
 // toWire maps a CloudEvent to the publish shape: type → event_type,
@@ -110,7 +159,7 @@ func fromWire(w *wireEvent) event.Event {
 }
 
 func toResult(w wireResult) PublishResult {
-	return PublishResult{Event: fromWire(w.Event), Success: w.Success, FailureReason: w.FailureReason}
+	return PublishResult{Event: fromWire(w.Event), Success: w.Success, FailureReason: w.FailureReason, Replayed: w.Replayed}
 }
 
 // Publish publishes one event (POST /api/v1beta/events). An event that
@@ -124,7 +173,8 @@ func (c *Client) Publish(ctx context.Context, e event.Event) (PublishResult, err
 	var out struct {
 		Result wireResult `json:"result"`
 	}
-	if _, err := c.do(ctx, request{method: http.MethodPost, path: "/api/v1beta/events", body: map[string]any{"event": w}}, &out); err != nil {
+	req := keyed(request{method: http.MethodPost, path: "/api/v1beta/events", body: map[string]any{"event": w}}, c.publishKey(ctx))
+	if _, err := c.do(ctx, req, &out); err != nil {
 		return PublishResult{}, err
 	}
 	return toResult(out.Result), nil
@@ -137,6 +187,7 @@ func (c *Client) Publish(ctx context.Context, e event.Event) (PublishResult, err
 // error; the events after them were not sent.
 func (c *Client) PublishBatch(ctx context.Context, events []event.Event) ([]PublishResult, error) {
 	results := make([]PublishResult, 0, len(events))
+	key := c.publishKey(ctx)
 	for start := 0; start < len(events); start += MaxBatch {
 		chunk := events[start:min(start+MaxBatch, len(events))]
 		ws := make([]wireEvent, len(chunk))
@@ -150,7 +201,12 @@ func (c *Client) PublishBatch(ctx context.Context, events []event.Event) ([]Publ
 		var out struct {
 			Results []wireResult `json:"results"`
 		}
-		if _, err := c.do(ctx, request{method: http.MethodPost, path: "/api/v1beta/events/batch", body: map[string]any{"events": ws}}, &out); err != nil {
+		chunkKey := key
+		if key != "" && len(events) > MaxBatch {
+			chunkKey = fmt.Sprintf("%s/%d", key, start/MaxBatch)
+		}
+		req := keyed(request{method: http.MethodPost, path: "/api/v1beta/events/batch", body: map[string]any{"events": ws}}, chunkKey)
+		if _, err := c.do(ctx, req, &out); err != nil {
 			return results, err
 		}
 		if len(out.Results) != len(chunk) {

@@ -77,6 +77,14 @@ type Config struct {
 	// The event may still reach the broker afterwards (at least once; the
 	// publisher retries).
 	PublishTimeout time.Duration
+	// IdempotencyWindow is how long an idempotency key is remembered
+	// (HERALD_IDEMPOTENCY_WINDOW; default
+	// leasestore.DefaultIdempotencyWindow, 24h; 1m–168h).
+	IdempotencyWindow time.Duration
+	// IdempotencyWait is how long a repeat of a key whose first publish
+	// is in progress waits for it before answering 409 with Retry-After
+	// (default DefaultIdempotencyWait, 1s; negative: not at all).
+	IdempotencyWait time.Duration
 	// Now defaults to time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -115,6 +123,15 @@ func New(cfg Config) *Service {
 	}
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = DefaultPublishTimeout
+	}
+	if cfg.IdempotencyWindow <= 0 {
+		cfg.IdempotencyWindow = leasestore.DefaultIdempotencyWindow
+	}
+	switch {
+	case cfg.IdempotencyWait == 0:
+		cfg.IdempotencyWait = DefaultIdempotencyWait
+	case cfg.IdempotencyWait < 0:
+		cfg.IdempotencyWait = 0
 	}
 	cfg.Streams.setDefaults()
 	return &Service{cfg: cfg, warnings: lograte.New(lograte.DefaultInterval)}
@@ -301,16 +318,18 @@ type Published struct {
 func (s *Service) Publish(ctx context.Context, p *auth.Principal, e Event) (*Published, error) {
 	sendCtx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
 	defer cancel()
-	return s.publish(ctx, sendCtx, p, e)
+	return s.publish(ctx, sendCtx, p, e, newEventID(), s.cfg.Now().UTC())
 }
 
 // publish is Publish with sendCtx, ctx bounded by the publish timeout,
-// for the broker's part. With telemetry on, the event gets a producer
+// for the broker's part, of e as event id published at now (UTC): a
+// keyed publish taken over publishes the id and time its first attempt
+// planned (idempotency.go). With telemetry on, the event gets a producer
 // span whose trace context it carries (internal/telemetry).
-func (s *Service) publish(ctx, sendCtx context.Context, p *auth.Principal, e Event) (*Published, error) {
+func (s *Service) publish(ctx, sendCtx context.Context, p *auth.Principal, e Event, id string, now time.Time) (*Published, error) {
 	ctx, op := telemetry.StartPublish(ctx, e.EventType)
 	msg, pub := new(pubsubx.Message), new(Published)
-	err := s.prepare(ctx, p, e, s.cfg.Now().UTC(), traceContextOf(ctx), msg, pub)
+	err := s.prepare(ctx, p, e, id, now, traceContextOf(ctx), msg, pub)
 	if err == nil {
 		if err = s.cfg.Broker.Send(spanned(sendCtx, ctx), msg); err != nil {
 			err = s.overflowed(sendCtx, msg, err)
@@ -340,7 +359,7 @@ func spanned(sendCtx, ctx context.Context) context.Context {
 // UTC), into msg, the message to send (storing its claim first when it needs one), and pub, the result
 // the publisher gets once the broker accepts it. The caller provides both
 // so that a batch's come from one allocation each.
-func (s *Service) prepare(ctx context.Context, p *auth.Principal, e Event, now time.Time, tc traceContext, msg *pubsubx.Message, pub *Published) error {
+func (s *Service) prepare(ctx context.Context, p *auth.Principal, e Event, id string, now time.Time, tc traceContext, msg *pubsubx.Message, pub *Published) error {
 	if err := e.validateOnce(); err != nil {
 		return err
 	}
@@ -356,14 +375,13 @@ func (s *Service) prepare(ctx context.Context, p *auth.Principal, e Event, now t
 	} else if !e.valid.compact {
 		data = compact(data)
 	}
-	return s.encode(ctx, p, e, now, data, tc, msg, pub)
+	return s.encode(ctx, p, e, id, now, data, tc, msg, pub)
 }
 
-// encode encodes e into its message, with tc, the trace context of its
-// publish span, storing its claim first when it needs one. data is e's
-// message, compact.
-func (s *Service) encode(ctx context.Context, p *auth.Principal, e Event, now time.Time, data json.RawMessage, tc traceContext, msg *pubsubx.Message, pub *Published) error {
-	id := newEventID()
+// encode encodes e, as event id, into its message, with tc, the trace
+// context of its publish span, storing its claim first when it needs one.
+// data is e's message, compact.
+func (s *Service) encode(ctx context.Context, p *auth.Principal, e Event, id string, now time.Time, data json.RawMessage, tc traceContext, msg *pubsubx.Message, pub *Published) error {
 	traceparent, tracestate := tc.parent, tc.state
 	body, err := cloudevent.Encode(cloudevent.Input{
 		ID: id, Source: s.cfg.Source, Type: e.EventType, Subject: e.ResourceID,
@@ -489,6 +507,12 @@ type BatchResult struct {
 // the broker refuses fails alone. One Config.PublishTimeout bounds the
 // broker's part of the whole batch.
 func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []Event) []BatchResult {
+	return s.publishBatch(ctx, p, events, nil, s.cfg.Now().UTC())
+}
+
+// publishBatch is PublishBatch with events[i] published as ids[i] (nil:
+// fresh ids) at now (UTC, the batch's one publish time).
+func (s *Service) publishBatch(ctx context.Context, p *auth.Principal, events []Event, ids []string, now time.Time) []BatchResult {
 	sendCtx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
 	defer cancel()
 	out := make([]BatchResult, len(events))
@@ -500,10 +524,15 @@ func (s *Service) PublishBatch(ctx context.Context, p *auth.Principal, events []
 	// carries (telemetry.StartPublishBatch).
 	ctx, op := telemetry.StartPublishBatch(ctx, batchEventType(events), len(events))
 	tc := traceContextOf(ctx)
-	now := s.cfg.Now().UTC() // the batch is published at one time
 	for i := range events {
 		msg, pub := &msgSlab[i], &pubSlab[i]
-		if err := s.prepare(ctx, p, events[i], now, tc, msg, pub); err != nil {
+		id := ""
+		if ids != nil {
+			id = ids[i]
+		} else {
+			id = newEventID()
+		}
+		if err := s.prepare(ctx, p, events[i], id, now, tc, msg, pub); err != nil {
 			out[i].Err = err
 			continue
 		}
@@ -562,6 +591,11 @@ func traceContextOf(ctx context.Context) traceContext {
 type Outcome struct {
 	Published     *Published
 	FailureReason string
+	// At is when a keyed publish was first handled (its plan's publish
+	// time), the same in a replay: the time a transport echoes for a
+	// failed event without occurred_at. Zero for a publish without a
+	// key (the transport takes Service.Now).
+	At time.Time
 }
 
 // Success reports whether the event was published.

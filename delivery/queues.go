@@ -481,6 +481,10 @@ type ReapReport struct {
 	// Claims counts the claim-check claims deleted for being older than
 	// Config.ClaimRetention (claims.go).
 	Claims int
+	// Keys counts the idempotency keys deleted for being past their
+	// window (leasestore.Store.ReapKeys): the expiry of the stores
+	// without a TTL of their own.
+	Keys int
 	// Processes counts the records of dead processes deleted, with their
 	// hub subscriptions (docs/streams-at-scale.md).
 	Processes int
@@ -551,6 +555,9 @@ func (s *Service) ReapIdleQueues(ctx context.Context, p *auth.Principal) (*ReapR
 	rep.Processes = procs
 	n, cerr := s.reapClaims(ctx)
 	rep.Claims = n
+	keys, kerr := s.cfg.Store.ReapKeys(ctx)
+	rep.Keys = keys
+	cerr = errors.Join(cerr, kerr)
 	all, lerr := s.cfg.Store.ListConsumers(ctx)
 	var ierr error
 	if lerr == nil {

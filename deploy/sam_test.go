@@ -378,7 +378,10 @@ func TestSAMTableAndTopic(t *testing.T) {
 	require.Equal(t, "HASH", tbl.KeySchema[0].KeyType)
 	require.Len(t, tbl.AttributeDefinitions, 1)
 	require.Equal(t, "S", tbl.AttributeDefinitions[0].AttributeType)
-	require.Nil(t, tbl.TimeToLiveSpecification)
+	// Idempotency keys expire by the TTL attribute leasestore writes.
+	require.NotNil(t, tbl.TimeToLiveSpecification)
+	require.True(t, tbl.TimeToLiveSpecification.Enabled)
+	require.Equal(t, "ttl", *tbl.TimeToLiveSpecification.AttributeName)
 
 	raw := readRaw(t)
 	p, ok := raw.Parameters["TopicName"]

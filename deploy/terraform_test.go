@@ -347,3 +347,21 @@ func TestTerraformCloudRunProbes(t *testing.T) {
 		require.True(t, ok, "%s sets timeout_seconds", probe)
 	}
 }
+
+// TestTerraformFirestoreTTLPolicy: the Firestore collection expires
+// idempotency-key records by their "expire_at" timestamp, the field
+// leasestore writes for it.
+func TestTerraformFirestoreTTLPolicy(t *testing.T) {
+	t.Parallel()
+	mod := parseInfra(t)[filepath.Join("..", "infra", "modules", "herald")]
+	found := 0
+	for _, r := range mod.blocks("resource") {
+		if r.Labels[0] != "google_firestore_field" {
+			continue
+		}
+		found++
+		require.Equal(t, "expire_at", literal(t, r.Body.Attributes["field"].Expr))
+		require.Len(t, children(r.Body, "ttl_config"), 1)
+	}
+	require.Equal(t, 1, found)
+}

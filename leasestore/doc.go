@@ -69,6 +69,11 @@
 //	key "k:<claim id, base64url>"     kind "claim"     one encoded event of
 //	                                  the claim-check, too big for its broker
 //	                                  (see PutClaim)
+//	key "i:<SHA-256 of principal and key, base64url>"
+//	                                  kind "idempotency" one idempotency key
+//	                                  of a keyed publish: claimed or done,
+//	                                  its plan and result, expiring by TTL
+//	                                  (see ClaimKey)
 //
 // A pull of new work receives from the Source, writes the payload, then
 // reserves positions: one atomic group (docstore's AtomicWrites, a DynamoDB

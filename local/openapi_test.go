@@ -455,6 +455,17 @@ func TestOpenAPILive(t *testing.T) {
 	}}, status: 200, invalid: true})
 	require.Equal(t, 3, strings.Count(string(r.Body), `"success":true`), "%s", r.Body)
 
+	// A keyed publish, its replay, and the key reused for another event.
+	keyed := http.Header{"Idempotency-Key": {"oa-key-1"}}
+	call(request{method: "POST", path: "/api/v1beta/events", header: keyed, body: map[string]any{"event": event("oa.keyed", 1)}, status: 200})
+	r = call(request{method: "POST", path: "/api/v1beta/events", header: keyed, body: map[string]any{"event": event("oa.keyed", 1)}, status: 200})
+	require.Contains(t, string(r.Body), `"replayed":true`)
+	call(request{method: "POST", path: "/api/v1beta/events", header: keyed, body: map[string]any{"event": event("oa.keyed", 2)}, status: 422})
+	batchKey := http.Header{"Idempotency-Key": {"oa-key-2"}}
+	for range 2 {
+		call(request{method: "POST", path: "/api/v1beta/events/batch", header: batchKey, body: map[string]any{"events": []any{event("oa.keyed", 3)}}, status: 200})
+	}
+
 	// Pull, extend, acknowledge: ok, failed with a delay, stale, rejected.
 	var l lease
 	call(request{method: "POST", path: destPath + "/pull?limit=2&visibility=30&workerId=w1", status: 200}).decode(t, &l)

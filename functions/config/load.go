@@ -56,6 +56,9 @@ type Config struct {
 	// PublishTimeout is HERALD_PUBLISH_TIMEOUT: how long a publish waits
 	// for the broker.
 	PublishTimeout time.Duration
+	// IdempotencyWindow is HERALD_IDEMPOTENCY_WINDOW: how long a
+	// publish's idempotency key is remembered.
+	IdempotencyWindow time.Duration
 	// ReconnectGrace, QueueIdleWindow and DeliveryLimit are the notifications API's
 	// queue lifetimes and redelivery budget.
 	ReconnectGrace  time.Duration

@@ -38,9 +38,12 @@ const (
 	EnvPprofAddr      = "HERALD_PPROF_ADDR"
 	EnvClaimRetention = "HERALD_CLAIM_RETENTION"
 	EnvPublishTimeout = "HERALD_PUBLISH_TIMEOUT"
-	EnvWSPollWait     = "HERALD_WS_POLL_WAIT"
-	EnvWSSessionTTL   = "HERALD_WS_SESSION_TTL"
-	EnvWSPingInterval = "HERALD_WS_PING_INTERVAL"
+	// EnvIdempotencyWindow is how long a publish's idempotency key is
+	// remembered.
+	EnvIdempotencyWindow = "HERALD_IDEMPOTENCY_WINDOW"
+	EnvWSPollWait        = "HERALD_WS_POLL_WAIT"
+	EnvWSSessionTTL      = "HERALD_WS_SESSION_TTL"
+	EnvWSPingInterval    = "HERALD_WS_PING_INTERVAL"
 	// EnvHTTP2PingInterval is read by the servers (local, Cloud Run).
 	EnvHTTP2PingInterval = "HERALD_HTTP2_PING_INTERVAL"
 	// EnvProcessHeartbeat is read by the servers (local, Cloud Run): the
@@ -326,6 +329,10 @@ var vars = []Var{
 		Meaning:  "how long a publish (or a whole batch) waits for the broker to accept its events; past it, or at once while the broker is known to be unreachable, the event answers success:false and can be retried (100ms–25s)",
 		profiles: allProfiles, uses: usesPub,
 		field: duration("PublishTimeout", func(c *Config) *time.Duration { return &c.PublishTimeout }, MinPublishTimeout, MaxPublishTimeout)},
+	{Name: EnvIdempotencyWindow, LocalDefault: FormatDuration(leasestore.DefaultIdempotencyWindow), CloudDefault: FormatDuration(leasestore.DefaultIdempotencyWindow), Unit: "Go duration",
+		Meaning:  "how long a publish's Idempotency-Key is remembered: a repeat of the key within it answers the first result and publishes nothing (1m–168h)",
+		profiles: allProfiles, uses: usesPub,
+		field: duration("IdempotencyWindow", func(c *Config) *time.Duration { return &c.IdempotencyWindow }, leasestore.MinIdempotencyWindow, leasestore.MaxIdempotencyWindow)},
 	{Name: EnvReceiveWait, LocalDefault: FormatDuration(DefaultReceiveWait), CloudDefault: FormatDuration(DefaultReceiveWait), Unit: "Go duration", Deploy: true,
 		Meaning:  "how long a pull waits at the broker for new events before answering 204 (0s–20s)",
 		profiles: allProfiles, uses: usesPull,

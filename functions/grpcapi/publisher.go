@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
@@ -52,7 +53,11 @@ func (h *Publisher) PublishEvent(ctx context.Context, req *connect.Request[pb.Pu
 	if err != nil {
 		return nil, Error(ctx, procedure, err)
 	}
-	o, err := h.Service.PublishOutcome(ctx, p, e)
+	key, err := idempotencyKey(req.Header())
+	if err != nil {
+		return nil, Error(ctx, procedure, err)
+	}
+	o, replayed, err := h.Service.PublishOutcomeKeyed(ctx, p, key, e)
 	if err != nil {
 		return nil, Error(ctx, procedure, err)
 	}
@@ -62,7 +67,9 @@ func (h *Publisher) PublishEvent(ctx context.Context, req *connect.Request[pb.Pu
 	} else {
 		res.Event = echo(ev, time.Time{})
 	}
-	return connect.NewResponse(&pb.PublishEventResponse{Result: res}), nil
+	resp := connect.NewResponse(&pb.PublishEventResponse{Result: res})
+	markReplayed(resp.Header(), replayed)
+	return resp, nil
 }
 
 // BatchPublishEvents publishes 1–1,000 events in parallel, one result
@@ -81,15 +88,54 @@ func (h *Publisher) BatchPublishEvents(ctx context.Context, req *connect.Request
 	for i, ev := range in {
 		items[i].Event, items[i].Err = toEvent(ev)
 	}
+	key, err := idempotencyKey(req.Header())
+	if err != nil {
+		return nil, Error(ctx, procedure, err)
+	}
+	outs, replayed, err := h.Service.PublishItemsKeyed(ctx, p, key, items)
+	if err != nil {
+		return nil, Error(ctx, procedure, err)
+	}
 	results := make([]*pb.PublishingResult, len(in))
-	for i, o := range h.Service.PublishItems(ctx, p, items) {
+	for i, o := range outs {
 		var publishedAt time.Time
 		if o.Success() {
 			publishedAt = o.Published.PublishedAt
 		}
 		results[i] = &pb.PublishingResult{Event: echo(in[i], publishedAt), Success: o.Success(), FailureReason: o.FailureReason}
 	}
-	return connect.NewResponse(&pb.BatchPublishEventsResponse{Results: results}), nil
+	resp := connect.NewResponse(&pb.BatchPublishEventsResponse{Results: results})
+	markReplayed(resp.Header(), replayed)
+	return resp, nil
+}
+
+// Idempotency metadata (docs/api.md, "Idempotency keys"): the request's
+// key, and the mark of an answer replayed from the key's first publish.
+const (
+	metaIdempotencyKey = "idempotency-key"
+	metaReplayed       = "idempotent-replayed"
+)
+
+// idempotencyKey returns the request's idempotency-key metadata ("" for
+// none), or INVALID_ARGUMENT for a key sent twice or empty.
+func idempotencyKey(md http.Header) (string, error) {
+	vs := md.Values(metaIdempotencyKey)
+	switch {
+	case len(vs) == 0:
+		return "", nil
+	case len(vs) > 1:
+		return "", herr.New(herr.InvalidArgument, "send one idempotency-key, not %d", len(vs))
+	case vs[0] == "":
+		return "", herr.New(herr.InvalidArgument, "the idempotency-key is empty: an idempotency key is 1 to 200 printable ASCII characters")
+	}
+	return vs[0], nil
+}
+
+// markReplayed sets the replay mark on a replayed answer's metadata.
+func markReplayed(md http.Header, replayed bool) {
+	if replayed {
+		md.Set(metaReplayed, "true")
+	}
 }
 
 // toEvent converts a wire event and checks it against the publish rules.

@@ -83,6 +83,33 @@ type Result struct {
 	Event         *WireEvent `json:"event"`
 	Success       bool       `json:"success"`
 	FailureReason string     `json:"failure_reason,omitempty"`
+	// Replayed, an additive member, says the result is the one the
+	// request's idempotency key first answered: nothing was published now.
+	Replayed bool `json:"replayed,omitempty"`
+}
+
+// Idempotency headers (docs/api.md, "Idempotency keys").
+const (
+	// HeaderIdempotencyKey carries a publish's idempotency key.
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderReplayed is "true" on the answer of a repeated key.
+	HeaderReplayed = "Idempotent-Replayed"
+)
+
+// idempotencyKey returns the request's idempotency key ("" for none), or
+// herr.InvalidArgument for a header sent twice or empty (the key's own
+// rules are checked by the service).
+func idempotencyKey(r *http.Request) (string, error) {
+	vs := r.Header.Values(HeaderIdempotencyKey)
+	switch {
+	case len(vs) == 0:
+		return "", nil
+	case len(vs) > 1:
+		return "", herr.New(herr.InvalidArgument, "send one Idempotency-Key header, not %d", len(vs))
+	case vs[0] == "":
+		return "", herr.New(herr.InvalidArgument, "the Idempotency-Key header is empty: an idempotency key is 1 to 200 printable ASCII characters")
+	}
+	return vs[0], nil
 }
 
 // toEvent converts and checks the parts JSON decoding cannot.
@@ -155,6 +182,11 @@ func (h *Handler) Single(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, err)
 		return
 	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
 	var req struct {
 		Event *WireEvent `json:"event"`
 	}
@@ -172,17 +204,24 @@ func (h *Handler) Single(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := Result{Event: echo(req.Event, e)}
-	o, err := h.Service.PublishOutcome(r.Context(), p, e)
+	o, replayed, err := h.Service.PublishOutcomeKeyed(r.Context(), p, key, e)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	res.Success, res.FailureReason = o.Success(), o.FailureReason
+	res.Success, res.FailureReason, res.Replayed = o.Success(), o.FailureReason, replayed
+	if replayed {
+		w.Header().Set(HeaderReplayed, "true")
+	}
 	switch {
 	case o.Success() && e.OccurredAt.IsZero():
 		res.Event.OccurredAt = o.Published.PublishedAt.Format(time.RFC3339Nano)
 	case !o.Success():
-		res.FailureReason = validEcho(res.Event, e, h.Service.Now().Format(time.RFC3339Nano), res.FailureReason)
+		at := o.At
+		if at.IsZero() {
+			at = h.Service.Now()
+		}
+		res.FailureReason = validEcho(res.Event, e, at.UTC().Format(time.RFC3339Nano), res.FailureReason)
 	}
 	httpx.WriteRawJSON(w, http.StatusOK, appendSingle(nil, &res))
 }
@@ -206,6 +245,11 @@ func responseSize(results []Result) int {
 // Batch serves POST /api/v1beta/events/batch.
 func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 	p, err := httpx.Principal(r)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	key, err := idempotencyKey(r)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -273,11 +317,23 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 	}
 	var published time.Time // the events of a batch share their publish time: formatted once
 	var publishedText, requestText string
-	for i, o := range h.Service.PublishItems(r.Context(), p, items) {
-		results[i].Success, results[i].FailureReason = o.Success(), o.FailureReason
+	outs, replayed, err := h.Service.PublishItemsKeyed(r.Context(), p, key, items)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	if replayed {
+		w.Header().Set(HeaderReplayed, "true")
+	}
+	for i, o := range outs {
+		results[i].Success, results[i].FailureReason, results[i].Replayed = o.Success(), o.FailureReason, replayed
 		if !o.Success() {
 			if requestText == "" {
-				requestText = h.Service.Now().Format(time.RFC3339Nano)
+				at := o.At
+				if at.IsZero() {
+					at = h.Service.Now()
+				}
+				requestText = at.UTC().Format(time.RFC3339Nano)
 			}
 			results[i].FailureReason = validEcho(results[i].Event, items[i].Event, requestText, o.FailureReason)
 			continue

@@ -43,6 +43,9 @@ func appendResult(dst []byte, r *Result) []byte {
 		dst = append(dst, `,"failure_reason":`...)
 		dst = jsonappend.String(dst, r.FailureReason)
 	}
+	if r.Replayed {
+		dst = append(dst, `,"replayed":true`...)
+	}
 	return append(dst, '}')
 }
 

@@ -20,7 +20,7 @@ import (
 const maxLineBytes = 512 << 10
 
 func (a *app) publishCmd() *cobra.Command {
-	var typ, resource, data, occurred, file string
+	var typ, resource, data, occurred, file, key string
 	cmd := &cobra.Command{
 		Use:   "publish",
 		Short: "Publish one event, or a file of events (one JSON event a line)",
@@ -68,7 +68,11 @@ failed; the exit code is 1 when any event was not published.`,
 				return err
 			}
 			defer c.Close()
-			res, err := c.Publish(cmd.Context(), e)
+			ctx := cmd.Context()
+			if key != "" {
+				ctx = client.WithIdempotencyKey(ctx, key)
+			}
+			res, err := c.Publish(ctx, e)
 			if err != nil {
 				return err
 			}
@@ -91,6 +95,7 @@ failed; the exit code is 1 when any event was not published.`,
 	f.StringVar(&data, "data", "", "the message, a JSON object")
 	f.StringVar(&occurred, "time", "", "when it occurred, RFC 3339 (default: the publish time)")
 	f.StringVar(&file, "file", "", "a file of events, one JSON object a line (- for standard input)")
+	f.StringVar(&key, "idempotency-key", "", "the publish's Idempotency-Key: publishing again with it answers the first result (default: a new one per invocation, kept across retries)")
 	return cmd
 }
 

@@ -5,7 +5,10 @@
 // the delivery count and limit, message TTL and maximum length, the
 // dead-letter queue (no loss between its writes, listing, replay,
 // discard), the idle-queue reaper, and sessions acting at random; and the
-// connection records of the API Gateway WebSocket bridge.
+// connection records of the API Gateway WebSocket bridge; and the
+// idempotency keys of keyed publishes (claim, replay, refusal of another
+// request, per-principal scope, window expiry, takeover, and a crash at
+// each of the two points between the key's writes and the publish).
 //
 // A backend's test file implements Harness in a few lines and calls
 // RunConformanceTests and RunBenchmarks. The suite feeds the store from a
@@ -96,6 +99,7 @@ var conformanceCases = concat(
 	streamControlCases,
 	hubCases,
 	withheldCases,
+	idempotencyCases,
 )
 
 func concat[T any](lists ...[]T) []T {

@@ -32,7 +32,7 @@ variable "topic_arn" {
 }
 
 variable "lease_table_name" {
-  description = "Name of the lease-store DynamoDB table (partition key \"key\", type S)."
+  description = "Name of the lease-store DynamoDB table (partition key \"key\", type S; TTL on attribute \"ttl\", as template.yaml's LeaseTable has, so that idempotency keys expire)."
   type        = string
 }
 

@@ -30,6 +30,20 @@ resource "google_firestore_database" "herald" {
   type        = "FIRESTORE_NATIVE"
 }
 
+# Idempotency-key records carry their expiry in "expire_at" (a
+# timestamp): Firestore deletes them after HERALD_IDEMPOTENCY_WINDOW
+# (docs/api.md, "Idempotency keys"). Other records have no "expire_at".
+# The field is not indexed: nothing queries it.
+resource "google_firestore_field" "idempotency_ttl" {
+  project    = var.project_id
+  database   = google_firestore_database.herald.name
+  collection = var.collection
+  field      = "expire_at"
+
+  ttl_config {}
+  index_config {}
+}
+
 # Pub/Sub: publish to and attach subscriptions to this topic only.
 resource "google_project_iam_custom_role" "topic" {
   project     = var.project_id

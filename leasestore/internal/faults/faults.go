@@ -28,6 +28,13 @@ const (
 	// acknowledgement, a nack); the block's hint in the head is about to be
 	// lowered so that pulls read it.
 	HintLower = "hint-lower"
+	// KeyPublish: an idempotency key is claimed; its publish is about to
+	// be sent to the broker. The "consumer" is the idempotency key.
+	KeyPublish = "idempotency-publish"
+	// KeyComplete: a keyed publish was accepted by the broker; its result
+	// is about to be recorded on the key. The "consumer" is the
+	// idempotency key.
+	KeyComplete = "idempotency-complete"
 )
 
 var hook atomic.Pointer[func(point, consumer string) error]
