@@ -129,6 +129,13 @@ func (s *Service) DeleteDestination(ctx context.Context, p *auth.Principal, id s
 		// The consumer is gone; a leftover subscription only costs storage.
 		s.cfg.Logger.WarnContext(ctx, "delete subscription failed", "subscription", c.Subscription, "err", err)
 	}
+	if c.Type == leasestore.TypeWebhook {
+		if err := s.cfg.Store.DeleteWebhook(ctx, id); err != nil {
+			// The consumer is gone, so nothing pushes to it; a leftover
+			// record only costs storage.
+			s.cfg.Logger.WarnContext(ctx, "delete webhook record failed", "destination", id, "err", err)
+		}
+	}
 	return nil
 }
 

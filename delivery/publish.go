@@ -77,6 +77,9 @@ type Config struct {
 	// The event may still reach the broker afterwards (at least once; the
 	// publisher retries).
 	PublishTimeout time.Duration
+	// Webhooks tunes webhook delivery (webhooks.go); the zero value
+	// reaches public https endpoints only.
+	Webhooks WebhookConfig
 	// Now defaults to time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -97,6 +100,8 @@ type Service struct {
 	// owners caches which consumer owns a broker subscription, for the
 	// events a full subscription refused (overflow.go).
 	owners subscriptionOwners
+	// hooks are the webhook HTTP clients, one per timeout.
+	hooks webhookClients
 }
 
 // New returns a Service.
@@ -117,6 +122,7 @@ func New(cfg Config) *Service {
 		cfg.PublishTimeout = DefaultPublishTimeout
 	}
 	cfg.Streams.setDefaults()
+	cfg.Webhooks.setDefaults()
 	return &Service{cfg: cfg, warnings: lograte.New(lograte.DefaultInterval)}
 }
 

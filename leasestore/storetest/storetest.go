@@ -90,6 +90,7 @@ var conformanceCases = concat(
 	reapCases,
 	connectionCases,
 	claimCases,
+	webhookCases,
 	randomCases,
 	layoutCases,
 	controlCases,
