@@ -297,8 +297,11 @@ type PushReport struct {
 // continuously; runs in several processes share the work through the
 // lease store (each delivery is a lease), and one that crashes leaves its
 // leases to expire and be delivered again (at least once; webhook-id
-// lets receivers drop the duplicate). The caller needs run:jobs.
-func (s *Service) PushWebhooks(ctx context.Context, p *auth.Principal) (*PushReport, error) {
+// lets receivers drop the duplicate). With a positive budget no new
+// delivery starts once budget has passed since the call (those under way
+// finish), so a scheduled run ends before the next one starts. The
+// caller needs run:jobs.
+func (s *Service) PushWebhooks(ctx context.Context, p *auth.Principal, budget time.Duration) (*PushReport, error) {
 	if err := p.Require(auth.PermRunJobs); err != nil {
 		return nil, err
 	}
@@ -310,13 +313,18 @@ func (s *Service) PushWebhooks(ctx context.Context, p *auth.Principal) (*PushRep
 		mu  sync.Mutex
 		rep PushReport
 		wg  sync.WaitGroup
+		// The budget is wall-clock time, whatever Config.Now says.
+		until time.Time
 	)
+	if budget > 0 {
+		until = time.Now().Add(budget)
+	}
 	for _, c := range cs {
 		if c.Type != leasestore.TypeWebhook || c.Paused {
 			continue
 		}
 		wg.Go(func() {
-			r := s.pushDestination(ctx, c)
+			r := s.pushDestination(ctx, c, until)
 			mu.Lock()
 			defer mu.Unlock()
 			rep.add(r)
@@ -339,7 +347,7 @@ func (r *PushReport) add(o PushReport) {
 }
 
 // pushDestination drains one destination with Concurrency workers.
-func (s *Service) pushDestination(ctx context.Context, c *leasestore.Consumer) PushReport {
+func (s *Service) pushDestination(ctx context.Context, c *leasestore.Consumer, until time.Time) PushReport {
 	w, err := s.cfg.Store.GetWebhook(ctx, c.ID)
 	switch {
 	case herr.CodeOf(err) == herr.NotFound:
@@ -362,7 +370,7 @@ func (s *Service) pushDestination(ctx context.Context, c *leasestore.Consumer) P
 	for range s.cfg.Webhooks.Concurrency {
 		worker := "herald-webhook-" + uuid.NewString()
 		wg.Go(func() {
-			for stop.Err() == nil {
+			for stop.Err() == nil && (until.IsZero() || time.Now().Before(until)) {
 				r, more := s.pushOne(stop, c, w, worker)
 				mu.Lock()
 				rep.add(r)

@@ -172,7 +172,7 @@ func (b *hookBundle) publish(t *testing.T, n int) {
 
 func (b *hookBundle) push(t *testing.T) *delivery.PushReport {
 	t.Helper()
-	rep, err := b.svc.PushWebhooks(t.Context(), hookAdmin)
+	rep, err := b.svc.PushWebhooks(t.Context(), hookAdmin, 0)
 	require.NoError(t, err)
 	return rep
 }
