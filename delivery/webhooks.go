@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -362,21 +363,25 @@ func (s *Service) pushDestination(ctx context.Context, c *leasestore.Consumer, u
 	var (
 		mu sync.Mutex
 		wg sync.WaitGroup
-		// stop ends every worker of the destination once it is caught
-		// up, disabled, or failing to be read.
-		stop, cancel = context.WithCancel(ctx)
+		// halt stops every worker of the destination from taking more
+		// once one finds it disabled or failing to be read. A worker that
+		// finds it caught up stops alone: the others' deliveries under
+		// way must finish, on the run's context, not be cut off.
+		halt atomic.Bool
 	)
-	defer cancel()
 	for range s.cfg.Webhooks.Concurrency {
 		worker := "herald-webhook-" + uuid.NewString()
 		wg.Go(func() {
-			for stop.Err() == nil && (until.IsZero() || time.Now().Before(until)) {
-				r, more := s.pushOne(stop, c, w, worker)
+			for ctx.Err() == nil && !halt.Load() && (until.IsZero() || time.Now().Before(until)) {
+				r, more := s.pushOne(ctx, c, w, worker)
 				mu.Lock()
 				rep.add(r)
 				mu.Unlock()
+				if r.Disabled > 0 || r.Errors > 0 {
+					halt.Store(true)
+				}
 				if !more {
-					cancel()
+					return
 				}
 			}
 		})
