@@ -47,7 +47,7 @@ func (s *Service) CreateDestination(ctx context.Context, p *auth.Principal, d Cr
 		return nil, err
 	}
 	if typ != leasestore.TypeDurableConsumer {
-		return nil, herr.New(herr.Malformed, "type must be %q", leasestore.TypeDurableConsumer)
+		return nil, herr.New(herr.Malformed, "type must be %q or %q", leasestore.TypeDurableConsumer, leasestore.TypeWebhook)
 	}
 	if err := groups.Validate("filter_groups"); err != nil {
 		return nil, err
@@ -129,15 +129,30 @@ func (s *Service) DeleteDestination(ctx context.Context, p *auth.Principal, id s
 		// The consumer is gone; a leftover subscription only costs storage.
 		s.cfg.Logger.WarnContext(ctx, "delete subscription failed", "subscription", c.Subscription, "err", err)
 	}
+	if c.Type == leasestore.TypeWebhook {
+		if err := s.cfg.Store.DeleteWebhook(ctx, id); err != nil {
+			// The consumer is gone, so nothing pushes to it; a leftover
+			// record only costs storage.
+			s.cfg.Logger.WarnContext(ctx, "delete webhook record failed", "destination", id, "err", err)
+		}
+	}
 	return nil
 }
 
-// SetPaused pauses or resumes a consumer.
+// SetPaused pauses or resumes a consumer. Resuming a webhook
+// destination also enables it again after its endpoint answered 410
+// Gone.
 func (s *Service) SetPaused(ctx context.Context, p *auth.Principal, id string, paused bool) (*leasestore.Consumer, error) {
 	if err := p.Require(auth.PermManageDestinations); err != nil {
 		return nil, err
 	}
-	return s.cfg.Store.SetPaused(ctx, id, paused)
+	c, err := s.cfg.Store.SetPaused(ctx, id, paused)
+	if err == nil && !paused && c.Type == leasestore.TypeWebhook {
+		if err := s.EnableWebhook(ctx, p, id); err != nil && herr.CodeOf(err) != herr.NotFound {
+			return nil, err
+		}
+	}
+	return c, err
 }
 
 // PullRequest is a pull as the REST layer parsed it.

@@ -85,6 +85,9 @@ type Config struct {
 	// is in progress waits for it before answering 409 with Retry-After
 	// (default DefaultIdempotencyWait, 1s; negative: not at all).
 	IdempotencyWait time.Duration
+	// Webhooks tunes webhook delivery (webhooks.go); the zero value
+	// reaches public https endpoints only.
+	Webhooks WebhookConfig
 	// Now defaults to time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -105,6 +108,8 @@ type Service struct {
 	// owners caches which consumer owns a broker subscription, for the
 	// events a full subscription refused (overflow.go).
 	owners subscriptionOwners
+	// hooks are the webhook HTTP clients, one per timeout.
+	hooks webhookClients
 }
 
 // New returns a Service.
@@ -134,6 +139,7 @@ func New(cfg Config) *Service {
 		cfg.IdempotencyWait = 0
 	}
 	cfg.Streams.setDefaults()
+	cfg.Webhooks.setDefaults()
 	return &Service{cfg: cfg, warnings: lograte.New(lograte.DefaultInterval)}
 }
 

@@ -126,7 +126,7 @@ func New(coll *docstore.Collection, opts Options) *Store {
 // the fields of Consumer that Pull hands PullParams.SourceFor.
 type ConsumerIdentity struct {
 	ID           string
-	Type         string // TypeDurableConsumer, TypeDurableQueue or TypeNonDurableQueue
+	Type         string // TypeDurableConsumer, TypeDurableQueue, TypeNonDurableQueue or TypeWebhook
 	Subscription string // broker subscription name
 	Filters      filter.Groups
 }
@@ -135,7 +135,7 @@ type ConsumerIdentity struct {
 // queue) as callers see it.
 type Consumer struct {
 	ID           string
-	Type         string // TypeDurableConsumer, TypeDurableQueue or TypeNonDurableQueue
+	Type         string // TypeDurableConsumer, TypeDurableQueue, TypeNonDurableQueue or TypeWebhook
 	Filters      filter.Groups
 	Subscription string // broker subscription name
 	Paused       bool

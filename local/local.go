@@ -153,9 +153,39 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	reapCtx, stopReaper := context.WithCancel(ctx)
 	reaped := make(chan struct{})
 	go func() { defer close(reaped); s.reap(reapCtx) }()
-	defer func() { stopReaper(); <-reaped }()
+	pushed := make(chan struct{})
+	go func() { defer close(pushed); s.push(reapCtx) }()
+	defer func() { stopReaper(); <-reaped; <-pushed }()
 	return app.Serve(ctx, ln, s.app.Handler(), app.ServeOptions{Grace: 10 * time.Second, PingInterval: s.app.Config().PingInterval(), Logger: s.cfg.Logger,
 		Conns: s.app.Config().ConnLimits()})
+}
+
+// PushInterval is how long the local adapter waits between webhook
+// pushes (the push-webhooks job) that found nothing to deliver; a push
+// that delivered something is followed by the next at once. The clouds
+// run the job every minute.
+const PushInterval = 500 * time.Millisecond
+
+// push runs the push-webhooks job continuously until ctx is done.
+func (s *Server) push(ctx context.Context) {
+	t := time.NewTimer(PushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := s.app.RunJob(ctx, jobs.PushWebhooks)
+		if err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("webhook push failed; it runs again", "err", err)
+		}
+		next := PushInterval
+		if res != nil && res.Delivered != nil && *res.Delivered > 0 {
+			next = 0
+		}
+		t.Reset(next)
+	}
 }
 
 // reap runs the idle-queue reaper (the reap-idle-queues job) every

@@ -440,6 +440,17 @@ func TestOpenAPILive(t *testing.T) {
 	require.Equal(t, "/v1/event-destinations/"+dest.ID, r.Header.Get("Location"))
 	destPath := "/v1/event-destinations/" + dest.ID
 	call(request{method: "GET", path: "/v1/event-destinations", status: 200})
+	// A webhook: its create answer (with the secret), get and rotation.
+	// Deleted at once, so that no push tries its host.
+	var hook struct {
+		ID string `json:"id"`
+	}
+	call(request{method: "POST", path: "/v1/event-destinations", body: map[string]any{"type": "WEBHOOK", "url": "https://hooks.example.com/oa", "timeout": 5, "max_batch": 2,
+		"filter_groups": group("oa.webhook")}, status: 201}).decode(t, &hook)
+	call(request{method: "GET", path: "/v1/event-destinations/" + hook.ID, status: 200})
+	call(request{method: "POST", path: "/v1/event-destinations/" + hook.ID + "/rotate-secret", status: 200})
+	call(request{method: "DELETE", path: "/v1/event-destinations/" + hook.ID, status: 204})
+	call(request{method: "POST", path: "/v1/event-destinations/" + hook.ID + "/rotate-secret", status: 404})
 	call(request{method: "GET", path: destPath, status: 200})
 	call(request{method: "PATCH", path: destPath, body: map[string]any{"retry_policy": nil}, status: 200})
 	r = call(request{method: "POST", path: destPath + "/pause", status: 200})

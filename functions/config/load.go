@@ -11,6 +11,7 @@ import (
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/auth/jwtauth"
 	"github.com/heraldevents/herald/internal/connlimit"
+	"github.com/heraldevents/herald/internal/safedial"
 )
 
 // Config is the parsed environment. Every field holds its value, not a
@@ -35,6 +36,12 @@ type Config struct {
 	// JWT configures the JWT verifier (the HERALD_JWT_* variables); none
 	// runs unless JWT.Issuer or JWT.JWKSURL is set (JWTEnabled).
 	JWT jwtauth.Config
+	// WebhookAllow is HERALD_WEBHOOK_ALLOW: the hosts and prefixes a
+	// webhook may reach past the address policy (package safedial).
+	WebhookAllow safedial.Policy
+	// WebhookConcurrency is HERALD_WEBHOOK_CONCURRENCY: deliveries in
+	// flight per webhook destination.
+	WebhookConcurrency int
 	// CORSOrigins is HERALD_CORS_ORIGINS: the browser origins allowed
 	// (nil for none; "*" for any).
 	CORSOrigins []string
@@ -234,6 +241,11 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 	}
 	c.loadJWT(get, val, fail)
 	c.loadTokens(get, fail)
+	if allow, err := safedial.ParseAllowList(get(EnvWebhookAllow)); err != nil {
+		fail(EnvWebhookAllow, "%v", err)
+	} else {
+		c.WebhookAllow = allow
+	}
 	c.CORSOrigins = list(get(EnvCORSOrigins))
 	for _, o := range c.CORSOrigins {
 		if err := checkOrigin(o); err != nil {

@@ -76,6 +76,10 @@ const (
 	// EnvConsole switches the web console (package functions/console)
 	// on or off where a process serves every route.
 	EnvConsole = "HERALD_CONSOLE"
+	// EnvWebhookAllow and EnvWebhookConcurrency configure webhook
+	// delivery (docs/webhooks.md).
+	EnvWebhookAllow       = "HERALD_WEBHOOK_ALLOW"
+	EnvWebhookConcurrency = "HERALD_WEBHOOK_CONCURRENCY"
 )
 
 // The standard OpenTelemetry variables every entrypoint honours. Package
@@ -255,6 +259,9 @@ var (
 	usesWS     = func(f Function) bool { return f == Websocket || f == All }
 	// usesLeases: functions that write leases (pulls and WebSocket streams).
 	usesLeases = func(f Function) bool { return f == Pull || f == Websocket || f == All }
+	// usesWebhooks: functions that check webhook URLs (destinations) or
+	// push to them (jobs).
+	usesWebhooks = func(f Function) bool { return f == Destinations || f == Jobs || f == All }
 	// usesCORS: functions that answer browsers over HTTP (the API Gateway
 	// WebSocket function answers API Gateway events only).
 	usesCORS = func(f Function) bool { return f != Websocket }
@@ -353,6 +360,13 @@ var vars = []Var{
 		Meaning:  "how long the reap-idle-queues job keeps a claim-check claim (an event too big for the broker, stored in the lease store); keep it at least the broker's message retention (SQS: 14 days = 336h) or a reference still queued finds its claim gone and is dropped (1h–8760h)",
 		profiles: allProfiles, uses: usesJobs,
 		field: duration("ClaimRetention", func(c *Config) *time.Duration { return &c.ClaimRetention }, MinClaimRetention, MaxClaimRetention)},
+	{Name: EnvWebhookAllow, Unit: "list",
+		Meaning:  "webhook endpoints opened past the address policy: comma-separated CIDR prefixes, addresses and host names (`127.0.0.1/32,localhost`) a webhook may reach although they are loopback, private or link-local, and over http; default none: public https endpoints only (see webhooks.md)",
+		profiles: allProfiles, uses: usesWebhooks},
+	{Name: EnvWebhookConcurrency, LocalDefault: strconv.Itoa(delivery.DefaultWebhookConcurrency), CloudDefault: strconv.Itoa(delivery.DefaultWebhookConcurrency), Unit: "deliveries",
+		Meaning:  "deliveries in flight per webhook destination during a push; 1 keeps each destination's deliveries in order (1–100)",
+		profiles: allProfiles, uses: usesJobs,
+		field: count("WebhookConcurrency", func(c *Config) *int { return &c.WebhookConcurrency }, 1, 100)},
 	{Name: EnvDeliveryLimit, LocalDefault: strconv.Itoa(DefaultDeliveryLimit), CloudDefault: strconv.Itoa(DefaultDeliveryLimit), Unit: "deliveries",
 		Meaning:  "an event whose lifetime delivery count would pass this is moved to the dead-letter queue instead of delivered again (1–1000)",
 		profiles: allProfiles, uses: usesStore,

@@ -8,6 +8,15 @@
 //	POST   /v1/event-destinations/{id}/pause   → 200 Destination
 //	POST   /v1/event-destinations/{id}/resume  → 200 Destination
 //	PATCH  /v1/event-destinations/{id}         {"retry_policy"?, "dead_letter_policy"?} → 200 Destination
+//	POST   /v1/event-destinations/{id}/rotate-secret  → 200 {"secret":"whsec_…"} (webhooks)
+//
+// A WEBHOOK destination is created with {"type":"WEBHOOK","url":"https://…",
+// "timeout"?: seconds 1–60 (15), "max_batch"?: 1–100 (1), "filter_groups"?, the
+// policies?}; its 201 answer carries "webhook" {url, timeout, max_batch,
+// disabled} and "secret", the signing secret, which no later answer shows
+// again (rotate-secret issues a new one, and the old one keeps signing
+// for 24 hours). A URL the address policy refuses is 422
+// (docs/webhooks.md). url, timeout and max_batch on another type are 400.
 //
 // Create and PATCH take the delivery policies (delivery.PolicyFields):
 // retry_policy {"minimum_backoff", "maximum_backoff"} in seconds and
@@ -63,6 +72,12 @@ type Destination struct {
 	// (delivery.Lag); absent when the broker cannot tell, or, in a
 	// listing, unless asked for with ?lag=true.
 	Lag *LagView `json:"lag,omitempty"`
+	// Webhook is a WEBHOOK destination's push configuration, in the
+	// answers of create and get (absent in a listing and for other
+	// types).
+	Webhook *WebhookView `json:"webhook,omitempty"`
+	// Secret is the signing secret, in the create answer only.
+	Secret string `json:"secret,omitempty"`
 }
 
 // LagView is the REST shape of delivery.Lag.
@@ -85,6 +100,21 @@ func withLag(d Destination, l *delivery.Lag) Destination {
 		d.Lag.OldestPublishedAt = &t
 	}
 	return d
+}
+
+// WebhookView is the REST shape of a webhook's configuration, without
+// its secrets.
+type WebhookView struct {
+	URL      string `json:"url"`
+	Timeout  int64  `json:"timeout"`
+	MaxBatch int    `json:"max_batch"`
+	// Disabled says why pushes stopped (the endpoint answered 410 Gone);
+	// absent while they go on. Resume enables the destination again.
+	Disabled string `json:"disabled,omitempty"`
+}
+
+func webhookView(w *leasestore.Webhook) *WebhookView {
+	return &WebhookView{URL: w.URL, Timeout: int64(w.Timeout / time.Second), MaxBatch: max(w.MaxBatch, 1), Disabled: w.Disabled}
 }
 
 // FromConsumer converts a stored consumer.
@@ -147,6 +177,10 @@ type createRequest struct {
 	Type         string        `json:"type"`
 	FilterGroups filter.Groups `json:"filter_groups"`
 	delivery.PolicyFields
+	// URL, Timeout (seconds) and MaxBatch are for WEBHOOK only.
+	URL      *string `json:"url"`
+	Timeout  *int64  `json:"timeout"`
+	MaxBatch *int    `json:"max_batch"`
 }
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
@@ -158,12 +192,63 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p *auth.Princip
 	if err != nil {
 		return httpx.Answer{}, err
 	}
+	if req.Type == leasestore.TypeWebhook {
+		return h.createWebhook(w, r, p, req, pol)
+	}
+	if req.URL != nil || req.Timeout != nil || req.MaxBatch != nil {
+		return httpx.Answer{}, herr.New(herr.Malformed, "url, timeout and max_batch are only for destinations of type %s", leasestore.TypeWebhook)
+	}
 	c, err := h.Service.CreateDestination(r.Context(), p, delivery.CreateDestinationParams{Type: req.Type, FilterGroups: req.FilterGroups, Policies: pol})
 	if err != nil {
 		return httpx.Answer{}, err
 	}
 	w.Header().Set("Location", "/v1/event-destinations/"+c.ID)
 	return httpx.Answer{Status: http.StatusCreated, Body: FromConsumer(c)}, nil
+}
+
+func (h *Handler) createWebhook(w http.ResponseWriter, r *http.Request, p *auth.Principal, req createRequest, pol leasestore.Policies) (httpx.Answer, error) {
+	if req.URL == nil {
+		return httpx.Answer{}, herr.New(herr.Malformed, "a %s destination needs a url", leasestore.TypeWebhook)
+	}
+	d := delivery.CreateWebhookParams{URL: *req.URL, FilterGroups: req.FilterGroups, Policies: pol}
+	if req.Timeout != nil {
+		if *req.Timeout < 1 || *req.Timeout > int64(delivery.MaxWebhookTimeout/time.Second) {
+			return httpx.Answer{}, herr.New(herr.InvalidArgument, "timeout must be between 1 and %d seconds", int(delivery.MaxWebhookTimeout/time.Second))
+		}
+		d.Timeout = time.Duration(*req.Timeout) * time.Second
+	}
+	if req.MaxBatch != nil {
+		if *req.MaxBatch < 1 {
+			return httpx.Answer{}, herr.New(herr.InvalidArgument, "max_batch must be between 1 and %d", delivery.MaxWebhookBatch)
+		}
+		d.MaxBatch = *req.MaxBatch
+	}
+	c, err := h.Service.CreateWebhook(r.Context(), p, d)
+	if err != nil {
+		return httpx.Answer{}, err
+	}
+	w.Header().Set("Location", "/v1/event-destinations/"+c.Consumer.ID)
+	out := FromConsumer(c.Consumer)
+	out.Webhook, out.Secret = webhookView(c.Webhook), c.Secret
+	return httpx.Answer{Status: http.StatusCreated, Body: out}, nil
+}
+
+// RotateSecret serves POST /v1/event-destinations/{id}/rotate-secret.
+func (h *Handler) RotateSecret(w http.ResponseWriter, r *http.Request) {
+	httpx.Endpoint(h.rotateSecret)(w, r)
+}
+
+func (h *Handler) rotateSecret(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
+	var secret string
+	_, err := pathID(r, func(id string) (*leasestore.Consumer, error) {
+		var err error
+		secret, err = h.Service.RotateWebhookSecret(r.Context(), p, id, 0)
+		return nil, err
+	})
+	if err != nil {
+		return httpx.Answer{}, err
+	}
+	return httpx.Answer{Status: http.StatusOK, Body: map[string]string{"secret": secret}}, nil
 }
 
 func (h *Handler) list(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
@@ -200,7 +285,15 @@ func (h *Handler) get(_ http.ResponseWriter, r *http.Request, p *auth.Principal)
 	if err != nil {
 		return httpx.Answer{}, err
 	}
-	return httpx.Answer{Status: http.StatusOK, Body: withLag(FromConsumer(c), h.Service.Lags(r.Context(), []*leasestore.Consumer{c})[0])}, nil
+	out := withLag(FromConsumer(c), h.Service.Lags(r.Context(), []*leasestore.Consumer{c})[0])
+	if c.Type == leasestore.TypeWebhook {
+		wh, err := h.Service.GetWebhook(r.Context(), p, c.ID)
+		if err != nil {
+			return httpx.Answer{}, err
+		}
+		out.Webhook = webhookView(wh)
+	}
+	return httpx.Answer{Status: http.StatusOK, Body: out}, nil
 }
 
 func (h *Handler) delete(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {

@@ -30,12 +30,13 @@ func handler(t *testing.T) func(method, target, token, body string) answer {
 	h := &destinations.Handler{Service: inmem.New(t, inmem.Options{}).Service}
 	mux := http.NewServeMux()
 	for pattern, fn := range map[string]http.HandlerFunc{
-		"POST /v1/event-destinations":             h.Create,
-		"GET /v1/event-destinations":              h.List,
-		"GET /v1/event-destinations/{id}":         h.Get,
-		"DELETE /v1/event-destinations/{id}":      h.Delete,
-		"POST /v1/event-destinations/{id}/pause":  h.Pause,
-		"POST /v1/event-destinations/{id}/resume": h.Resume,
+		"POST /v1/event-destinations":                    h.Create,
+		"GET /v1/event-destinations":                     h.List,
+		"GET /v1/event-destinations/{id}":                h.Get,
+		"DELETE /v1/event-destinations/{id}":             h.Delete,
+		"POST /v1/event-destinations/{id}/pause":         h.Pause,
+		"POST /v1/event-destinations/{id}/resume":        h.Resume,
+		"POST /v1/event-destinations/{id}/rotate-secret": h.RotateSecret,
 	} {
 		mux.Handle(pattern, fn)
 	}
@@ -125,4 +126,45 @@ func TestPreamble(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, do("POST", "/v1/event-destinations", "admin", `{"type":"DURABLE_CONSUMER","x":1}`).code)
 	require.Equal(t, http.StatusBadRequest, do("POST", "/v1/event-destinations", "admin", `{"type":"FIREHOSE"}`).code)
 	require.Equal(t, http.StatusUnprocessableEntity, do("POST", "/v1/event-destinations", "admin", `{"type":"DURABLE_CONSUMER","filter_groups":[{"event_type":""}]}`).code)
+}
+
+// TestWebhookDestination: a WEBHOOK is created with its url (201 with the
+// webhook's configuration and the secret), shown by get without the
+// secret, rotated (a new secret); a refused url is 422, webhook members
+// on another type 400, a webhook without url 400, rotating a durable
+// consumer 404; a pull-only principal may do none of it.
+func TestWebhookDestination(t *testing.T) {
+	t.Parallel()
+	do := handler(t)
+	a := do("POST", "/v1/event-destinations", "admin", `{"type":"WEBHOOK","url":"https://hooks.example.com/in?k=v","timeout":5,"max_batch":20}`)
+	require.Equal(t, http.StatusCreated, a.code, a.body)
+	secret, _ := a.body["secret"].(string)
+	require.True(t, strings.HasPrefix(secret, "whsec_"), a.body)
+	require.Equal(t, "WEBHOOK", a.body["type"])
+	require.Equal(t, map[string]any{"url": "https://hooks.example.com/in?k=v", "timeout": 5.0, "max_batch": 20.0}, a.body["webhook"])
+	id := a.body["id"].(string)
+
+	g := do("GET", "/v1/event-destinations/"+id, "admin", "")
+	require.Equal(t, http.StatusOK, g.code)
+	require.NotContains(t, g.body, "secret")
+	require.Equal(t, a.body["webhook"], g.body["webhook"])
+
+	r := do("POST", "/v1/event-destinations/"+id+"/rotate-secret", "admin", "")
+	require.Equal(t, http.StatusOK, r.code, r.body)
+	require.True(t, strings.HasPrefix(r.body["secret"].(string), "whsec_"))
+	require.NotEqual(t, secret, r.body["secret"])
+
+	for body, code := range map[string]int{
+		`{"type":"WEBHOOK","url":"https://169.254.169.254/latest"}`:  http.StatusUnprocessableEntity,
+		`{"type":"WEBHOOK","url":"http://hooks.example.com/"}`:       http.StatusUnprocessableEntity,
+		`{"type":"WEBHOOK","url":"https://x.example","timeout":61}`:  http.StatusUnprocessableEntity,
+		`{"type":"WEBHOOK","url":"https://x.example","max_batch":0}`: http.StatusUnprocessableEntity,
+		`{"type":"WEBHOOK"}`: http.StatusBadRequest,
+		`{"type":"DURABLE_CONSUMER","url":"https://x.example"}`: http.StatusBadRequest,
+	} {
+		require.Equal(t, code, do("POST", "/v1/event-destinations", "admin", body).code, body)
+	}
+	dc := do("POST", "/v1/event-destinations", "admin", `{"type":"DURABLE_CONSUMER"}`)
+	require.Equal(t, http.StatusNotFound, do("POST", "/v1/event-destinations/"+dc.body["id"].(string)+"/rotate-secret", "admin", "").code)
+	require.Equal(t, http.StatusForbidden, do("POST", "/v1/event-destinations/"+id+"/rotate-secret", "reader", "").code)
 }

@@ -2,6 +2,7 @@
 // Lambda schedule and Cloud Scheduler all call the same way:
 //
 //	POST /v1/jobs/lease-expiry      → 200 {"job":"lease-expiry","consumers":3,"requeued_leases":1,"requeued_events":20,"failed":0}
+//	POST /v1/jobs/push-webhooks     → 200 {"job":"push-webhooks","consumers":2,"requeued_leases":0,"requeued_events":0,"failed":0,"delivered":14,"delivered_events":14,"failed_deliveries":1,"disabled_webhooks":0}
 //	POST /v1/jobs/reap-idle-queues  → 200 {"job":"reap-idle-queues","consumers":0,"requeued_leases":0,"requeued_events":0,"failed":0,"reaped_queues":2,"reaped_connections":0,"reaped_claims":1,"taken_in":8,"maxlen_dead_letters":3}
 //
 // reap-idle-queues deletes the non-durable queues whose last stream left
@@ -24,6 +25,15 @@
 // The local adapter runs it every HERALD_REAP_INTERVAL; the clouds on a
 // schedule.
 //
+// push-webhooks POSTs the due events of every webhook destination
+// (delivery.Service.PushWebhooks) until each is caught up or the request
+// ends: consumers counts the destinations pushed to, delivered the
+// deliveries answered 2xx (delivered_events their events),
+// failed_deliveries the attempts that failed and wait for their retry,
+// disabled_webhooks the destinations disabled by a 410 Gone, failed the
+// destinations the run could not serve. The clouds run it every minute
+// and the local adapter continuously (docs/webhooks.md).
+//
 // The HTTP form needs a token with the run:jobs permission (Cloud
 // Scheduler sends one). On AWS, EventBridge Scheduler invokes the jobs
 // Lambda directly with {"job":"lease-expiry"}; IAM decides who may invoke
@@ -38,6 +48,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
@@ -53,8 +65,19 @@ const LeaseExpiry = "lease-expiry"
 // (delivery.Service.ReapIdleQueues).
 const ReapIdleQueues = "reap-idle-queues"
 
+// PushWebhooks names the webhook push (delivery.Service.PushWebhooks).
+const PushWebhooks = "push-webhooks"
+
+// PushBudget is how long one push-webhooks run starts new deliveries:
+// the clouds run it every minute, and a run must end (its last
+// deliveries, up to a destination's 60-second maximum timeout, included)
+// inside the jobs function's 60-second Lambda timeout only when no
+// delivery hangs; a delivery cut off by the platform is retried after its
+// lease expires.
+const PushBudget = 40 * time.Second
+
 // Names lists every job, for documentation and schedules.
-func Names() []string { return []string{LeaseExpiry, ReapIdleQueues} }
+func Names() []string { return []string{LeaseExpiry, ReapIdleQueues, PushWebhooks} }
 
 // SchedulerPrincipal is who a job runs as when a platform scheduler
 // invokes the jobs function directly, without a token (a Lambda on an
@@ -84,6 +107,12 @@ type Result struct {
 	// dead-lettered with reason MAXLEN, the oldest past a queue's maximum
 	// length.
 	MaxLenDeadLetters *int `json:"maxlen_dead_letters,omitempty"`
+	// Delivered, DeliveredEvents, FailedDeliveries and DisabledWebhooks
+	// are set by push-webhooks only (delivery.PushReport).
+	Delivered        *int `json:"delivered,omitempty"`
+	DeliveredEvents  *int `json:"delivered_events,omitempty"`
+	FailedDeliveries *int `json:"failed_deliveries,omitempty"`
+	DisabledWebhooks *int `json:"disabled_webhooks,omitempty"`
 }
 
 // ConnectionCloser removes the connection records of the API Gateway
@@ -133,8 +162,17 @@ func Run(ctx context.Context, svc *delivery.Service, p *auth.Principal, name str
 			Job: name, Failed: rep.Failed + rep.Intake.Failed, ReapedQueues: &rep.Queues, ReapedConnections: &conns, ReapedClaims: &rep.Claims,
 			TakenIn: &rep.Intake.TakenIn, MaxLenDeadLetters: &rep.Intake.Evicted,
 		}, errors.Join(err, cerr)
+	case PushWebhooks:
+		rep, err := svc.PushWebhooks(ctx, p, PushBudget)
+		if rep == nil {
+			return nil, err
+		}
+		return &Result{
+			Job: name, Consumers: rep.Destinations, Failed: rep.Errors,
+			Delivered: &rep.Delivered, DeliveredEvents: &rep.Events, FailedDeliveries: &rep.Failed, DisabledWebhooks: &rep.Disabled,
+		}, err
 	default:
-		return nil, herr.New(herr.NotFound, "no such job %q (known: %s, %s)", name, LeaseExpiry, ReapIdleQueues)
+		return nil, herr.New(herr.NotFound, "no such job %q (known: %s)", name, strings.Join(Names(), ", "))
 	}
 }
 

@@ -44,6 +44,8 @@ var (
 	// jwtPattern is a JWS in compact serialization with JSON header and
 	// payload.
 	jwtPattern = regexp.MustCompile(`eyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`)
+	// whsecPattern is a webhook signing secret (package internal/whsign).
+	whsecPattern = regexp.MustCompile(`whsec_[A-Za-z0-9+/]{8,}={0,2}`)
 )
 
 // Checker remembers the log records that hold a credential. Its methods
@@ -186,6 +188,8 @@ func (c *Checker) look(msg, where, text string) {
 		what = "a reconnect token"
 	case jwtPattern.MatchString(text):
 		what = "a JWT"
+	case whsecPattern.MatchString(text):
+		what = "a webhook signing secret"
 	default:
 		c.mu.Lock()
 		for _, s := range c.secrets {
@@ -212,6 +216,7 @@ func (c *Checker) look(msg, where, text string) {
 func (c *Checker) scrub(s string) string {
 	s = tokenPattern.ReplaceAllString(s, "[reconnect token]")
 	s = jwtPattern.ReplaceAllString(s, "[jwt]")
+	s = whsecPattern.ReplaceAllString(s, "[webhook secret]")
 	for _, secret := range c.secrets {
 		s = strings.ReplaceAll(s, secret, "[secret]")
 	}

@@ -55,3 +55,17 @@ type fakeT struct {
 
 func (f *fakeT) Helper()               {}
 func (f *fakeT) Errorf(string, ...any) { f.errors++ }
+
+// TestWebhookSecret: a webhook signing secret in a record is a leak, and
+// the report does not quote it.
+func TestWebhookSecret(t *testing.T) {
+	t.Parallel()
+	c := logcheck.New()
+	log := slog.New(c.Handler(slog.NewTextHandler(io.Discard, nil)))
+	log.Info("fine", "secret", "whsec_…")
+	require.Empty(t, c.Leaks())
+	log.Info("rotated", "secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	require.Len(t, c.Leaks(), 1)
+	require.Contains(t, c.Leaks()[0], "webhook signing secret")
+	require.NotContains(t, c.Leaks()[0], "MfKQ9r8G")
+}

@@ -1,6 +1,6 @@
 // Package logredact keeps credentials that Herald recognizes by their
 // shape out of its logs: the reconnect tokens it issues for non-durable
-// queues and JWTs. It is the last line of defence behind the rule that no
+// queues, JWTs, and webhook signing secrets. It is the last line of defence behind the rule that no
 // log line quotes a token: a handler logs a route pattern, never the raw
 // path (functions/accesslog), and package delivery names a non-durable
 // queue by a prefix (delivery.RedactQueue); but the store's and the
@@ -35,7 +35,13 @@ var (
 	// jwtPattern is a JWS in compact serialization whose header and
 	// payload are JSON objects: both start with `{"`, "eyJ" in base64url.
 	jwtPattern = regexp.MustCompile(`eyJ[A-Za-z0-9_-]*\.eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*`)
+	// secretPattern is a webhook signing secret as Herald issues them
+	// (package internal/whsign): "whsec_" and standard base64.
+	secretPattern = regexp.MustCompile(`whsec_[A-Za-z0-9+/]{8,}={0,2}`)
 )
+
+// SecretRedacted replaces a webhook signing secret in a log line.
+const SecretRedacted = "whsec_[redacted]"
 
 // IsToken reports whether s is, as a whole, a reconnect token of the
 // shape Herald issues.
@@ -44,19 +50,21 @@ func IsToken(s string) bool {
 }
 
 // String returns s with every reconnect token cut to its first Kept
-// characters and "…", and every JWT replaced by "[jwt]".
+// characters and "…", every JWT replaced by "[jwt]" and every webhook
+// signing secret by SecretRedacted.
 func String(s string) string {
 	if !needs(s) {
 		return s
 	}
 	s = tokenPattern.ReplaceAllStringFunc(s, func(t string) string { return t[:Kept] + "…" })
-	return jwtPattern.ReplaceAllString(s, "[jwt]")
+	s = jwtPattern.ReplaceAllString(s, "[jwt]")
+	return secretPattern.ReplaceAllString(s, SecretRedacted)
 }
 
 // needs is the cheap test String makes first: most log text holds
 // neither marker.
 func needs(s string) bool {
-	return strings.Contains(s, TokenPrefix) || strings.Contains(s, "eyJ")
+	return strings.Contains(s, TokenPrefix) || strings.Contains(s, "eyJ") || strings.Contains(s, "whsec_")
 }
 
 // Handler returns h behind a filter that passes every record's message and

@@ -62,3 +62,17 @@ func TestHandler(t *testing.T) {
 	slog.New(logredact.Handler(slog.NewJSONHandler(&buf, nil))).Info("ok", "n", 2, "m", map[string]int{"a": 1})
 	require.Contains(t, buf.String(), `"m":{"a":1}`)
 }
+
+// TestSecret: a webhook signing secret is replaced wherever it appears in
+// a line, in a message or an attribute; the prefix alone is left.
+func TestSecret(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	require.Equal(t, "key "+logredact.SecretRedacted+" end", logredact.String("key "+secret+" end"))
+	require.Equal(t, "whsec_… whsec_", logredact.String("whsec_… whsec_"))
+	var buf bytes.Buffer
+	log := slog.New(logredact.Handler(slog.NewTextHandler(&buf, nil)))
+	log.Info("rotated "+secret, "secret", secret, "err", errors.New("bad "+secret))
+	require.NotContains(t, buf.String(), "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	require.Equal(t, 3, strings.Count(buf.String(), logredact.SecretRedacted), buf.String())
+}

@@ -93,6 +93,7 @@ var conformanceCases = concat(
 	reapCases,
 	connectionCases,
 	claimCases,
+	webhookCases,
 	randomCases,
 	layoutCases,
 	controlCases,

@@ -322,3 +322,24 @@ resource "google_cloud_scheduler_job" "reap_idle_queues" {
     }
   }
 }
+
+# The webhook push. A schedule rather than Pub/Sub push subscriptions: a
+# push subscription per webhook destination would be made at run time
+# and deliver without Herald's leases; a run reads every destination and
+# keeps all delivery state in the lease store, so runs share the work.
+resource "google_cloud_scheduler_job" "push_webhooks" {
+  project          = var.project_id
+  region           = var.region
+  name             = "${var.name}-push-webhooks"
+  schedule         = var.push_webhooks_schedule
+  time_zone        = "Etc/UTC"
+  attempt_deadline = "120s"
+
+  http_target {
+    http_method = "POST"
+    uri         = "${google_cloud_run_v2_service.herald.uri}/v1/jobs/push-webhooks"
+    headers = {
+      Authorization = "Bearer ${var.jobs_token}"
+    }
+  }
+}

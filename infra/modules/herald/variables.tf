@@ -91,6 +91,12 @@ variable "reap_idle_queues_schedule" {
   default     = "* * * * *"
 }
 
+variable "push_webhooks_schedule" {
+  description = "Cron schedule of the push-webhooks job, which POSTs the due events of every webhook destination (Cloud Scheduler syntax)."
+  type        = string
+  default     = "* * * * *"
+}
+
 variable "min_instances" {
   description = "Minimum Cloud Run instances (0 scales to zero)."
   type        = number

@@ -1,0 +1,610 @@
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/cloudevent"
+	"github.com/heraldevents/herald/filter"
+	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/safedial"
+	"github.com/heraldevents/herald/internal/whsign"
+	"github.com/heraldevents/herald/leasestore"
+)
+
+// Webhook limits and defaults (docs/webhooks.md).
+const (
+	// DefaultWebhookTimeout bounds one delivery attempt, from connect to
+	// the answer's status line.
+	DefaultWebhookTimeout = 15 * time.Second
+	// MinWebhookTimeout and MaxWebhookTimeout bound a destination's own
+	// timeout.
+	MinWebhookTimeout = time.Second
+	MaxWebhookTimeout = 60 * time.Second
+	// MaxWebhookBatch bounds max_batch, the events of one delivery.
+	MaxWebhookBatch = 100
+	// DefaultWebhookConcurrency is WebhookConfig.Concurrency's default:
+	// deliveries in flight per destination.
+	DefaultWebhookConcurrency = 10
+	// DefaultSecretOverlap is how long a rotated-out secret keeps signing.
+	DefaultSecretOverlap = 24 * time.Hour
+	// webhookDrain is the most bytes of an answer read (and dropped), so
+	// that the connection can be reused without a receiver holding the
+	// worker with an endless body.
+	webhookDrain = 64 << 10
+)
+
+// DefaultWebhookSchedule is the wait after each failed delivery attempt,
+// the schedule Svix documents: attempts at once, then 5 s, 5 min, 30 min,
+// 2 h, 5 h, 10 h and 10 h later, 8 in all. Each wait is stretched by up to
+// a tenth at random (jitter), so that deliveries failed together do not
+// all come back at once. A destination with a retry_policy uses that
+// policy's backoff instead; one with a dead_letter_policy makes that many
+// attempts (past the schedule's end the last wait repeats).
+var DefaultWebhookSchedule = []time.Duration{
+	5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour,
+}
+
+// WebhookConfig tunes webhook delivery. The zero value delivers to public
+// addresses only, on DefaultWebhookSchedule.
+type WebhookConfig struct {
+	// Policy decides which addresses a webhook may reach
+	// (HERALD_WEBHOOK_ALLOW; see package safedial). The zero Policy
+	// allows public addresses only, over https.
+	Policy safedial.Policy
+	// Transport, when set, adjusts the HTTP transport (a test trusts its
+	// receiver's CA); see safedial.ClientOptions.
+	Transport func(*http.Transport)
+	// Schedule replaces DefaultWebhookSchedule (tests).
+	Schedule []time.Duration
+	// Concurrency is how many deliveries one push runs at once per
+	// destination (HERALD_WEBHOOK_CONCURRENCY; default
+	// DefaultWebhookConcurrency). Deliveries of one destination are then
+	// not in order; 1 keeps them in order.
+	Concurrency int
+}
+
+func (c *WebhookConfig) setDefaults() {
+	if len(c.Schedule) == 0 {
+		c.Schedule = DefaultWebhookSchedule
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultWebhookConcurrency
+	}
+}
+
+// webhookClients holds one HTTP client per timeout, built on first use:
+// a client's connection pool is what makes repeated deliveries cheap.
+type webhookClients struct {
+	mu sync.Mutex
+	m  map[time.Duration]*http.Client
+}
+
+func (s *Service) webhookClient(timeout time.Duration) *http.Client {
+	s.hooks.mu.Lock()
+	defer s.hooks.mu.Unlock()
+	if c := s.hooks.m[timeout]; c != nil {
+		return c
+	}
+	if s.hooks.m == nil {
+		s.hooks.m = map[time.Duration]*http.Client{}
+	}
+	c := s.cfg.Webhooks.Policy.Client(safedial.ClientOptions{Timeout: timeout, Transport: s.cfg.Webhooks.Transport})
+	s.hooks.m[timeout] = c
+	return c
+}
+
+// CreateWebhookParams is what CreateWebhook is asked for.
+type CreateWebhookParams struct {
+	// URL is the endpoint: https (http only for an allow-listed host), no
+	// user information or fragment, and not an address of a refused kind
+	// (herr.InvalidArgument otherwise, see package safedial).
+	URL string
+	// FilterGroups select the events (none = every event).
+	FilterGroups filter.Groups
+	// Policies are the delivery policies: retry_policy replaces the
+	// schedule, dead_letter_policy the number of attempts (default 8).
+	Policies leasestore.Policies
+	// Timeout bounds each attempt: MinWebhookTimeout–MaxWebhookTimeout;
+	// 0 is DefaultWebhookTimeout.
+	Timeout time.Duration
+	// MaxBatch is the most events per request, 1–MaxWebhookBatch; 0 or
+	// 1 sends each event alone.
+	MaxBatch int
+}
+
+// CreatedWebhook is CreateWebhook's answer.
+type CreatedWebhook struct {
+	Consumer *leasestore.Consumer
+	Webhook  *leasestore.Webhook
+	// Secret is the signing secret, "whsec_…". It is shown to the caller
+	// this once: GetWebhook does not return it.
+	Secret string
+}
+
+// CreateWebhook creates a webhook destination: a consumer of type
+// leasestore.TypeWebhook at the head of the stream (its subscription
+// first, as CreateDestination), then its webhook record with a new
+// signing secret. A failure undoes what was made.
+func (s *Service) CreateWebhook(ctx context.Context, p *auth.Principal, d CreateWebhookParams) (*CreatedWebhook, error) {
+	if err := p.Require(auth.PermManageDestinations); err != nil {
+		return nil, err
+	}
+	if err := s.checkWebhookURL(d.URL); err != nil {
+		return nil, err
+	}
+	if err := d.FilterGroups.Validate("filter_groups"); err != nil {
+		return nil, err
+	}
+	if d.Timeout == 0 {
+		d.Timeout = DefaultWebhookTimeout
+	}
+	if d.Timeout < MinWebhookTimeout || d.Timeout > MaxWebhookTimeout {
+		return nil, herr.New(herr.InvalidArgument, "timeout must be between %d and %d seconds", int(MinWebhookTimeout/time.Second), int(MaxWebhookTimeout/time.Second))
+	}
+	if d.MaxBatch < 0 || d.MaxBatch > MaxWebhookBatch {
+		return nil, herr.New(herr.InvalidArgument, "max_batch must be between 1 and %d", MaxWebhookBatch)
+	}
+	pol := d.Policies
+	if err := pol.Validate(); err != nil {
+		return nil, err
+	}
+	if pol.AckTimeout != 0 {
+		return nil, herr.New(herr.Malformed, "ack_timeout is only for durable queues")
+	}
+	if pol.MaxDeliveryAttempts == 0 {
+		pol.MaxDeliveryAttempts = len(s.cfg.Webhooks.Schedule) + 1
+	}
+	id := uuid.NewString()
+	sub := "herald-wh-" + id
+	if err := s.cfg.Broker.CreateSubscription(ctx, sub, d.FilterGroups); err != nil {
+		return nil, brokerErr(err)
+	}
+	undo := context.WithoutCancel(ctx)
+	c, err := s.cfg.Store.CreateConsumer(ctx, leasestore.Consumer{
+		ID: id, Type: leasestore.TypeWebhook, Filters: d.FilterGroups, Subscription: sub, CreatedAt: s.cfg.Now(), Policies: pol,
+	})
+	if err != nil {
+		_ = s.cfg.Broker.DeleteSubscription(undo, sub)
+		return nil, err
+	}
+	secret := whsign.NewSecret().Reveal()
+	w, err := s.cfg.Store.CreateWebhook(ctx, leasestore.Webhook{
+		Consumer: id, URL: d.URL, Secrets: []leasestore.WebhookSecret{{Secret: secret}}, Timeout: d.Timeout, MaxBatch: max(d.MaxBatch, 1),
+	})
+	if err != nil {
+		_ = s.DeleteDestination(undo, p, id)
+		return nil, err
+	}
+	return &CreatedWebhook{Consumer: c, Webhook: w, Secret: secret}, nil
+}
+
+// checkWebhookURL applies the address policy to a URL before any lookup.
+func (s *Service) checkWebhookURL(raw string) error {
+	if len(raw) > leasestore.MaxWebhookURLLength {
+		return herr.New(herr.InvalidArgument, "url must be at most %d bytes", leasestore.MaxWebhookURLLength)
+	}
+	if _, err := s.cfg.Webhooks.Policy.CheckURL(raw); err != nil {
+		return herr.New(herr.InvalidArgument, "url: %s", err.Error())
+	}
+	return nil
+}
+
+// GetWebhook returns destination id's webhook record, its secrets
+// cleared (they are shown once, at creation and rotation).
+// herr.NotFound when id has none.
+func (s *Service) GetWebhook(ctx context.Context, p *auth.Principal, id string) (*leasestore.Webhook, error) {
+	if err := p.Require(auth.PermManageDestinations); err != nil {
+		return nil, err
+	}
+	w, err := s.cfg.Store.GetWebhook(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	w.Secrets = nil
+	return w, nil
+}
+
+// RotateWebhookSecret gives destination id a new signing secret and
+// returns it (shown this once). The secret it replaces keeps signing,
+// beside the new one, for overlap (0 = DefaultSecretOverlap; at most a
+// week), so receivers can move to the new one without missing a delivery;
+// older secrets past their expiry are dropped. herr.NotFound for a
+// destination without a webhook.
+func (s *Service) RotateWebhookSecret(ctx context.Context, p *auth.Principal, id string, overlap time.Duration) (string, error) {
+	if err := p.Require(auth.PermManageDestinations); err != nil {
+		return "", err
+	}
+	if overlap == 0 {
+		overlap = DefaultSecretOverlap
+	}
+	if overlap < 0 || overlap > 7*24*time.Hour {
+		return "", herr.New(herr.InvalidArgument, "the old secret's overlap must be between 0 and 168 hours")
+	}
+	secret := whsign.NewSecret().Reveal()
+	now := s.cfg.Now()
+	_, err := s.cfg.Store.UpdateWebhook(ctx, id, func(w *leasestore.Webhook) error {
+		keep := []leasestore.WebhookSecret{{Secret: secret}}
+		for i, old := range w.Secrets {
+			if i == 0 {
+				old.ExpiresAt = now.Add(overlap)
+			} else if !old.ExpiresAt.After(now) {
+				continue
+			}
+			if len(keep) < leasestore.MaxWebhookSecrets {
+				keep = append(keep, old)
+			}
+		}
+		w.Secrets = keep
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return secret, nil
+}
+
+// EnableWebhook clears a webhook's disabled state (set when its endpoint
+// answered 410 Gone), so that pushes to it start again.
+func (s *Service) EnableWebhook(ctx context.Context, p *auth.Principal, id string) error {
+	if err := p.Require(auth.PermManageDestinations); err != nil {
+		return err
+	}
+	_, err := s.cfg.Store.UpdateWebhook(ctx, id, func(w *leasestore.Webhook) error {
+		w.Disabled = ""
+		return nil
+	})
+	return err
+}
+
+// PushReport is what one push run did.
+type PushReport struct {
+	// Destinations counts the webhook destinations pushed to (not
+	// paused, not disabled).
+	Destinations int
+	// Delivered counts the deliveries answered 2xx and committed; Events
+	// the events they carried.
+	Delivered int
+	Events    int
+	// Failed counts the attempts that failed (an answer other than 2xx, a
+	// timeout, a refused or failed connection); their leases wait for
+	// their retry.
+	Failed int
+	// Disabled counts the destinations disabled by a 410 Gone.
+	Disabled int
+	// Errors counts destinations the run could not serve (the store or
+	// the broker failed); the next run tries them again.
+	Errors int
+}
+
+// PushWebhooks runs one push: every webhook destination that is not
+// paused or disabled gets its due events POSTed, up to
+// WebhookConfig.Concurrency deliveries at once per destination and all
+// destinations at once, until each is caught up (its next events are
+// waiting for a retry, or there are none) or ctx ends. It is the job that
+// Lambda and Cloud Run run on a schedule and that the local adapter runs
+// continuously; runs in several processes share the work through the
+// lease store (each delivery is a lease), and one that crashes leaves its
+// leases to expire and be delivered again (at least once; webhook-id
+// lets receivers drop the duplicate). With a positive budget no new
+// delivery starts once budget has passed since the call (those under way
+// finish), so a scheduled run ends before the next one starts. The
+// caller needs run:jobs.
+func (s *Service) PushWebhooks(ctx context.Context, p *auth.Principal, budget time.Duration) (*PushReport, error) {
+	if err := p.Require(auth.PermRunJobs); err != nil {
+		return nil, err
+	}
+	cs, err := s.cfg.Store.ListConsumers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		mu  sync.Mutex
+		rep PushReport
+		wg  sync.WaitGroup
+		// The budget is wall-clock time, whatever Config.Now says.
+		until time.Time
+	)
+	if budget > 0 {
+		until = time.Now().Add(budget)
+	}
+	for _, c := range cs {
+		if c.Type != leasestore.TypeWebhook || c.Paused {
+			continue
+		}
+		wg.Go(func() {
+			r := s.pushDestination(ctx, c, until)
+			mu.Lock()
+			defer mu.Unlock()
+			rep.add(r)
+		})
+	}
+	wg.Wait()
+	if rep.Errors > 0 {
+		return &rep, herr.New(herr.Unavailable, "the push could not serve %d webhook destinations; retry", rep.Errors)
+	}
+	return &rep, ctx.Err()
+}
+
+func (r *PushReport) add(o PushReport) {
+	r.Destinations += o.Destinations
+	r.Delivered += o.Delivered
+	r.Events += o.Events
+	r.Failed += o.Failed
+	r.Disabled += o.Disabled
+	r.Errors += o.Errors
+}
+
+// pushDestination drains one destination with Concurrency workers.
+func (s *Service) pushDestination(ctx context.Context, c *leasestore.Consumer, until time.Time) PushReport {
+	w, err := s.cfg.Store.GetWebhook(ctx, c.ID)
+	switch {
+	case herr.CodeOf(err) == herr.NotFound:
+		return PushReport{} // being created or deleted
+	case err != nil:
+		s.cfg.Logger.WarnContext(ctx, "webhook push: read failed", "destination", c.ID, "err", err)
+		return PushReport{Errors: 1}
+	case w.Disabled != "":
+		return PushReport{}
+	}
+	rep := PushReport{Destinations: 1}
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+		// halt stops every worker of the destination from taking more
+		// once one finds it disabled or failing to be read. A worker that
+		// finds it caught up stops alone: the others' deliveries under
+		// way must finish, on the run's context, not be cut off.
+		halt atomic.Bool
+	)
+	for range s.cfg.Webhooks.Concurrency {
+		worker := "herald-webhook-" + uuid.NewString()
+		wg.Go(func() {
+			for ctx.Err() == nil && !halt.Load() && (until.IsZero() || time.Now().Before(until)) {
+				r, more := s.pushOne(ctx, c, w, worker)
+				mu.Lock()
+				rep.add(r)
+				mu.Unlock()
+				if r.Disabled > 0 || r.Errors > 0 {
+					halt.Store(true)
+				}
+				if !more {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return rep
+}
+
+// pushOne takes one lease of c's events and delivers it. more is false
+// when the destination is caught up or must not be pushed to now.
+func (s *Service) pushOne(ctx context.Context, c *leasestore.Consumer, w *leasestore.Webhook, worker string) (rep PushReport, more bool) {
+	timeout := w.Timeout
+	if timeout <= 0 {
+		timeout = DefaultWebhookTimeout
+	}
+	l, err := s.cfg.Store.Pull(ctx, leasestore.PullParams{
+		Consumer: c.ID, Worker: worker, Limit: max(w.MaxBatch, 1),
+		// The lease outlives the attempt, so nobody else takes it
+		// while it is being delivered.
+		Visibility: min(2*timeout+5*time.Second, MaxVisibility),
+		SourceFor: func(ci leasestore.ConsumerIdentity) (leasestore.Source, error) {
+			if ci.Type != leasestore.TypeWebhook {
+				return nil, herr.New(herr.Malformed, "the event destination is not a webhook")
+			}
+			return &brokerSource{svc: s, broker: s.cfg.Broker, sub: ci.Subscription, groups: ci.Filters, wait: s.cfg.ReceiveWait}, nil
+		},
+	})
+	var full *leasestore.WindowFullError
+	switch {
+	case l == nil && err == nil:
+		return rep, false // caught up
+	case errors.As(err, &full), herr.CodeOf(err) == herr.FailedPrecondition, herr.CodeOf(err) == herr.NotFound:
+		return rep, false // window full of waiting retries, paused, deleted
+	case ctx.Err() != nil:
+		return rep, false
+	case err != nil:
+		s.cfg.Logger.WarnContext(ctx, "webhook push: pull failed", "destination", c.ID, "err", err)
+		return PushReport{Errors: 1}, false
+	}
+	out := s.deliver(ctx, w, l, timeout)
+	ack := leasestore.AckParams{Consumer: c.ID, LeaseID: l.ID, Generation: l.Generation, Status: leasestore.StatusOK, Type: leasestore.TypeWebhook}
+	more = true
+	switch {
+	case out.ok:
+		rep.Delivered, rep.Events = 1, len(l.Events)
+	case out.gone:
+		rep.Failed, rep.Disabled = 1, 1
+		ack.Status, ack.RetryAfter = leasestore.StatusFailed, new(time.Duration)
+		more = false
+		if _, err := s.cfg.Store.UpdateWebhook(context.WithoutCancel(ctx), c.ID, func(w *leasestore.Webhook) error {
+			w.Disabled = "the endpoint answered 410 Gone"
+			return nil
+		}); err != nil && herr.CodeOf(err) != herr.NotFound {
+			s.cfg.Logger.WarnContext(ctx, "webhook push: disable failed", "destination", c.ID, "err", err)
+		}
+	default:
+		rep.Failed = 1
+		ack.Status = leasestore.StatusFailed
+		ack.RetryAfter = s.retryAfter(c, l.Attempt, out.retryAfter)
+	}
+	// The outcome is settled even when the run's context ended: the
+	// attempt was made, and dropping its outcome would only redeliver it.
+	if _, err := s.cfg.Store.Acknowledge(context.WithoutCancel(ctx), ack); err != nil {
+		s.cfg.Logger.WarnContext(ctx, "webhook push: acknowledge failed", "destination", c.ID, "err", err)
+		return PushReport{Errors: 1}, false
+	}
+	if !out.ok {
+		s.cfg.Logger.InfoContext(ctx, "webhook delivery failed", "destination", c.ID, "attempt", l.Attempt, "status", out.status, "err", out.err)
+	}
+	return rep, more
+}
+
+// retryAfter is the wait before a failed delivery's next attempt: the
+// receiver's Retry-After (429, 503) when it gave one, else the
+// destination's retry policy (nil: the store applies it), else the
+// schedule with up to a tenth of jitter.
+func (s *Service) retryAfter(c *leasestore.Consumer, attempt int64, asked time.Duration) *time.Duration {
+	if asked > 0 {
+		d := min(asked, leasestore.MaxRetryAfter)
+		return &d
+	}
+	if c.RetryPolicy != nil {
+		return nil
+	}
+	sched := s.cfg.Webhooks.Schedule
+	max := c.MaxDeliveryAttempts
+	if attempt >= int64(max) && max > 0 {
+		// The last attempt: the next pull dead-letters the lease at once.
+		return new(time.Duration)
+	}
+	d := sched[min(int(attempt), len(sched))-1]
+	d += time.Duration(rand.Int64N(int64(d/10) + 1))
+	d = min(d, leasestore.MaxRetryAfter)
+	return &d
+}
+
+// attemptOutcome is what one POST came to.
+type attemptOutcome struct {
+	ok, gone   bool
+	status     int
+	retryAfter time.Duration
+	err        error
+}
+
+// deliver POSTs lease l to w's URL, signed, and reads the answer's
+// status.
+func (s *Service) deliver(ctx context.Context, w *leasestore.Webhook, l *leasestore.Lease, timeout time.Duration) attemptOutcome {
+	body, id, ctype := webhookBody(l)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
+	if err != nil {
+		return attemptOutcome{err: errors.New("the webhook URL cannot be requested")}
+	}
+	secrets, err := signingSecrets(w, s.cfg.Now())
+	if err != nil {
+		return attemptOutcome{err: err}
+	}
+	req.Header.Set("Content-Type", ctype)
+	req.Header.Set("User-Agent", "Herald-Webhooks/1")
+	whsign.Set(req.Header, id, s.cfg.Now(), body, secrets...)
+	res, err := s.webhookClient(timeout).Do(req)
+	if err != nil {
+		return attemptOutcome{err: attemptErr(err)}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, webhookDrain))
+	_ = res.Body.Close()
+	out := attemptOutcome{status: res.StatusCode, ok: res.StatusCode >= 200 && res.StatusCode < 300, gone: res.StatusCode == http.StatusGone}
+	if res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable {
+		out.retryAfter = parseRetryAfter(res.Header.Get("Retry-After"), s.cfg.Now())
+	}
+	return out
+}
+
+// attemptErr keeps what an operator needs of a failed request (refused
+// by the address policy, timed out, or the connection failed) without
+// the URL, whose query may hold a receiver's token.
+func attemptErr(err error) error {
+	switch {
+	case errors.Is(err, safedial.ErrRefused):
+		// The innermost error that wraps the sentinel is the policy's
+		// own, which names the address and its kind.
+		refusal := err
+		for e := err; e != nil; e = errors.Unwrap(e) {
+			if e != safedial.ErrRefused && errors.Is(e, safedial.ErrRefused) {
+				refusal = e
+			}
+		}
+		return refusal
+	case errors.Is(err, context.DeadlineExceeded):
+		return errors.New("the endpoint did not answer within the timeout")
+	default:
+		return errors.New("the request failed: " + rootCause(err).Error())
+	}
+}
+
+func rootCause(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}
+
+// parseRetryAfter reads a Retry-After value, seconds or an HTTP date;
+// 0 when absent or unreadable.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+		return time.Duration(min(n, int64(leasestore.MaxRetryAfter/time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// signingSecrets returns w's secrets that sign now: the current one and
+// those being retired whose expiry has not passed.
+func signingSecrets(w *leasestore.Webhook, now time.Time) ([]whsign.Secret, error) {
+	var out []whsign.Secret
+	for i, ws := range w.Secrets {
+		if i > 0 && !ws.ExpiresAt.IsZero() && !ws.ExpiresAt.After(now) {
+			continue
+		}
+		sec, err := whsign.ParseSecret(ws.Secret)
+		if err != nil {
+			return nil, errors.New("the webhook's stored signing secret is unreadable")
+		}
+		out = append(out, sec)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("the webhook has no signing secret")
+	}
+	return out, nil
+}
+
+// webhookBody is the request body of lease l: one event alone as a
+// CloudEvent (application/cloudevents+json) with the event's id as
+// webhook-id, several as a JSON array (application/cloudevents-batch+json)
+// with the lease's id, which stays the same on every retry of it. Each
+// event carries its sequence, as a pull hands it out.
+func webhookBody(l *leasestore.Lease) (body []byte, id, contentType string) {
+	if len(l.Events) == 1 {
+		body = cloudevent.AppendWithSequence(nil, l.Events[0], l.Start)
+		var ev struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(body, &ev) == nil && ev.ID != "" {
+			return body, ev.ID, "application/cloudevents+json"
+		}
+		return body, l.ID, "application/cloudevents+json"
+	}
+	body = append(body, '[')
+	for i, e := range l.Events {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = cloudevent.AppendWithSequence(body, e, l.Start+int64(i))
+	}
+	return append(body, ']'), l.ID, "application/cloudevents-batch+json"
+}
