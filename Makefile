@@ -9,9 +9,23 @@ PKGS  ?= ./...
 help: ## List the targets with a line each
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# run and install print each package as it compiles (go build -v): the
+# first build compiles every broker's and store's SDK, which takes minutes
+# on a small machine, and silence then looks like a hang.
 .PHONY: run
-run: ## Run Herald locally on 127.0.0.1:8080 over in-memory drivers (HERALD_* variables override)
-	$(GO) run ./cmd/herald serve
+run: ## Build bin/herald (listing packages as they compile), then run Herald on 127.0.0.1:8080 over in-memory drivers (HERALD_* variables override)
+	@echo "==> building bin/herald (the first build compiles every dependency; later ones take seconds)"
+	CGO_ENABLED=0 $(GO) build -v -ldflags "$(VERSION_LDFLAGS)" -o bin/herald ./cmd/herald
+	@echo "==> starting Herald: bin/herald serve"
+	bin/herald serve
+
+.PHONY: install
+install: ## Install the herald command into $(go env GOPATH)/bin (or GOBIN), version-stamped, listing packages as they compile
+	@echo "==> installing herald into $$(d=$$($(GO) env GOBIN); echo $${d:-$$($(GO) env GOPATH)/bin})"
+	CGO_ENABLED=0 $(GO) install -v -ldflags "$(VERSION_LDFLAGS)" ./cmd/herald
+	@d=$$($(GO) env GOBIN); d=$${d:-$$($(GO) env GOPATH)/bin}; \
+	case ":$$PATH:" in *":$$d:"*) echo "==> herald is on your PATH: $$(command -v herald)";; \
+	*) echo "==> $$d is not on your PATH: add it, e.g. export PATH=\"$$d:\$$PATH\"";; esac
 
 .PHONY: test
 test: ## Run every test (in-memory and real-server suites) with the race detector
