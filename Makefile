@@ -27,17 +27,24 @@ install: ## Install the herald command into $(go env GOPATH)/bin (or GOBIN), ver
 	case ":$$PATH:" in *":$$d:"*) echo "==> herald is on your PATH: $$(command -v herald)";; \
 	*) echo "==> $$d is not on your PATH: add it, e.g. export PATH=\"$$d:\$$PATH\"";; esac
 
+# make test needs the real servers: PostgreSQL, RabbitMQ and NATS
+# JetStream listening on 127.0.0.1 (5432, 5672, 4222), and moto_server,
+# Google's Pub/Sub and Firestore emulators, aws-lambda-rie and Chromium
+# installed (CONTRIBUTING.md, "Test"). A missing one skips its suite with
+# the reason, or fails it with HERALD_REQUIRE_SERVERS=1 (CI).
 .PHONY: test
-test: ## Run every test (in-memory and real-server suites) with the race detector
+test: ## Run every test (in-memory and real-server suites) with the race detector; needs PostgreSQL, RabbitMQ, NATS and the emulators (CONTRIBUTING.md)
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 
-# The real-server suites (moto, the Google emulators, RabbitMQ, NATS,
-# aws-lambda-rie) and the lease store's URL harness are left out here.
+# The packages that hold only real-server suites (moto, the Google
+# emulators, RabbitMQ, NATS, aws-lambda-rie, the lease store's URL
+# harness) are not even built here; in the others, -short skips every test
+# that needs a real server (package internal/emulators) or kills processes.
 SHORT_SKIP := /pubsubx/(awssnssqs|gcppubsub|nats|rabbit)$$|/leasestore/storeurl$$|/functions/cmd/lambda$$
 
 .PHONY: test-short
-test-short: ## Run the in-memory tests only (no real servers), with the race detector: the inner loop
-	$(GO) test -race -count=1 -timeout 10m $$($(GO) list ./... | grep -v -E '$(SHORT_SKIP)')
+test-short: ## Run the in-memory tests only (-short: no real server, no kill test), with the race detector: the inner loop
+	$(GO) test -race -short -count=1 -timeout 10m $$($(GO) list ./... | grep -v -E '$(SHORT_SKIP)')
 
 .PHONY: bench
 bench: ## Run the end-to-end benchmarks in bench/ (publish, pull+acknowledge, SSE/gRPC/WebSocket streams over local.Start, in memory); prints events/s, latencies, allocs/event
