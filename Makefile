@@ -9,12 +9,31 @@ PKGS  ?= ./...
 help: ## List the targets with a line each
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# run and install print each package as it compiles (go build -v): the
+# first build compiles every broker's and store's SDK, which takes minutes
+# on a small machine, and silence then looks like a hang.
 .PHONY: run
-run: ## Run Herald locally on 127.0.0.1:8080 over in-memory drivers (HERALD_* variables override)
-	$(GO) run ./cmd/herald serve
+run: ## Build bin/herald (listing packages as they compile), then run Herald on 127.0.0.1:8080 over in-memory drivers (HERALD_* variables override)
+	@echo "==> building bin/herald (the first build compiles every dependency; later ones take seconds)"
+	CGO_ENABLED=0 $(GO) build -v -ldflags "$(VERSION_LDFLAGS)" -o bin/herald ./cmd/herald
+	@echo "==> starting Herald: bin/herald serve"
+	bin/herald serve
 
+.PHONY: install
+install: ## Install the herald command into $(go env GOPATH)/bin (or GOBIN), version-stamped, listing packages as they compile
+	@echo "==> installing herald into $$(d=$$($(GO) env GOBIN); echo $${d:-$$($(GO) env GOPATH)/bin})"
+	CGO_ENABLED=0 $(GO) install -v -ldflags "$(VERSION_LDFLAGS)" ./cmd/herald
+	@d=$$($(GO) env GOBIN); d=$${d:-$$($(GO) env GOPATH)/bin}; \
+	case ":$$PATH:" in *":$$d:"*) echo "==> herald is on your PATH: $$(command -v herald)";; \
+	*) echo "==> $$d is not on your PATH: add it, e.g. export PATH=\"$$d:\$$PATH\"";; esac
+
+# make test needs the real servers: PostgreSQL, RabbitMQ and NATS
+# JetStream listening on 127.0.0.1 (5432, 5672, 4222), and moto_server,
+# Google's Pub/Sub and Firestore emulators, aws-lambda-rie and Chromium
+# installed (CONTRIBUTING.md, "Test"). A missing one skips its suite with
+# the reason, or fails it with HERALD_REQUIRE_SERVERS=1 (CI).
 .PHONY: test
-test: ## Run every test: the Go suites (in-memory and real-server) with the race detector, then the TypeScript client's (make test-ts)
+test: ## Run every test: the Go suites (in-memory and real-server) with the race detector, then the TypeScript client's (make test-ts); needs PostgreSQL, RabbitMQ, NATS, the emulators, Node and Chromium (CONTRIBUTING.md)
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 	$(MAKE) test-ts
 
@@ -30,13 +49,15 @@ test-ts: ## Test the TypeScript client in Node and headless Chromium against a h
 	$(GO) build -o $(TS_DIR)/build/herald ./cmd/herald
 	cd $(TS_DIR) && npm ci --no-audit --no-fund --loglevel=error && HERALD_BIN=$(CURDIR)/$(TS_DIR)/build/herald npm test
 
-# The real-server suites (moto, the Google emulators, RabbitMQ, NATS,
-# aws-lambda-rie) and the lease store's URL harness are left out here.
+# The packages that hold only real-server suites (moto, the Google
+# emulators, RabbitMQ, NATS, aws-lambda-rie, the lease store's URL
+# harness) are not even built here; in the others, -short skips every test
+# that needs a real server (package internal/emulators) or kills processes.
 SHORT_SKIP := /pubsubx/(awssnssqs|gcppubsub|nats|rabbit)$$|/leasestore/storeurl$$|/functions/cmd/lambda$$
 
 .PHONY: test-short
-test-short: ## Run the in-memory tests only (no real servers), with the race detector: the inner loop
-	$(GO) test -race -count=1 -timeout 10m $$($(GO) list ./... | grep -v -E '$(SHORT_SKIP)')
+test-short: ## Run the in-memory tests only (-short: no real server, no kill test), with the race detector: the inner loop
+	$(GO) test -race -short -count=1 -timeout 10m $$($(GO) list ./... | grep -v -E '$(SHORT_SKIP)')
 
 .PHONY: bench
 bench: ## Run the end-to-end benchmarks in bench/ (publish, pull+acknowledge, SSE/gRPC/WebSocket streams over local.Start, in memory); prints events/s, latencies, allocs/event

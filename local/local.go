@@ -26,6 +26,7 @@ import (
 	"github.com/heraldevents/herald/functions/app"
 	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/jobs"
+	"github.com/heraldevents/herald/internal/telemetry"
 )
 
 // Defaults of the local adapter (docs/configuration.md; the table lives in
@@ -114,6 +115,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	return srv, nil
 }
 
+// Logger returns the server's logger: Config.Logger with HERALD_LOG_LEVEL
+// applied and credentials held back (what `herald serve` installs as the
+// process's one log, package internal/proclog).
+func (s *Server) Logger() *slog.Logger { return s.cfg.Logger }
+
 // Handler returns the handler serving every endpoint.
 func (s *Server) Handler() http.Handler { return s.app.Handler() }
 
@@ -149,7 +155,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case s.cfg.DevToken != "" && !config.LoopbackAddr(ln.Addr().String()):
 		s.cfg.Logger.Warn("HERALD_DEV_TOKEN is set and Herald listens beyond loopback: that token grants every permission to whoever holds it")
 	}
-	s.cfg.Logger.Info("herald listening", "addr", "http://"+ln.Addr().String(), "topic", config.Redact(s.cfg.TopicURL), "store", config.Redact(s.cfg.StoreURL))
+	startAttrs := []any{"addr", "http://" + ln.Addr().String(), "topic", config.Redact(s.cfg.TopicURL), "store", config.Redact(s.cfg.StoreURL),
+		"auth", s.cfg.AuthMode(), "telemetry", telemetry.Exporters()}
+	if s.cfg.PprofAddr != "" {
+		startAttrs = append(startAttrs, "pprof_addr", s.cfg.PprofAddr)
+	}
+	s.cfg.Logger.Info("herald listening", startAttrs...)
 	reapCtx, stopReaper := context.WithCancel(ctx)
 	reaped := make(chan struct{})
 	go func() { defer close(reaped); s.reap(reapCtx) }()

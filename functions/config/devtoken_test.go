@@ -135,3 +135,26 @@ func TestDevTokenPrincipal(t *testing.T) {
 		require.ErrorContains(t, err, "reserved")
 	}
 }
+
+// TestAuthModeNamesNoSecret: the start-up line's auth mode names the kinds
+// of token accepted and counts the static ones, and holds none of them.
+func TestAuthModeNamesNoSecret(t *testing.T) {
+	t.Parallel()
+	const own, static = "my-own-dev-token-0123456789", "static-token-0123456789abc"
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{}, "dev-token (built-in)"},
+		{map[string]string{config.EnvDevToken: own}, "dev-token"},
+		{map[string]string{config.EnvDevToken: own, config.EnvTokens: `{"` + static + `": {"id": "alice", "permissions": ["publish:a.*"]}}`}, "dev-token + static tokens (1)"},
+		{map[string]string{config.EnvJWTIssuer: "https://issuer.example", config.EnvJWTAudience: "herald"}, "JWT (https://issuer.example)"},
+	} {
+		c, err := config.Load(config.Local, env(tc.env))
+		require.NoError(t, err, "%v", tc.env)
+		got := c.AuthMode()
+		require.Equal(t, tc.want, got, "%v", tc.env)
+		require.NotContains(t, got, own)
+		require.NotContains(t, got, static)
+	}
+}

@@ -138,6 +138,35 @@ func (c Config) PingInterval() time.Duration { return c.HTTP2PingInterval }
 // JWTEnabled reports whether JWT bearer tokens are accepted.
 func (c Config) JWTEnabled() bool { return c.JWT.Issuer != "" || c.JWT.JWKSURL != "" }
 
+// AuthMode names the kinds of bearer token accepted, for the start-up
+// log line: "dev-token (built-in)" or "dev-token", "static tokens (N)"
+// and "JWT (issuer URL)" joined by " + ", or "none" (every request
+// refused). It holds no token: the tokens are counted, the issuer is
+// public.
+func (c Config) AuthMode() string {
+	var kinds []string
+	switch {
+	case c.UsesDefaultDevToken():
+		kinds = append(kinds, "dev-token (built-in)")
+	case c.DevToken != "":
+		kinds = append(kinds, "dev-token")
+	}
+	if n := len(c.Tokens); n > 0 {
+		kinds = append(kinds, fmt.Sprintf("static tokens (%d)", n))
+	}
+	if c.JWTEnabled() {
+		src := c.JWT.Issuer
+		if src == "" {
+			src = Redact(c.JWT.JWKSURL)
+		}
+		kinds = append(kinds, "JWT ("+src+")")
+	}
+	if len(kinds) == 0 {
+		return "none"
+	}
+	return strings.Join(kinds, " + ")
+}
+
 // UsesDefaultDevToken reports whether the development token is the
 // well-known default.
 func (c Config) UsesDefaultDevToken() bool { return c.DevToken == DefaultDevToken }

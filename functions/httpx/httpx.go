@@ -197,7 +197,8 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	WriteJSON(w, status, body)
 }
 
-// WriteJSON writes v as JSON with status.
+// WriteJSON writes v as JSON with status, ending in a newline (see
+// WriteRawJSON).
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -209,14 +210,20 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	WriteRawJSON(w, status, b)
 }
 
-// WriteRawJSON writes an already encoded JSON body.
+// WriteRawJSON writes an already encoded JSON body, followed by a
+// newline: JSON readers ignore it, and a terminal shows the next prompt
+// (or curl's next answer) on a line of its own, as json.Encoder's output
+// does. Content-Length counts it.
 func WriteRawJSON(w http.ResponseWriter, status int, b []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+	_, _ = w.Write(newline)
 }
+
+var newline = []byte{'\n'}
 
 // ReadBody reads the request body up to limit bytes. A larger body is
 // herr.InvalidArgument naming the limit (HTTP 422: the request is

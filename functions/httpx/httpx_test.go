@@ -293,15 +293,17 @@ func TestAuthenticate(t *testing.T) {
 	require.Equal(t, herr.Unauthenticated, herr.CodeOf(err))
 }
 
-// TestWriteJSON checks the headers of a JSON answer.
+// TestWriteJSON checks the headers of a JSON answer, and that it ends in
+// a newline (so that curl's output does not run into the next prompt)
+// which Content-Length counts.
 func TestWriteJSON(t *testing.T) {
 	t.Parallel()
 	rec := httptest.NewRecorder()
 	httpx.WriteJSON(rec, http.StatusCreated, map[string]int{"a": 1})
 	require.Equal(t, http.StatusCreated, rec.Code)
 	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
-	require.Equal(t, "7", rec.Header().Get("Content-Length"))
-	require.Equal(t, `{"a":1}`, rec.Body.String())
+	require.Equal(t, "8", rec.Header().Get("Content-Length"))
+	require.Equal(t, "{\"a\":1}\n", rec.Body.String())
 
 	rec = httptest.NewRecorder()
 	httpx.WriteJSON(rec, http.StatusOK, func() {})

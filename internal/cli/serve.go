@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/internal/proclog"
 	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/internal/version"
 	"github.com/heraldevents/herald/local"
@@ -53,6 +54,10 @@ other), … It stops on Ctrl-C or SIGTERM, letting open requests finish.`,
 				return err
 			}
 			defer srv.Close()
+			// One log format for the process: what libraries write
+			// through the log package, OpenTelemetry or gRPC goes
+			// through the server's slog logger too.
+			proclog.Install(srv.Logger())
 			return srv.ListenAndServe(cmd.Context())
 		}),
 	}

@@ -404,7 +404,7 @@ func Guard(next http.Handler, health func(*http.Request) bool) http.Handler {
 
 // busyBody is the JSON error body (package functions/httpx's shape) of a
 // request refused for want of connections.
-const busyBody = `{"code":"unavailable","message":"the server holds as many connections as it may: retry after 1 s","detail":"the server holds as many connections as it may: retry after 1 s"}`
+const busyBody = `{"code":"unavailable","message":"the server holds as many connections as it may: retry after 1 s","detail":"the server holds as many connections as it may: retry after 1 s"}` + "\n"
 
 // refuse answers a refused connection 503 and closes it, in the
 // background: it writes the answer, half-closes, and reads what the

@@ -11,7 +11,10 @@
 //
 // When a binary or service is absent the test is skipped with the reason,
 // unless HERALD_REQUIRE_SERVERS=1 (set by .ci/run), which fails it instead:
-// CI has every server, so nothing is skipped there.
+// CI has every server, so nothing is skipped there. Under go test -short
+// (make test-short, the inner loop) every one of them skips its test
+// before touching a server: -short runs no real server, so it needs none
+// installed and stays quick.
 package emulators
 
 import (
@@ -43,6 +46,7 @@ const (
 // the account id is 123456789012.
 func Moto(t testing.TB) string {
 	t.Helper()
+	short(t, "moto_server")
 	bin := lookPath(t, "moto_server")
 	port := FreePort(t)
 	start(t, "moto_server", port, 30*time.Second, bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
@@ -53,6 +57,7 @@ func Moto(t testing.TB) string {
 // value for PUBSUB_EMULATOR_HOST.
 func PubSub(t testing.TB) string {
 	t.Helper()
+	short(t, "the Pub/Sub emulator")
 	bin := lookPath(t, PubSubEmulatorPath)
 	port := FreePort(t)
 	start(t, "pubsub emulator", port, 60*time.Second, bin, "--host=127.0.0.1", "--port="+strconv.Itoa(port))
@@ -63,6 +68,7 @@ func PubSub(t testing.TB) string {
 // host:port, the value for FIRESTORE_EMULATOR_HOST.
 func Firestore(t testing.TB, project string) string {
 	t.Helper()
+	short(t, "the Firestore emulator")
 	bin := lookPath(t, FirestoreEmulatorPath)
 	port := FreePort(t)
 	start(t, "firestore emulator", port, 60*time.Second, bin, "start",
@@ -74,6 +80,7 @@ func Firestore(t testing.TB, project string) string {
 // listens.
 func RabbitMQ(t testing.TB) string {
 	t.Helper()
+	short(t, "RabbitMQ")
 	service(t, "RabbitMQ", "127.0.0.1:5672")
 	return "amqp://guest:guest@127.0.0.1:5672/"
 }
@@ -82,6 +89,7 @@ func RabbitMQ(t testing.TB) string {
 // listens.
 func NATS(t testing.TB) string {
 	t.Helper()
+	short(t, "NATS")
 	service(t, "NATS", "127.0.0.1:4222")
 	return "nats://127.0.0.1:4222"
 }
@@ -95,6 +103,7 @@ const PostgreSQLAddr = "127.0.0.1:5432"
 // its URL, e.g. "postgres://postgres@127.0.0.1:5432/herald_test_1a2b3c4d".
 func PostgreSQL(t testing.TB) string {
 	t.Helper()
+	short(t, "PostgreSQL")
 	service(t, "PostgreSQL", PostgreSQLAddr)
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
@@ -130,6 +139,16 @@ func FreePort(t testing.TB) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// short skips t under go test -short: it needs a real server, which
+// -short leaves out (whatever HERALD_REQUIRE_SERVERS says: that asks for
+// every server in a full run).
+func short(t testing.TB, name string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs %s, a real server: left out by -short (make test-short); make test runs it", name)
+	}
 }
 
 func required() bool { return os.Getenv("HERALD_REQUIRE_SERVERS") == "1" }

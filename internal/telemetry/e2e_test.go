@@ -114,6 +114,7 @@ func TestPublishPullAckTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, tel.Shutdown(ctx)) }()
 	require.True(t, telemetry.Enabled())
+	require.Equal(t, "traces=otlp metrics=prometheus", telemetry.Exporters(), "what the start-up line names")
 
 	h := local.Start(t)
 	callOn := func(in *local.Instance, method, path string, body any) (int, []byte) {

@@ -63,6 +63,21 @@ type Telemetry struct {
 	mp *sdkmetric.MeterProvider // nil when metrics are off
 }
 
+// exporters is what Exporters reports; "" until Setup turns a signal on.
+var exporters atomic.Value
+
+// Exporters names the exporters Setup put in force in this process, for
+// the start-up log line: "traces=otlp metrics=prometheus" (the
+// OTEL_*_EXPORTER lists as given, a signal that is off left out), or
+// "off". It names no endpoint: an OTLP endpoint's URL may carry
+// credentials.
+func Exporters() string {
+	if s, _ := exporters.Load().(string); s != "" {
+		return s
+	}
+	return "off"
+}
+
 // Setup reads the OTEL_* variables from the process environment and, when
 // they turn a signal on, installs its SDK provider as the global one (with
 // the W3C trace-context and baggage propagators when traces are on). Call
@@ -90,6 +105,18 @@ func setup(ctx context.Context, lookup func(string) (string, bool)) (*Telemetry,
 	if err != nil && res == nil {
 		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
+	var names []string
+	for _, s := range []struct {
+		on   bool
+		name string
+		env  string
+	}{{traces, "traces", EnvTracesExporter}, {metrics, "metrics", EnvMetricsExporter}} {
+		if s.on {
+			v, _ := lookup(s.env)
+			names = append(names, s.name+"="+strings.ReplaceAll(strings.TrimSpace(v), " ", ""))
+		}
+	}
+	exporters.Store(strings.Join(names, " "))
 	if traces {
 		exp, err := newSpanExporter(ctx)
 		if err != nil {

@@ -24,6 +24,7 @@ func TestOffUnlessAnExporterIsNamed(t *testing.T) {
 		require.Nil(t, tel.tp, "%v", env)
 		require.Nil(t, tel.mp, "%v", env)
 		require.NoError(t, tel.ForceFlush(context.Background()))
+		require.Equal(t, "off", Exporters(), "%v", env)
 	}
 	require.True(t, on(func(string) (string, bool) { return "none,console", true }, EnvTracesExporter))
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -147,8 +148,19 @@ func testPostgresURL(t *testing.T, h *storeurltest.PostgreSQL) {
 	require.Equal(t, herr.PermissionDenied, herr.CodeOf(err), "a system catalog: %v", err)
 	_, err = storeurl.Open(ctx, "postgres://u:s3cret@127.0.0.1:1/db?connect_timeout=2")
 	require.Equal(t, herr.Unavailable, herr.CodeOf(err), "%v", err)
+	require.Contains(t, err.Error(), "PostgreSQL at 127.0.0.1:1 is unreachable")
 	require.NotContains(t, herr.MessageOf(err), "s3cret")
 	require.NotContains(t, err.Error(), "s3cret")
+	// A database that does not exist is told apart from an unreachable
+	// server, with what to run.
+	missing, err := url.Parse(h.URL)
+	require.NoError(t, err)
+	db := strings.ReplaceAll(storeurltest.UniqueName("nodb"), "-", "_")
+	missing.Path = "/" + db
+	_, err = storeurl.Open(ctx, missing.String())
+	require.Equal(t, herr.FailedPrecondition, herr.CodeOf(err), "%v", err)
+	require.Contains(t, herr.MessageOf(err), "has no database \""+db+"\": create it (createdb -h ")
+	require.NotContains(t, herr.MessageOf(err), "unreachable")
 	_, err = storeurl.Open(ctx, "postgres://u:s3cret@h/db?connect_timeout=soon")
 	require.Equal(t, herr.InvalidArgument, herr.CodeOf(err), "%v", err)
 	require.NotContains(t, err.Error(), "s3cret")

@@ -4,12 +4,15 @@ package storeurl
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"gocloud.dev/docstore"
 
@@ -18,6 +21,10 @@ import (
 )
 
 var openPostgres openFunc = (*Opener).openPostgres
+
+// pgUndefinedDatabase is PostgreSQL's SQLSTATE for a database that does
+// not exist (invalid_catalog_name; PostgreSQL documentation, appendix A).
+const pgUndefinedDatabase = "3D000"
 
 // DefaultPostgresTable is the table a postgres:// URL without table=
 // stores the lease store in.
@@ -99,6 +106,18 @@ func (o *Opener) openPostgres(ctx context.Context, u *url.URL) (*docstore.Collec
 	})
 	if err != nil {
 		pool.Close()
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == pgUndefinedDatabase {
+			// Told apart from an unreachable server: the server answered,
+			// and what to run is known. The user and database names are
+			// not secrets; the password is never repeated.
+			db, user := strings.Trim(u.Path, "/"), "postgres"
+			if u.User != nil && u.User.Username() != "" {
+				user = u.User.Username()
+			}
+			return nil, herr.New(herr.FailedPrecondition, "PostgreSQL at %s has no database %q: create it (createdb -h %s -p %s -U %s %s) or name an existing database in the store URL",
+				u.Host, db, cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)), user, db)
+		}
 		code := herr.FromGocloud(pgdocstore.ErrorCode(err))
 		switch code {
 		case herr.InvalidArgument:
@@ -108,7 +127,7 @@ func (o *Opener) openPostgres(ctx context.Context, u *url.URL) (*docstore.Collec
 		case herr.PermissionDenied:
 			return nil, herr.Wrap(code, err, "PostgreSQL refused the lease store's role: it must be able to log in, and create (or read and write) table "+table)
 		case herr.Unknown, herr.DeadlineExceeded, herr.Canceled:
-			return nil, herr.Wrap(herr.Unavailable, err, "PostgreSQL is unreachable or refused the connection")
+			return nil, herr.Wrap(herr.Unavailable, err, "PostgreSQL at "+u.Host+" is unreachable or refused the connection")
 		}
 		return nil, herr.Wrap(code, err, "PostgreSQL could not open table "+table)
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/heraldevents/herald/functions/app"
 	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/internal/proclog"
 	"github.com/heraldevents/herald/internal/telemetry"
 )
 
@@ -72,7 +73,9 @@ func run(ctx context.Context, logger *slog.Logger, lookup func(string) (string, 
 	if err != nil {
 		return fmt.Errorf("%s: %w", config.EnvPort, err)
 	}
-	logger.Info("herald listening", "addr", ln.Addr().String(), "function", cfg.Function)
+	proclog.Install(logger)
+	logger.Info("herald listening", "addr", ln.Addr().String(), "function", cfg.Function,
+		"topic", config.Redact(cfg.TopicURL), "store", config.Redact(cfg.StoreURL), "auth", cfg.AuthMode(), "telemetry", telemetry.Exporters())
 	if ready != nil {
 		ready(ln.Addr().String())
 	}

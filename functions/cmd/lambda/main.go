@@ -29,6 +29,7 @@ import (
 	"github.com/heraldevents/herald/functions/lambdafn"
 	"github.com/heraldevents/herald/functions/wslambda"
 	"github.com/heraldevents/herald/functions/wslambda/apigwmgmt"
+	"github.com/heraldevents/herald/internal/proclog"
 	"github.com/heraldevents/herald/internal/telemetry"
 )
 
@@ -102,6 +103,8 @@ func setup(ctx context.Context, logger *slog.Logger, lookup func(string) (string
 		})
 		h.WithWebSocket(ws.Handle)
 	}
-	logger.Info("herald function ready", "function", cfg.Function)
+	proclog.Install(logger)
+	logger.Info("herald function ready", "function", cfg.Function,
+		"topic", config.Redact(cfg.TopicURL), "store", config.Redact(cfg.StoreURL), "auth", cfg.AuthMode(), "telemetry", telemetry.Exporters())
 	return h, nil
 }
