@@ -144,6 +144,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/event-destinations/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A consumer id: a durable consumer's UUID, a durable queue's `queue_id`, a non-durable queue's reconnect token. Valid UTF-8 without control characters (`400` otherwise). */
+                id: components["parameters"]["DestinationID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give a webhook a new signing secret
+         * @description Issues a new signing secret for a `WEBHOOK` destination and answers
+         *     it this once. Deliveries are signed with both the new and the old
+         *     secret (two `v1,` signatures in `webhook-signature`) for 24 hours,
+         *     then with the new one only. Needs `manage:destinations`. The
+         *     request has no body.
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/event-destinations/{id}/resume": {
         parameters: {
             query?: never;
@@ -678,6 +705,8 @@ export interface components {
             success: boolean;
             /** @description Only when `success` is false: the first rule the event breaks, or the broker's refusal; at most 1,024 bytes. An invalid `event_type` sent is quoted at its end. */
             failure_reason?: string;
+            /** @description Present (true) on the answer of a repeated `Idempotency-Key`: the first publish's result, nothing published now. */
+            replayed?: boolean;
         };
         PublishEventResponse: {
             result: components["schemas"]["PublishingResult"];
@@ -724,10 +753,16 @@ export interface components {
         AckTimeout: number;
         CreateDestinationRequest: {
             /**
-             * @description The destination type; any other is `400`.
-             * @constant
+             * @description The destination type; any other is `400`. A `WEBHOOK` is pushed to by Herald (docs/webhooks.md).
+             * @enum {string}
              */
-            type: "DURABLE_CONSUMER";
+            type: "DURABLE_CONSUMER" | "WEBHOOK";
+            /** @description `WEBHOOK` only, and required there: the endpoint, `https` (http only for a host in `HERALD_WEBHOOK_ALLOW`), not a loopback, private, link-local or metadata address (`422`). */
+            url?: string;
+            /** @description `WEBHOOK` only: seconds one delivery attempt may take (default 15). */
+            timeout?: number;
+            /** @description `WEBHOOK` only: the most events per request (default 1: each event alone). */
+            max_batch?: number;
             filter_groups?: components["schemas"]["FilterGroups"];
             /** @description Absent or `null`: failed and expired leases come back at once. */
             retry_policy?: components["schemas"]["RetryPolicy"] | null;
@@ -744,7 +779,7 @@ export interface components {
             /** @description A durable consumer's UUID, a durable queue's `queue_id`, a non-durable queue's reconnect token (cut to a 7-character prefix in the list). */
             id: string;
             /** @enum {string} */
-            type: "DURABLE_CONSUMER" | "DURABLE_QUEUE" | "NON_DURABLE_QUEUE";
+            type: "DURABLE_CONSUMER" | "DURABLE_QUEUE" | "NON_DURABLE_QUEUE" | "WEBHOOK";
             filter_groups: components["schemas"]["FilterGroups"];
             /** @description Pulls answer `409` while true; acknowledging still works. */
             paused: boolean;
@@ -772,7 +807,19 @@ export interface components {
                  */
                 oldest_published_at?: string;
             };
+            /** @description A `WEBHOOK` destination's push configuration (create and get answers only). */
+            webhook?: {
+                url: string;
+                timeout: number;
+                max_batch: number;
+                /** @description Why pushes stopped (the endpoint answered `410 Gone`); `resume` enables it again. */
+                disabled?: string;
+            };
+            /** @description The signing secret, in the answer that creates a `WEBHOOK` only. */
+            secret?: components["schemas"]["WebhookSecret"];
         };
+        /** @description A Standard Webhooks signing secret, `whsec_` and the base64 of 32 random bytes. */
+        WebhookSecret: string;
         DestinationList: {
             destinations: components["schemas"]["Destination"][];
         };
@@ -1229,11 +1276,15 @@ export interface components {
         DestinationID: string;
         /** @description A durable queue's id. One that does not match the pattern is `422`, before any backend call. */
         QueueID: components["schemas"]["QueueID"];
+        /** @description The publish's idempotency key, scoped to the principal: a repeat within `HERALD_IDEMPOTENCY_WINDOW` (24 h by default) publishes nothing and answers the first result with `Idempotent-Replayed: true`; `409` while the first publish runs; `422` for the key with another request (docs/api.md, "Idempotency keys"). */
+        IdempotencyKey: string;
         /** @description The bearer token, for clients that cannot set the `Authorization` header (the `accessToken` security scheme); never echoed. */
         AccessToken: string;
     };
     requestBodies: never;
     headers: {
+        /** @description `true` on the answer of a repeated `Idempotency-Key`: nothing was published now. */
+        Replayed: "true";
         /** @description Every answer of an authenticated route is `no-store`; a stream's first frame carries its reconnect token. */
         NoStore: "no-store";
         /** @description Seconds to wait before retrying, when Herald knows. */
@@ -1252,7 +1303,10 @@ export interface operations {
     publishEvent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The publish's idempotency key, scoped to the principal: a repeat within `HERALD_IDEMPOTENCY_WINDOW` (24 h by default) publishes nothing and answers the first result with `Idempotent-Replayed: true`; `409` while the first publish runs; `422` for the key with another request (docs/api.md, "Idempotency keys"). */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1284,6 +1338,7 @@ export interface operations {
             200: {
                 headers: {
                     "Cache-Control": components["headers"]["NoStore"];
+                    "Idempotent-Replayed": components["headers"]["Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1311,6 +1366,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             /** @description The token may not publish this event type. */
             403: components["responses"]["Forbidden"];
+            /** @description The `Idempotency-Key` is in use by a publish still in progress; retry after `Retry-After`. */
+            409: components["responses"]["Conflict"];
             /** @description No `event`, an event that breaks a rule (its `loc` names the field), invalid UTF-8, or a body over the limit. */
             422: components["responses"]["ValidationFailed"];
             500: components["responses"]["Internal"];
@@ -1321,7 +1378,10 @@ export interface operations {
     batchPublishEvents: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The publish's idempotency key, scoped to the principal: a repeat within `HERALD_IDEMPOTENCY_WINDOW` (24 h by default) publishes nothing and answers the first result with `Idempotent-Replayed: true`; `409` while the first publish runs; `422` for the key with another request (docs/api.md, "Idempotency keys"). */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1359,6 +1419,7 @@ export interface operations {
             200: {
                 headers: {
                     "Cache-Control": components["headers"]["NoStore"];
+                    "Idempotent-Replayed": components["headers"]["Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1393,7 +1454,9 @@ export interface operations {
             /** @description The body is not JSON of the documented shape, a member beside `events` is given twice, or the `Authorization` header is bad. */
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description No events, more than 1,000, or a body over 5 MiB. */
+            /** @description The `Idempotency-Key` is in use by a publish still in progress; retry after `Retry-After`. */
+            409: components["responses"]["Conflict"];
+            /** @description No events, more than 1,000, a body over 5 MiB, or an `Idempotency-Key` that breaks its rule or was used with another request. */
             422: components["responses"]["ValidationFailed"];
             503: components["responses"]["Unavailable"];
         };
@@ -1629,6 +1692,42 @@ export interface operations {
             /** @description No consumer has this id. */
             404: components["responses"]["NotFound"];
             /** @description Too much contention on this consumer (retry), or a consumer stored in an older layout. */
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A consumer id: a durable consumer's UUID, a durable queue's `queue_id`, a non-durable queue's reconnect token. Valid UTF-8 without control characters (`400` otherwise). */
+                id: components["parameters"]["DestinationID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new secret. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        secret: components["schemas"]["WebhookSecret"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No webhook destination has this id. */
+            404: components["responses"]["NotFound"];
+            /** @description Too much contention on this destination (retry). */
             409: components["responses"]["Conflict"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
