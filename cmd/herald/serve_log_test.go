@@ -39,7 +39,7 @@ func TestServeLogsOneFormat(t *testing.T) {
 		lines = append(lines, sc.Text())
 		if m := regexp.MustCompile(`msg="herald listening" addr=(http://127\.0\.0\.1:\d+)`).FindStringSubmatch(sc.Text()); m != nil {
 			addr = m[1]
-			assert.Contains(t, sc.Text(), " topic=mem://herald store=mem://herald/key auth=dev-token telemetry=\"traces=otlp\"")
+			assert.Contains(t, sc.Text(), " topic=mem://herald store=mem://herald/key auth=\"development token\" telemetry=\"traces=otlp\"")
 		}
 	}
 	require.NotEmpty(t, addr, "serve logged no start-up line:\n%s", strings.Join(lines, "\n"))

@@ -145,9 +145,9 @@ func TestAuthModeNamesNoSecret(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{map[string]string{}, "dev-token (built-in)"},
-		{map[string]string{config.EnvDevToken: own}, "dev-token"},
-		{map[string]string{config.EnvDevToken: own, config.EnvTokens: `{"` + static + `": {"id": "alice", "permissions": ["publish:a.*"]}}`}, "dev-token + static tokens (1)"},
+		{map[string]string{}, "development token (the built-in default)"},
+		{map[string]string{config.EnvDevToken: own}, "development token"},
+		{map[string]string{config.EnvDevToken: own, config.EnvTokens: `{"` + static + `": {"id": "alice", "permissions": ["publish:a.*"]}}`}, "development token + static tokens (1)"},
 		{map[string]string{config.EnvJWTIssuer: "https://issuer.example", config.EnvJWTAudience: "herald"}, "JWT (https://issuer.example)"},
 	} {
 		c, err := config.Load(config.Local, env(tc.env))
@@ -156,5 +156,6 @@ func TestAuthModeNamesNoSecret(t *testing.T) {
 		require.Equal(t, tc.want, got, "%v", tc.env)
 		require.NotContains(t, got, own)
 		require.NotContains(t, got, static)
+		require.NotContains(t, got, config.DefaultDevToken, "the built-in token is a credential too")
 	}
 }

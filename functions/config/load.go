@@ -139,7 +139,8 @@ func (c Config) PingInterval() time.Duration { return c.HTTP2PingInterval }
 func (c Config) JWTEnabled() bool { return c.JWT.Issuer != "" || c.JWT.JWKSURL != "" }
 
 // AuthMode names the kinds of bearer token accepted, for the start-up
-// log line: "dev-token (built-in)" or "dev-token", "static tokens (N)"
+// log line: "development token (the built-in default)" or "development
+// token", "static tokens (N)"
 // and "JWT (issuer URL)" joined by " + ", or "none" (every request
 // refused). It holds no token: the tokens are counted, the issuer is
 // public.
@@ -147,9 +148,9 @@ func (c Config) AuthMode() string {
 	var kinds []string
 	switch {
 	case c.UsesDefaultDevToken():
-		kinds = append(kinds, "dev-token (built-in)")
+		kinds = append(kinds, "development token (the built-in default)")
 	case c.DevToken != "":
-		kinds = append(kinds, "dev-token")
+		kinds = append(kinds, "development token")
 	}
 	if n := len(c.Tokens); n > 0 {
 		kinds = append(kinds, fmt.Sprintf("static tokens (%d)", n))
