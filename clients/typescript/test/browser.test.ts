@@ -98,8 +98,24 @@ test("a page streams over SSE and WebSocket, acknowledges, and reconnects with i
   await until(async () => (await results()).tokens.length === 1, "the SSE stream connected");
   assert.equal(await tab.evaluate(() => (window as unknown as { publish: (i: number) => Promise<boolean> }).publish(1)), true);
   await until(async () => (await results()).sse.length === 1, "the first SSE event");
-  proxy.dropAll(); // the page's streams are cut
-  for (const i of [2, 3]) await node.publish({ event_type: type, message: { i } });
+  // The page's streams are cut, and its SSE reconnects held back until
+  // Herald has seen the old connection go (an event Herald flushes into a
+  // connection it has not yet seen closed counts as delivered: see
+  // docs/streams.md); then events are published while it is down.
+  proxy.intercept = (req, res) => {
+    if (!req.url?.startsWith("/api/v1beta/events/stream?")) return "pass";
+    res.writeHead(503, { "Content-Type": "application/json", "Retry-After": "0" });
+    res.end('{"code":"unavailable","message":"held by the test"}');
+    return "handled";
+  };
+  try {
+    proxy.dropAll();
+    const token = (await results()).tokens[0]!;
+    await until(async () => (await node.getDestination(token)).live_sessions === 0, "Herald saw the stream go");
+    for (const i of [2, 3]) await node.publish({ event_type: type, message: { i } });
+  } finally {
+    proxy.intercept = () => "pass";
+  }
   await until(async () => (await results()).sse.length === 3, "the SSE events after the reconnect");
   await until(async () => (await results()).ws.length === 3, "the WebSocket events");
 

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
 import { HeraldClient, HeraldError, Rejection, StreamError, type ConsumerEvent, type Delivery, type Lease } from "../src/index.js";
-import { Proxy, startHerald, TOKEN, until, type Herald } from "./harness.js";
+import { Proxy, startHerald, TOKEN, until, type Herald, type Intercept } from "./harness.js";
 
 let herald: Herald;
 let proxy: Proxy;
@@ -219,6 +219,14 @@ async function take<T>(it: AsyncIterator<T>, n: number): Promise<T[]> {
   return out;
 }
 
+/** An intercept that answers every SSE stream open 503 (retryable), to keep a stream down. */
+const holdStreams: Intercept = (req, res) => {
+  if (!req.url?.startsWith("/api/v1beta/events/stream?")) return "pass";
+  res.writeHead(503, { "Content-Type": "application/json", "Retry-After": "0" });
+  res.end('{"code":"unavailable","message":"held by the test"}');
+  return "handled";
+};
+
 /** Publishes events of type until the stream has a live queue (a fresh non-durable queue sees only events published after it opened). */
 describe("SSE streams", () => {
   test("reconnect after a cut connection sends the reconnect token as Last-Event-ID and loses nothing published meanwhile", async () => {
@@ -232,8 +240,18 @@ describe("SSE streams", () => {
     assert.deepEqual(((await first).value as ConsumerEvent).message, { i: 1 });
     const opens = () => proxy.seen.filter((x) => x.path.startsWith("/api/v1beta/events/stream?"));
     const before = opens().length;
-    proxy.dropAll();
-    await client.publish(ev(type, 2)); // published while the stream is down
+    // While the stream is down: the proxy holds back the reconnect until
+    // Herald has seen the old connection go (an event Herald flushes into a
+    // connection it has not yet seen closed counts as delivered: see
+    // docs/streams.md), then the event is published.
+    proxy.intercept = holdStreams;
+    try {
+      proxy.dropAll();
+      await until(async () => (await client.getDestination(tokens[0]!)).live_sessions === 0, "Herald saw the stream go");
+      await client.publish(ev(type, 2)); // published while the stream is down
+    } finally {
+      proxy.intercept = () => "pass";
+    }
     const [second] = await take(it, 1);
     assert.deepEqual(second!.message, { i: 2 });
     const reopened = opens().slice(before);
