@@ -13,7 +13,10 @@ import type {
   PublishEvent,
   PublishResult,
 } from "./types.js";
-import { anySignal, backoffCeiling, isAbort, jitter, sleep } from "./util.js";
+import type { components } from "./openapi.js";
+import { anySignal, backoffCeiling, isAbort, jitter, randomUUID, sleep } from "./util.js";
+
+type Schemas = components["schemas"];
 
 /**
  * Where the bearer token comes from: a string, or a function asked before
@@ -22,7 +25,7 @@ import { anySignal, backoffCeiling, isAbort, jitter, sleep } from "./util.js";
  */
 export type TokenProvider = string | (() => string | Promise<string>);
 
-/** How REST calls are retried: transport failures and 429, 502, 503, 504. */
+/** How REST calls are retried: transport failures and 429, 502, 503, 504 (and 409 on a keyed publish). */
 export interface RetryPolicy {
   /** The most attempts of one call, the first included; 1 turns retries off (default 4). */
   maxAttempts: number;
@@ -54,12 +57,41 @@ export interface ClientOptions {
   retry?: Partial<RetryPolicy>;
   /** The fetch to call (default: the platform's). */
   fetch?: typeof fetch;
+  /**
+   * Whether publish and publishBatch send a random Idempotency-Key of
+   * their own (default true; see PublishOptions). False sends none, so a
+   * retry after a lost answer can publish twice; keys passed as
+   * `idempotencyKey` are still sent.
+   */
+  idempotencyKeys?: boolean;
 }
 
 /** Options every call takes: a signal that cancels it, retries included. */
 export interface CallOptions {
   signal?: AbortSignal;
 }
+
+/**
+ * The options of publish and publishBatch. Every call sends an
+ * Idempotency-Key (docs/api.md, "Idempotency keys"): a random UUID made
+ * for the call and kept across its retries, so that a retry after a lost
+ * answer (a timeout, a cut connection, a 502) answers the first attempt's
+ * result, with `replayed` true, instead of publishing the event twice.
+ */
+export interface PublishOptions extends CallOptions {
+  /**
+   * The key to send instead (1–200 printable ASCII characters), for a
+   * publisher that retries across calls or processes: publishing the same
+   * events again with the same key publishes nothing and answers the first
+   * results. A publishBatch of more than MAX_BATCH events sends chunk i
+   * (from 0) as `${key}/${i}`. Another request under a used key is a
+   * HeraldError 422.
+   */
+  idempotencyKey?: string;
+}
+
+/** The longest Idempotency-Key Herald takes, in characters. */
+export const MAX_IDEMPOTENCY_KEY = 200;
 
 /** The most events one batch publish carries; publishBatch splits longer lists. */
 export const MAX_BATCH = 100;
@@ -87,6 +119,10 @@ interface Request {
   body?: unknown;
   /** Statuses that are answers for this call, not failures to retry (pull: 429). */
   noRetry?: number[];
+  /** Statuses to retry for this call besides the usual ones (a keyed publish: 409, its key in progress). */
+  retryAlso?: number[];
+  /** Extra request headers (Idempotency-Key). */
+  headers?: Record<string, string>;
   signal?: AbortSignal;
 }
 
@@ -101,6 +137,7 @@ export class HeraldClient {
   private readonly token: TokenProvider | undefined;
   private readonly timeoutMs: number;
   private readonly retry: RetryPolicy;
+  private readonly idempotencyKeys: boolean;
 
   constructor(opts: ClientOptions) {
     let u: URL;
@@ -120,6 +157,7 @@ export class HeraldClient {
     this.token = opts.token;
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.retry = { ...DEFAULT_RETRY_POLICY, ...opts.retry };
+    this.idempotencyKeys = opts.idempotencyKeys ?? true;
     const f = opts.fetch ?? globalThis.fetch;
     if (typeof f !== "function") throw new Error("herald client: no fetch on this platform: pass options.fetch");
     this.fetch = f.bind(globalThis);
@@ -165,7 +203,8 @@ export class HeraldClient {
         last = err;
         if (req.signal?.aborted) throw err;
         if (err instanceof HeraldError) {
-          if (req.noRetry?.includes(err.status) || !retryableStatus(err.status)) throw err;
+          const retryable = retryableStatus(err.status) || req.retryAlso?.includes(err.status) === true;
+          if (req.noRetry?.includes(err.status) || !retryable) throw err;
           retryAfter = err.retryAfterMs;
         } else if (err instanceof SyntaxError) {
           throw err; // a 2xx answer that is not JSON: not a failure retrying fixes
@@ -181,7 +220,7 @@ export class HeraldClient {
 
   private async once<T>(op: string, req: Request, body: string | undefined): Promise<{ status: number; body: T | undefined }> {
     const timeout = AbortSignal.timeout(this.timeoutMs);
-    const headers = await this.headers(body === undefined ? undefined : { "Content-Type": "application/json" });
+    const headers = await this.headers({ ...req.headers, ...(body === undefined ? {} : { "Content-Type": "application/json" }) });
     const res = await this.fetch(this.url(req.path, req.query), {
       method: req.method,
       headers,
@@ -196,17 +235,33 @@ export class HeraldClient {
   // ---- publishing (the notifications API) ----
 
   /**
-   * Publishes one event (POST /api/v1beta/events). An event that breaks a
-   * rule is a HeraldError (422); a broker failure is a result with
-   * `success` false (safe to publish again). Retries 429/502/503/504 and
-   * transport failures with jitter; delivery is at least once, so a
-   * retried publish whose first attempt was applied publishes twice
-   * (Herald has no idempotency keys yet): consumers drop duplicates by the
-   * event's id.
+   * The idempotency key of a publish made with opts: the caller's, else a
+   * new random UUID; undefined when the client sends none. Throws on a key
+   * Herald would refuse, before any request.
    */
-  async publish(event: PublishEvent, opts: CallOptions = {}): Promise<PublishResult> {
-    const r = await this.request<{ result: PublishResult }>({ method: "POST", path: "/api/v1beta/events", body: { event }, signal: opts.signal });
-    return r.body!.result;
+  private publishKey(opts: PublishOptions): string | undefined {
+    const k = opts.idempotencyKey;
+    if (k !== undefined) {
+      checkKey(k);
+      return k;
+    }
+    return this.idempotencyKeys ? randomUUID() : undefined;
+  }
+
+  /**
+   * Publishes one event (POST /api/v1beta/events) under an idempotency key
+   * (PublishOptions). An event that breaks a rule is a HeraldError (422);
+   * a broker failure is a result with `success` false (safe to publish
+   * again). Retries 429/502/503/504, a keyed publish's 409 (its first
+   * attempt still running) and transport failures with jitter, honouring
+   * Retry-After; each retry carries the same key, so the event is
+   * published once. Without keys a retried publish whose first attempt was
+   * applied publishes twice: consumers drop duplicates by the event's id.
+   */
+  async publish(event: PublishEvent, opts: PublishOptions = {}): Promise<PublishResult> {
+    const key = this.publishKey(opts);
+    const r = await this.request<{ result: Schemas["PublishingResult"] }>({ method: "POST", path: "/api/v1beta/events", body: { event }, signal: opts.signal, ...keyed(key) });
+    return withReplayed(r.body!.result);
   }
 
   /**
@@ -214,19 +269,27 @@ export class HeraldClient {
    * and returns one result per event, in order: an event that breaks a rule
    * fails alone (`success` false). When a call fails after its retries, the
    * error is thrown with `results` holding the results of the calls before
-   * it (PublishBatchError); the events after them were not sent.
+   * it (PublishBatchError); the events after them were not sent. Each
+   * call carries an idempotency key (PublishOptions) kept across its
+   * retries: one per publishBatch, with `/${i}` after it for chunk i when
+   * there is more than one chunk.
    */
-  async publishBatch(events: PublishEvent[], opts: CallOptions = {}): Promise<PublishResult[]> {
+  async publishBatch(events: PublishEvent[], opts: PublishOptions = {}): Promise<PublishResult[]> {
+    const key = this.publishKey(opts);
+    const chunked = events.length > MAX_BATCH;
+    if (key !== undefined && chunked) checkKey(`${key}/${Math.floor((events.length - 1) / MAX_BATCH)}`);
     const results: PublishResult[] = [];
     for (let start = 0; start < events.length; start += MAX_BATCH) {
       const chunk = events.slice(start, start + MAX_BATCH);
-      let out: { results: PublishResult[] };
+      const chunkKey = key !== undefined && chunked ? `${key}/${start / MAX_BATCH}` : key;
+      let out: { results: Schemas["PublishingResult"][] };
       try {
-        out = (await this.request<{ results: PublishResult[] }>({
+        out = (await this.request<{ results: Schemas["PublishingResult"][] }>({
           method: "POST",
           path: "/api/v1beta/events/batch",
           body: { events: chunk },
           signal: opts.signal,
+          ...keyed(chunkKey),
         })).body!;
       } catch (err) {
         throw new PublishBatchError(err, results);
@@ -234,7 +297,7 @@ export class HeraldClient {
       if (out.results.length !== chunk.length) {
         throw new PublishBatchError(new Error(`herald client: batch publish answered ${out.results.length} results for ${chunk.length} events`), results);
       }
-      results.push(...out.results);
+      results.push(...out.results.map(withReplayed));
     }
     return results;
   }
@@ -366,6 +429,23 @@ export class PublishBatchError extends Error {
 
 function destPath(id: string, action?: string): string {
   return `/v1/event-destinations/${encodeURIComponent(id)}${action ? "/" + action : ""}`;
+}
+
+/** The headers and retries of a publish sent under key (none when undefined). */
+function keyed(key: string | undefined): Pick<Request, "headers" | "retryAlso"> {
+  return key === undefined ? {} : { headers: { "Idempotency-Key": key }, retryAlso: [409] };
+}
+
+/** r with `replayed` false when Herald left it out (a first answer). */
+function withReplayed(r: Schemas["PublishingResult"]): PublishResult {
+  return { ...r, replayed: r.replayed === true };
+}
+
+/** Throws unless key is 1–200 printable ASCII characters (docs/api.md, "Idempotency keys"); the message does not quote it. */
+function checkKey(key: string): void {
+  if (key.length < 1 || key.length > MAX_IDEMPOTENCY_KEY || !/^[\x20-\x7e]+$/.test(key)) {
+    throw new Error(`herald client: idempotencyKey must be 1 to ${MAX_IDEMPOTENCY_KEY} printable ASCII characters (with "/i" after it per chunk of a batch over ${MAX_BATCH})`);
+  }
 }
 
 function checkSeconds(name: string, v: number, min: number, max: number): void {

@@ -11,8 +11,13 @@ type Schemas = components["schemas"];
 export type PublishEvent = Schemas["PublishEvent"];
 /** An event as a publish result echoes it, normalized. */
 export type PublishedEvent = Schemas["Event"];
-/** One event's publish result: `success` false says it was not published. */
-export type PublishResult = Schemas["PublishingResult"];
+/**
+ * One event's publish result: `success` false says it was not published;
+ * `replayed` true says it answers a repeat of the publish's idempotency
+ * key, the event published once by an earlier attempt (the client sets it
+ * false when Herald leaves it out).
+ */
+export type PublishResult = Schemas["PublishingResult"] & { replayed: boolean };
 /** `{"event_type", "filters": [{"filter_type", "resource_id"}]}`. */
 export type FilterGroup = Schemas["FilterGroup"];
 /** One resource-id condition of a filter group. */

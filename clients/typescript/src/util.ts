@@ -46,3 +46,18 @@ export function anySignal(signals: (AbortSignal | undefined)[]): AbortSignal {
 export function isAbort(err: unknown): boolean {
   return err instanceof Error && (err.name === "AbortError" || err.name === "TimeoutError");
 }
+
+/**
+ * A random (version 4) UUID: crypto.randomUUID where the platform has it
+ * (browsers only in secure contexts), else one made from
+ * crypto.getRandomValues.
+ */
+export function randomUUID(): string {
+  const c = globalThis.crypto;
+  if (typeof c?.randomUUID === "function") return c.randomUUID();
+  const b = c.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6]! & 0x0f) | 0x40;
+  b[8] = (b[8]! & 0x3f) | 0x80;
+  const h = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}

@@ -82,6 +82,166 @@ describe("publish", () => {
   });
 });
 
+describe("idempotency keys", () => {
+  const publishes = (start: number, path = "/api/v1beta/events") => proxy.seen.slice(start).filter((s) => s.path === path);
+  const keyOf = (s: { headers: Record<string, unknown> }) => s.headers["idempotency-key"] as string | undefined;
+
+  /** A durable consumer of type, made before anything of type is published. */
+  async function consumerOf(type: string): Promise<string> {
+    return (await client.createDestination({ filter_groups: [{ event_type: type, filters: [] }] })).id;
+  }
+
+  /** Leases and commits everything id holds, and deletes it: the count of events delivered. */
+  async function drain(id: string): Promise<number> {
+    let n = 0;
+    for (let l = await client.pull(id, { limit: 100 }); l !== null; l = await client.pull(id, { limit: 100 })) {
+      n += l.events.length;
+      assert.equal((await client.acknowledge(id, l, "ok")).status, "committed");
+    }
+    await client.deleteDestination(id);
+    return n;
+  }
+
+  /** Swallows Herald's answer to the first request to path: Herald applies it, the client never hears. */
+  function loseFirstAnswer(path: string): () => number {
+    let lost = 0;
+    proxy.intercept = (req) => {
+      if (req.url === path && lost === 0) {
+        lost++;
+        return "swallow";
+      }
+      return "pass";
+    };
+    return () => lost;
+  }
+
+  for (const keys of [true, false]) {
+    test(`a publish whose answer is lost is retried and delivers ${keys ? "one event (the same random key)" : "two events (keys off)"}`, async () => {
+      const c = keys ? client : new HeraldClient({ baseUrl: proxy.url, token: TOKEN, retry: { initialBackoffMs: 20, maxBackoffMs: 200 }, idempotencyKeys: false });
+      const type = unique("ts.idem");
+      const id = await consumerOf(type);
+      const start = proxy.seen.length;
+      const lost = loseFirstAnswer("/api/v1beta/events");
+      let r;
+      try {
+        r = await c.publish(ev(type, 1));
+      } finally {
+        proxy.intercept = () => "pass";
+      }
+      assert.equal(lost(), 1);
+      assert.equal(r.success, true);
+      const calls = publishes(start);
+      assert.equal(calls.length, 2, "the lost answer is retried once");
+      if (keys) {
+        assert.match(keyOf(calls[0]!) ?? "", /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+        assert.equal(keyOf(calls[1]!), keyOf(calls[0]!), "the retry carries the first attempt's key");
+        assert.equal(r.replayed, true, "the retry answers the first attempt's result");
+      } else {
+        assert.equal(keyOf(calls[0]!), undefined);
+        assert.equal(r.replayed, false);
+      }
+      assert.equal(await drain(id), keys ? 1 : 2);
+    });
+  }
+
+  test("a batch whose answer is lost is retried under its key and delivers each event once", async () => {
+    const type = unique("ts.idem-batch");
+    const id = await consumerOf(type);
+    const start = proxy.seen.length;
+    const lost = loseFirstAnswer("/api/v1beta/events/batch");
+    let results;
+    try {
+      results = await client.publishBatch([ev(type, 1), ev(type, 2), ev(type, 3)]);
+    } finally {
+      proxy.intercept = () => "pass";
+    }
+    assert.equal(lost(), 1);
+    assert.deepEqual(results.map((r) => [r.success, r.replayed]), [[true, true], [true, true], [true, true]]);
+    const calls = publishes(start, "/api/v1beta/events/batch");
+    assert.equal(calls.length, 2);
+    assert.equal(keyOf(calls[1]!), keyOf(calls[0]!));
+    assert.equal(await drain(id), 3);
+  });
+
+  test("a 409 (the key's first publish in progress) is retried after its Retry-After with the same key", async () => {
+    const type = unique("ts.idem-409");
+    const id = await consumerOf(type);
+    let refused = 0;
+    proxy.intercept = (req, res) => {
+      if (req.url === "/api/v1beta/events" && refused === 0) {
+        refused++;
+        res.writeHead(409, { "Retry-After": "1", "Content-Type": "application/json" });
+        res.end(JSON.stringify({ code: "aborted", message: "a publish with this idempotency key is in progress" }));
+        return "handled";
+      }
+      return "pass";
+    };
+    const start = proxy.seen.length;
+    let r;
+    try {
+      r = await client.publish(ev(type, 1));
+    } finally {
+      proxy.intercept = () => "pass";
+    }
+    assert.equal(r.success, true);
+    const calls = publishes(start);
+    assert.equal(calls.length, 2);
+    assert.equal(keyOf(calls[1]!), keyOf(calls[0]!));
+    assert.ok(calls[1]!.at - calls[0]!.at >= 950, `retried after ${calls[1]!.at - calls[0]!.at} ms, before the Retry-After`);
+    assert.equal(await drain(id), 1);
+  });
+
+  test("a 409 without a key is an answer, not retried", async () => {
+    const plain = new HeraldClient({ baseUrl: proxy.url, token: TOKEN, idempotencyKeys: false });
+    proxy.intercept = (req, res) => {
+      if (req.url !== "/api/v1beta/events") return "pass";
+      res.writeHead(409, { "Content-Type": "application/json" });
+      res.end(JSON.stringify({ code: "aborted", message: "conflict" }));
+      return "handled";
+    };
+    const start = proxy.seen.length;
+    try {
+      await assert.rejects(plain.publish(ev("ts.idem", 1)), (e: unknown) => e instanceof HeraldError && e.status === 409);
+    } finally {
+      proxy.intercept = () => "pass";
+    }
+    assert.equal(publishes(start).length, 1);
+  });
+
+  test("the caller's own key: a repeat across calls is replayed, another event under it is a 422", async () => {
+    const type = unique("ts.idem-own");
+    const id = await consumerOf(type);
+    const key = unique("order-42");
+    const start = proxy.seen.length;
+    const first = await client.publish(ev(type, 1), { idempotencyKey: key });
+    const again = await client.publish(ev(type, 1), { idempotencyKey: key });
+    assert.equal(first.replayed, false);
+    assert.equal(again.replayed, true);
+    assert.deepEqual(again.event, first.event, "the first result, occurred_at and all");
+    assert.deepEqual(publishes(start).map(keyOf), [key, key]);
+    await assert.rejects(client.publish(ev(type, 2), { idempotencyKey: key }), (e: unknown) => e instanceof HeraldError && e.status === 422);
+    // Keys off still sends a key the caller passes.
+    const plain = new HeraldClient({ baseUrl: proxy.url, token: TOKEN, idempotencyKeys: false });
+    assert.equal((await plain.publish(ev(type, 1), { idempotencyKey: key })).replayed, true);
+    assert.equal(await drain(id), 1);
+  });
+
+  test("a batch over MAX_BATCH keys its chunks key/0, key/1; a bad key is refused before any request", async () => {
+    const type = unique("ts.idem-chunks");
+    const key = unique("batch");
+    const start = proxy.seen.length;
+    const results = await client.publishBatch(Array.from({ length: 101 }, (_, i) => ev(type, i)), { idempotencyKey: key });
+    assert.equal(results.length, 101);
+    assert.deepEqual(publishes(start, "/api/v1beta/events/batch").map(keyOf), [`${key}/0`, `${key}/1`]);
+    const before = proxy.seen.length;
+    for (const bad of ["", "é", "x".repeat(201), "tab\tin"]) {
+      await assert.rejects(client.publish(ev(type, 1), { idempotencyKey: bad }), /idempotencyKey must be 1 to 200 printable ASCII/);
+    }
+    await assert.rejects(client.publishBatch(Array.from({ length: 101 }, (_, i) => ev(type, i)), { idempotencyKey: "x".repeat(199) }), /printable ASCII/);
+    assert.equal(proxy.seen.length, before, "no request sent");
+  });
+});
+
 describe("consume", () => {
   async function consumer(type: string): Promise<string> {
     const d = await client.createDestination({ filter_groups: [{ event_type: type, filters: [] }] });
