@@ -29,9 +29,11 @@ targets=(
   ./internal/structjson:FuzzEncodeMatchesProtojson
   ./internal/structjson:FuzzFromWireMatchesUnmarshal
   ./leasestore:FuzzRecordCodecs
+  ./leasestore:FuzzEventBatchRoundTrip
   ./pubsubx/mem:FuzzOpenURL
   ./pubsubx/rabbit:FuzzOpenURL
   ./pubsubx/nats:FuzzOpenURL
+  ./pubsubx/nats:FuzzParseAck
 )
 for t in "${targets[@]}"; do
   pkg="${t%%:*}" name="${t##*:}"
