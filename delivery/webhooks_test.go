@@ -337,7 +337,7 @@ func TestWebhookTimeout(t *testing.T) {
 	b.create(t, delivery.CreateWebhookParams{Timeout: time.Second})
 	b.publish(t, 1)
 	rep := b.push(t)
-	require.Equal(t, 1, rep.Failed)
+	require.Equal(t, 1, rep.Failed, "report %+v; log:\n%s", *rep, b.logs.String())
 	require.Contains(t, b.logs.String(), "did not answer within the timeout")
 }
 

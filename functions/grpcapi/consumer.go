@@ -393,8 +393,20 @@ func shutdownErr(ctx context.Context, err error) error {
 	return err
 }
 
+// ctxEnd is how a stream ends when its context did: DEADLINE_EXCEEDED
+// when the client's deadline (grpc-timeout) passed, so that the client
+// tells a stream cut by its own deadline from one the server finished;
+// nil (OK) when the client cancelled, as it is no longer there to read
+// the status.
+func ctxEnd(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("the stream's deadline passed"))
+	}
+	return nil
+}
+
 // deliver hands st's events to send, one call per event, until ctx ends
-// (nil), send fails (its error) or the session is lost (its error, mapped
+// (see ctxEnd), send fails (its error) or the session is lost (its error, mapped
 // with Error). A client must take each event within writeTimeout
 // (StreamConfig.WriteTimeout), else its stream is dropped and what it was
 // not sent returns to the queue when the handler closes the session. The
@@ -410,7 +422,7 @@ func deliver(ctx context.Context, procedure string, st *delivery.Stream, writeTi
 				return Error(ctx, procedure, serr)
 			}
 			if ctx.Err() != nil {
-				return nil
+				return ctxEnd(ctx)
 			}
 			return Error(ctx, procedure, err)
 		}

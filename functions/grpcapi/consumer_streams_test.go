@@ -318,10 +318,12 @@ func TestGRPCReplayFailedWindowFull(t *testing.T) {
 	var firstTag int64
 	for i := range holders {
 		holders[i] = h.acksStream(t, h.ctx(t, h.Token), "full-q")
-		for range delivery.DefaultMaxUnsettled {
-			tag, _ := recvAck(t, holders[i])
+		for k := range delivery.DefaultMaxUnsettled {
+			res := &cpb.ConsumeDurableEventsWithAcksResponse{}
+			require.NoError(t, holders[i].RecvMsg(res), "holder %d of %d, after %d of its %d events", i, streams, k, delivery.DefaultMaxUnsettled)
+			require.Len(t, res.GetEvents(), 1)
 			if i == 0 && firstTag == 0 {
-				firstTag = tag
+				firstTag = res.GetDeliveryTag()
 			}
 		}
 	}
