@@ -306,7 +306,9 @@ func (s *Service) PushWebhooks(ctx context.Context, p *auth.Principal, budget ti
 	if err := p.Require(auth.PermRunJobs); err != nil {
 		return nil, err
 	}
-	cs, err := s.cfg.Store.ListConsumers(ctx)
+	// The webhook records alone: listing every consumer would cost a read
+	// of every non-durable queue each run (twice a second locally).
+	ws, err := s.cfg.Store.ListWebhooks(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -320,12 +322,20 @@ func (s *Service) PushWebhooks(ctx context.Context, p *auth.Principal, budget ti
 	if budget > 0 {
 		until = time.Now().Add(budget)
 	}
-	for _, c := range cs {
-		if c.Type != leasestore.TypeWebhook || c.Paused {
-			continue
-		}
+	for _, w := range ws {
 		wg.Go(func() {
-			r := s.pushDestination(ctx, c, until)
+			c, err := s.cfg.Store.LookupConsumer(ctx, w.Consumer)
+			var r PushReport
+			switch {
+			case herr.CodeOf(err) == herr.NotFound:
+				// Being created or deleted.
+			case err != nil:
+				s.cfg.Logger.WarnContext(ctx, "webhook push: read failed", "destination", w.Consumer, "err", err)
+				r.Errors = 1
+			case c.Type != leasestore.TypeWebhook || c.Paused:
+			default:
+				r = s.pushDestination(ctx, c, until)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			rep.add(r)

@@ -214,3 +214,18 @@ func (s *Store) DeleteWebhook(ctx context.Context, consumer string) error {
 	}
 	return nil
 }
+
+// ListWebhooks returns every webhook record of the collection, in no
+// particular order: one query over the webhook records alone, so that a
+// push run costs reads in proportion to the webhook destinations, not to
+// every consumer and non-durable queue of the deployment. A record whose
+// consumer is being created or deleted may be listed; callers read the
+// consumer when they need it.
+func (s *Store) ListWebhooks(ctx context.Context) ([]*Webhook, error) {
+	var out []*Webhook
+	err := eachOfKind(ctx, s, kindWebhook, func(d *webhookDoc) error {
+		out = append(out, d.view())
+		return nil
+	})
+	return out, err
+}

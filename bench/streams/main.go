@@ -63,6 +63,7 @@ func main() {
 	flag.IntVar(&c.srcIPs, "src-ips", 0, "loopback source addresses to spread connections over (0: one per 2,000 streams)")
 	flag.StringVar(&c.heapProfile, "heap-profile", "", "write Herald's heap profile at the end of the idle phase to this file")
 	flag.StringVar(&c.cpuProfile, "cpu-profile", "", "write Herald's CPU profile of the fan-out phase to this file")
+	flag.StringVar(&c.idleCPUProfile, "idle-cpu-profile", "", "write Herald's CPU profile of the idle phase to this file")
 	flag.Parse()
 	if c.herald == "" {
 		log.Fatal("streams: -herald is required (make bench-streams sets it)")

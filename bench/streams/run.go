@@ -50,6 +50,9 @@ type config struct {
 	// cpuProfile, when set, is where Herald's CPU profile of the
 	// fan-out phase (/debug/pprof/profile) is written.
 	cpuProfile string
+	// idleCPUProfile, when set, is where Herald's CPU profile of the
+	// idle phase is written.
+	idleCPUProfile string
 }
 
 // result is what one run measured. Durations are as measured; CPU is a
@@ -404,7 +407,17 @@ func run(c config) (result, error) {
 		return res, err
 	}
 	i0 := time.Now()
-	time.Sleep(c.idle)
+	if c.idleCPUProfile != "" {
+		// The profile covers the idle window; its own cost (a few ms of
+		// Herald's CPU) is counted in the window.
+		secs := max(int(c.idle.Seconds()), 1)
+		if err := save(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", debugAddr, secs), c.idleCPUProfile); err != nil {
+			fmt.Fprintf(os.Stderr, "streams: idle CPU profile: %v\n", err)
+		}
+		time.Sleep(time.Until(i0.Add(c.idle)))
+	} else {
+		time.Sleep(c.idle)
+	}
 	idle := time.Since(i0)
 	h1, err := stack.CPUOf(pid)
 	if err != nil {

@@ -15,6 +15,38 @@ import (
 var webhookCases = []conformanceCase{
 	{"Webhook/CreateGetUpdateDelete", testWebhookLifecycle},
 	{"Webhook/ConcurrentUpdates", testWebhookConcurrent},
+	{"Webhook/List", testWebhookList},
+}
+
+// testWebhookList: ListWebhooks returns the webhook records, and only
+// them (not the consumers beside them); a deleted record is gone from it.
+func testWebhookList(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	ids := []string{"storetest-wh-" + uuid.NewString(), "storetest-wh-" + uuid.NewString()}
+	for _, id := range ids {
+		_, err := b.store.CreateConsumer(b.ctx, leasestore.Consumer{ID: id, Type: leasestore.TypeWebhook, Subscription: "s-" + id})
+		require.NoError(t, err)
+		_, err = b.store.CreateWebhook(b.ctx, leasestore.Webhook{Consumer: id, URL: "https://example.com/" + id, Secrets: []leasestore.WebhookSecret{{Secret: "whsec_" + id}}})
+		require.NoError(t, err)
+	}
+	listed := func() map[string]string {
+		ws, err := b.store.ListWebhooks(b.ctx)
+		require.NoError(t, err)
+		out := map[string]string{}
+		for _, w := range ws {
+			out[w.Consumer] = w.URL
+		}
+		return out
+	}
+	got := listed()
+	for _, id := range ids {
+		require.Equal(t, "https://example.com/"+id, got[id])
+	}
+	require.NotContains(t, got, b.consumer, "the setup's durable consumer has no webhook record")
+	require.NoError(t, b.store.DeleteWebhook(b.ctx, ids[0]))
+	got = listed()
+	require.NotContains(t, got, ids[0])
+	require.Contains(t, got, ids[1])
 }
 
 // testWebhookLifecycle: a webhook record reads back as written (secrets in
