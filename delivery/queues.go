@@ -536,7 +536,14 @@ func (s *Service) ReapIdleQueues(ctx context.Context, p *auth.Principal) (*ReapR
 	if err := p.Require(auth.PermRunJobs); err != nil {
 		return nil, err
 	}
-	cs, err := s.cfg.Store.ReapIdle(ctx, s.cfg.Streams.ReconnectGrace, s.cfg.Streams.IdleWindow)
+	// One listing of the heads serves the reaper and the backlog intake
+	// below: with many non-durable queues, reading every consumer is most
+	// of an idle process's work.
+	all, err := s.cfg.Store.ListHeads(ctx)
+	var cs []*leasestore.Consumer
+	if err == nil {
+		cs, err = s.cfg.Store.ReapIdleAmong(ctx, all, s.cfg.Streams.ReconnectGrace, s.cfg.Streams.IdleWindow)
+	}
 	rep := &ReapReport{}
 	reaped := make(map[string]bool, len(cs))
 	for _, c := range cs {
@@ -558,10 +565,7 @@ func (s *Service) ReapIdleQueues(ctx context.Context, p *auth.Principal) (*ReapR
 	keys, kerr := s.cfg.Store.ReapKeys(ctx)
 	rep.Keys = keys
 	cerr = errors.Join(cerr, kerr)
-	all, lerr := s.cfg.Store.ListConsumers(ctx)
 	var ierr error
-	if lerr == nil {
-		rep.Intake, ierr = s.takeInIdleBacklogs(ctx, all, reaped)
-	}
-	return rep, errors.Join(err, perr, cerr, lerr, ierr)
+	rep.Intake, ierr = s.takeInIdleBacklogs(ctx, all, reaped)
+	return rep, errors.Join(err, perr, cerr, ierr)
 }

@@ -33,6 +33,19 @@ import (
 // broker subscriptions. When some cannot be read or deleted it goes on with
 // the others and returns what it deleted with the errors joined.
 func (s *Store) ReapIdle(ctx context.Context, grace, idle time.Duration) ([]*Consumer, error) {
+	all, err := s.ListHeads(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.ReapIdleAmong(ctx, all, grace, idle)
+}
+
+// ListHeads returns every consumer, of every type, in no particular order,
+// as its head record tells it (LookupConsumer's figures: Committed a floor,
+// InFlight and Requeued upper bounds): one query, where ListConsumers also
+// reads every consumer's blocks. Consumers stored in an earlier layout are
+// left out.
+func (s *Store) ListHeads(ctx context.Context) ([]*Consumer, error) {
 	heads, err := s.listHeads(ctx)
 	if err != nil {
 		return nil, err
@@ -40,12 +53,21 @@ func (s *Store) ReapIdle(ctx context.Context, grace, idle time.Duration) ([]*Con
 	all := make([]*Consumer, 0, len(heads))
 	nowMs := s.nowMs()
 	for _, d := range heads {
-		c, err := d.view(nowMs, nil, 0) // sessions and times are all the reaper needs
+		c, err := d.view(nowMs, nil, 0)
 		if err != nil {
 			return nil, err
 		}
 		all = append(all, c)
 	}
+	return all, nil
+}
+
+// ReapIdleAmong is ReapIdle over the consumers of a listing the caller
+// has read (ListHeads), so that a job that needs the listing for more than
+// reaping reads every head once. Each candidate is read again before its
+// conditional delete, so a listing that has aged reaps nothing that is no
+// longer idle.
+func (s *Store) ReapIdleAmong(ctx context.Context, all []*Consumer, grace, idle time.Duration) ([]*Consumer, error) {
 	var (
 		out   []*Consumer
 		errs  []error

@@ -67,6 +67,19 @@ func testCreateGetList(t *testing.T, h Harness) {
 	require.True(t, ids[id], "list holds the new consumer")
 	require.True(t, ids[b.consumer], "list holds the bundle's consumer")
 	require.Len(t, list, 2, "the fresh collection holds exactly two consumers (payload records are not consumers)")
+
+	// ListHeads lists the same consumers, as their heads tell them.
+	heads, err := b.store.ListHeads(b.ctx)
+	require.NoError(t, err)
+	require.Len(t, heads, 2)
+	for _, c := range heads {
+		require.Contains(t, []string{id, b.consumer}, c.ID)
+		if c.ID == id {
+			require.Equal(t, "sub-"+id, c.Subscription)
+			require.Equal(t, leasestore.TypeDurableConsumer, c.Type)
+			require.True(t, groups.Equal(c.Filters))
+		}
+	}
 }
 
 func testCreateAlreadyExists(t *testing.T, h Harness) {
