@@ -1,13 +1,22 @@
 package publish_test
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/publish"
+	"github.com/heraldevents/herald/internal/testkit/faultbroker"
+	"github.com/heraldevents/herald/internal/testkit/inmem"
+	"github.com/heraldevents/herald/leasestore"
+	"github.com/heraldevents/herald/pubsubx"
 )
 
 // results returns a batch answer's results.
@@ -19,7 +28,8 @@ func (k keyed) results() []map[string]any {
 	return out
 }
 
-// eventIDs returns the ids of events received, by event type.
+// receivedTypes returns the event types of the events received since
+// the last call, in order.
 func (f *fixture) receivedTypes() []string {
 	var out []string
 	for _, e := range f.received() {
@@ -153,4 +163,50 @@ func TestKeyedPerEventRefused(t *testing.T) {
 	require.Contains(t, rs[2]["failure_reason"], "printable ASCII")
 	require.Equal(t, true, rs[4]["success"])
 	require.Equal(t, []string{"orders.good"}, f.receivedTypes())
+}
+
+// TestKeyedPerEventInProgress: an event whose key a publish still in
+// progress holds fails alone (the per-event 409), is not published, and
+// the batch's other events publish.
+func TestKeyedPerEventInProgress(t *testing.T) {
+	t.Parallel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow := func(ctx context.Context, m *pubsubx.Message) error {
+		if m.EventType() == "orders.slow" {
+			close(entered)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	svc := inmem.New(t, inmem.Options{
+		Wrap:   faultbroker.Wrap(slow),
+		Config: delivery.Config{Logger: slog.New(slog.DiscardHandler), IdempotencyWait: -1},
+	})
+	c, err := svc.CreateDestination(t.Context(), admin, delivery.CreateDestinationParams{Type: leasestore.TypeDurableConsumer})
+	require.NoError(t, err)
+	h := &publish.Handler{Service: svc.Service}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+batchPath, h.Batch)
+	f := &fixture{t: t, svc: svc, consumer: c.ID, srv: httpx.Authenticate(auth.StaticTokens{
+		"admin": {ID: "admin", Permissions: []string{auth.PermAll}},
+	}, mux)}
+	done := make(chan keyed)
+	go func() {
+		done <- f.doKeyed(batchPath, "admin", `{"events":[{"event_type":"orders.slow","idempotency_key":"slow-1"}]}`)
+	}()
+	<-entered
+	busy := f.doKeyed(batchPath, "admin", `{"events":[{"event_type":"orders.slow","idempotency_key":"slow-1"},{"event_type":"orders.other","idempotency_key":"other-1"}]}`)
+	require.Equal(t, http.StatusOK, busy.code, busy.body)
+	rs := busy.results()
+	require.Equal(t, false, rs[0]["success"])
+	require.Contains(t, rs[0]["failure_reason"], "in progress")
+	require.Equal(t, true, rs[1]["success"])
+	close(release)
+	first := <-done
+	require.Equal(t, true, first.results()[0]["success"])
+	require.ElementsMatch(t, []string{"orders.slow", "orders.other"}, f.receivedTypes(), "the held event once")
 }
