@@ -315,12 +315,13 @@ func (s *Service) publishEach(ctx context.Context, p *auth.Principal, items []Ba
 	for i := range items {
 		outs[i].At = now
 		it := &items[i]
-		if it.Err == nil && it.Key != "" {
-			it.Err = herr.InField(leasestore.CheckIdempotencyKey(it.Key), "idempotency_key")
+		err := it.Err
+		if err == nil && it.Key != "" {
+			err = herr.InField(leasestore.CheckIdempotencyKey(it.Key), "idempotency_key")
 		}
 		switch {
-		case it.Err != nil:
-			outs[i].FailureReason = FailureReason(it.Err)
+		case err != nil:
+			outs[i].FailureReason = FailureReason(err)
 			replay = false
 		case it.Key == "":
 			plain = append(plain, i)
@@ -341,13 +342,13 @@ func (s *Service) publishEach(ctx context.Context, p *auth.Principal, items []Ba
 			index  []int // outs index
 			claim  []int // index in claimed, -1 for a plain event
 		}
-		parts := map[time.Time]*part{}
+		parts := map[int64]*part{} // by publish time, Unix ns
 		var order []time.Time
 		partAt := func(at time.Time) *part {
-			pt, ok := parts[at]
+			pt, ok := parts[at.UnixNano()]
 			if !ok {
 				pt = &part{}
-				parts[at] = pt
+				parts[at.UnixNano()] = pt
 				order = append(order, at)
 			}
 			return pt
@@ -380,7 +381,7 @@ func (s *Service) publishEach(ctx context.Context, p *auth.Principal, items []Ba
 			pt.index, pt.claim = append(pt.index, i), append(pt.claim, sl.k)
 		}
 		for _, at := range order {
-			pt := parts[at]
+			pt := parts[at.UnixNano()]
 			for j, r := range s.publishBatch(ctx, p, pt.events, pt.ids, at) {
 				i := pt.index[j]
 				if r.Err != nil {
