@@ -243,7 +243,7 @@ func (c *Client) PublishBatchKeyed(ctx context.Context, events []KeyedEvent) ([]
 		if err != nil {
 			return nil, fmt.Errorf("events[%d]: %w", i, err)
 		}
-		if err := checkKey(ke.Key); ke.Key != "" && err != nil {
+		if err := CheckIdempotencyKey(ke.Key); ke.Key != "" && err != nil {
 			return nil, fmt.Errorf("events[%d]: %w", i, err)
 		}
 		if j, ok := seen[ke.Key]; ok && ke.Key != "" {
@@ -259,10 +259,11 @@ func (c *Client) PublishBatchKeyed(ctx context.Context, events []KeyedEvent) ([]
 	return c.publishChunks(ctx, ws, func(int) string { return "" })
 }
 
-// checkKey returns an error unless key is 1–200 printable ASCII
-// characters (the server's rule, checked here so that a bad key fails
-// before anything is sent).
-func checkKey(key string) error {
+// CheckIdempotencyKey returns an error unless key is 1–200 printable
+// ASCII characters (0x20–0x7e), the server's rule for an idempotency key
+// (docs/api.md, "Idempotency keys"): PublishBatchKeyed checks its keys
+// with it before anything is sent.
+func CheckIdempotencyKey(key string) error {
 	if key == "" || len(key) > 200 {
 		return fmt.Errorf("herald client: an idempotency key must be 1 to 200 characters long; this one has %d", len(key))
 	}
