@@ -69,6 +69,9 @@ func TestPublishFileEventKeys(t *testing.T) {
 		require.Equal(t, 5, s.Failures[1].Line)
 		require.Contains(t, s.Failures[1].Reason, "printable ASCII")
 	}
+	r := herald(t, h, "publish", "--file", file, "--idempotency-key", "whole-file")
+	require.NotEqual(t, 0, r.code)
+	require.Contains(t, r.stderr, "idempotency_key each")
 	type pulled struct {
 		Events []struct {
 			Data map[string]int `json:"data"`

@@ -41,6 +41,10 @@ failed; the exit code is 1 when any event was not published.`,
 			switch {
 			case file != "" && (typ != "" || resource != "" || data != "" || occurred != ""):
 				return usagef("--file cannot be combined with --type, --resource, --data or --time")
+			case file != "" && key != "":
+				// Not ignored: a file goes in several batches, and each
+				// event's own key is what makes a resend safe.
+				return usagef("--idempotency-key applies to --type; give the lines of --file an idempotency_key each")
 			case file != "":
 				return a.publishFile(cmd, file)
 			case typ == "":
