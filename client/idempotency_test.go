@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -137,4 +138,71 @@ func TestPublishWithIdempotencyKey(t *testing.T) {
 	var he *client.Error
 	require.ErrorAs(t, err, &he)
 	require.Equal(t, http.StatusUnprocessableEntity, he.StatusCode)
+}
+
+// TestPublishBatchKeyedRetryThroughCutConnection: a batch of events with
+// keys of their own, whose connection is cut after Herald published it,
+// is retried by the client; the retry answers each event's first result
+// as a replay, and each event is delivered exactly once. A later call
+// with one of the keys replays that event and publishes the new one.
+func TestPublishBatchKeyedRetryThroughCutConnection(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var g cutGateway
+	c, err := client.New(g.start(t, b.h.URL), client.WithToken(b.h.Token))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx := testContext(t)
+	d, err := b.c.CreateConsumer(ctx, []client.FilterGroup{{EventType: "shop.order.placed"}})
+	require.NoError(t, err)
+	event := func(id int) client.KeyedEvent {
+		e, err := client.NewEvent("shop.order.placed", fmt.Sprintf("/orders/%d", id), map[string]int{"id": id})
+		require.NoError(t, err)
+		return client.KeyedEvent{Event: e, Key: fmt.Sprintf("order-%d-placed", id)}
+	}
+	unkeyed := event(3)
+	unkeyed.Key = "" // the client makes one, kept across the retry
+	res, err := c.PublishBatchKeyed(ctx, []client.KeyedEvent{event(1), event(2), unkeyed})
+	require.NoError(t, err)
+	require.Len(t, res, 3)
+	for i, r := range res {
+		require.True(t, r.Success, "event %d: %s", i, r.FailureReason)
+		require.True(t, r.Replayed, "event %d: the retry answered the first attempt's result", i)
+	}
+	require.Len(t, g.seen(), 2, "the cut attempt and its retry")
+
+	delivered := func() []string {
+		var subjects []string
+		for {
+			l, err := b.c.Pull(ctx, d.ID, client.PullOptions{Limit: 10, Visibility: 30 * time.Second, WorkerID: "w"})
+			require.NoError(t, err)
+			if l == nil {
+				return subjects
+			}
+			for _, e := range l.Events {
+				subjects = append(subjects, e.Subject())
+			}
+			_, err = b.c.Acknowledge(ctx, d.ID, l, client.AckOK)
+			require.NoError(t, err)
+		}
+	}
+	require.ElementsMatch(t, []string{"/orders/1", "/orders/2", "/orders/3"}, delivered(), "each event exactly once")
+
+	again, err := c.PublishBatchKeyed(ctx, []client.KeyedEvent{event(2), event(4)})
+	require.NoError(t, err)
+	require.True(t, again[0].Replayed)
+	require.False(t, again[1].Replayed)
+	require.True(t, again[1].Success)
+	require.Equal(t, []string{"/orders/4"}, delivered())
+
+	// A key twice in one call fails before anything is sent.
+	n := len(g.seen())
+	_, err = c.PublishBatchKeyed(ctx, []client.KeyedEvent{event(5), event(5)})
+	require.ErrorContains(t, err, "same idempotency key")
+	bad := event(6)
+	bad.Key = "tab\tkey"
+	_, err = c.PublishBatchKeyed(ctx, []client.KeyedEvent{bad})
+	require.ErrorContains(t, err, "printable ASCII")
+	require.Len(t, g.seen(), n)
+	require.Empty(t, delivered())
 }

@@ -29,8 +29,9 @@ type PublishResult struct {
 	Success       bool
 	FailureReason string
 	// Replayed says Herald answered a repeat of the publish's idempotency
-	// key with the result of its first attempt: the event was published
-	// once, by an earlier attempt.
+	// key (or, with PublishBatchKeyed, of the event's own key) with the
+	// result of its first attempt: the event was published once, by an
+	// earlier attempt.
 	Replayed bool
 }
 
@@ -101,6 +102,9 @@ type wireEvent struct {
 	Message    json.RawMessage `json:"message,omitempty"`
 	OccurredAt string          `json:"occurred_at,omitempty"`
 	Resource   *wireResource   `json:"resource,omitempty"`
+	// IdempotencyKey is the event's own key in a batch
+	// (PublishBatchKeyed).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 type wireResource struct {
@@ -184,28 +188,103 @@ func (c *Client) Publish(ctx context.Context, e event.Event) (PublishResult, err
 // /api/v1beta/events/batch), and returns one result per event, in order:
 // an event that breaks a rule fails alone. When a call fails (after its
 // retries), the results of the calls before it are returned with the
-// error; the events after them were not sent.
+// error; the events after them were not sent. Each call carries one
+// Idempotency-Key for its whole batch (see WithIdempotencyKey); for a key
+// per event, use PublishBatchKeyed.
 func (c *Client) PublishBatch(ctx context.Context, events []event.Event) ([]PublishResult, error) {
-	results := make([]PublishResult, 0, len(events))
-	key := c.publishKey(ctx)
-	for start := 0; start < len(events); start += MaxBatch {
-		chunk := events[start:min(start+MaxBatch, len(events))]
-		ws := make([]wireEvent, len(chunk))
-		for i, e := range chunk {
-			w, err := toWire(e)
-			if err != nil {
-				return results, fmt.Errorf("events[%d]: %w", start+i, err)
-			}
-			ws[i] = w
+	ws := make([]wireEvent, len(events))
+	for i, e := range events {
+		w, err := toWire(e)
+		if err != nil {
+			return nil, fmt.Errorf("events[%d]: %w", i, err)
 		}
+		ws[i] = w
+	}
+	key := c.publishKey(ctx)
+	return c.publishChunks(ctx, ws, func(chunk int) string {
+		if key != "" && len(events) > MaxBatch {
+			return fmt.Sprintf("%s/%d", key, chunk)
+		}
+		return key
+	})
+}
+
+// KeyedEvent is an event of PublishBatchKeyed with its own idempotency
+// key.
+type KeyedEvent struct {
+	Event event.Event
+	// Key is the event's idempotency key: 1–200 printable ASCII
+	// characters, no two events of one call with the same. "" makes a
+	// random UUID for the event, kept across the call's retries (none
+	// with WithoutIdempotencyKeys).
+	Key string
+}
+
+// PublishBatchKeyed publishes events as PublishBatch does, each under
+// its own idempotency key (the idempotency_key member of each event;
+// docs/api.md, "Idempotency keys") instead of one key for the batch: a
+// repeat of an event's key, in any later call or process, publishes
+// nothing for that event and answers its first result with Replayed set,
+// while the call's other events publish. An event whose key was used
+// with another event fails alone (Success false, a FailureReason saying
+// the key was used with a different request), and so does one whose key
+// a publish still in progress holds (publish it again later: it is not
+// published twice). WithIdempotencyKey does not apply: the events' keys
+// replace it.
+//
+// Errors: a key given to two events, or one that is not 1–200 printable
+// ASCII characters, fails the whole call before anything is sent;
+// otherwise PublishBatch's.
+func (c *Client) PublishBatchKeyed(ctx context.Context, events []KeyedEvent) ([]PublishResult, error) {
+	ws := make([]wireEvent, len(events))
+	seen := make(map[string]int, len(events))
+	for i, ke := range events {
+		w, err := toWire(ke.Event)
+		if err != nil {
+			return nil, fmt.Errorf("events[%d]: %w", i, err)
+		}
+		if err := CheckIdempotencyKey(ke.Key); ke.Key != "" && err != nil {
+			return nil, fmt.Errorf("events[%d]: %w", i, err)
+		}
+		if j, ok := seen[ke.Key]; ok && ke.Key != "" {
+			return nil, fmt.Errorf("herald client: events[%d] and events[%d] have the same idempotency key", j, i)
+		}
+		seen[ke.Key] = i
+		w.IdempotencyKey = ke.Key
+		if w.IdempotencyKey == "" && !c.noKeys {
+			w.IdempotencyKey = uuid.NewString()
+		}
+		ws[i] = w
+	}
+	return c.publishChunks(ctx, ws, func(int) string { return "" })
+}
+
+// CheckIdempotencyKey returns an error unless key is 1–200 printable
+// ASCII characters (0x20–0x7e), the server's rule for an idempotency key
+// (docs/api.md, "Idempotency keys"): PublishBatchKeyed checks its keys
+// with it before anything is sent.
+func CheckIdempotencyKey(key string) error {
+	if key == "" || len(key) > 200 {
+		return fmt.Errorf("herald client: an idempotency key must be 1 to 200 characters long; this one has %d", len(key))
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return fmt.Errorf("herald client: an idempotency key must be printable ASCII; byte %d is not", i)
+		}
+	}
+	return nil
+}
+
+// publishChunks sends ws, MaxBatch per call, chunk i under the
+// Idempotency-Key chunkKey(i) ("" for none).
+func (c *Client) publishChunks(ctx context.Context, ws []wireEvent, chunkKey func(chunk int) string) ([]PublishResult, error) {
+	results := make([]PublishResult, 0, len(ws))
+	for start := 0; start < len(ws); start += MaxBatch {
+		chunk := ws[start:min(start+MaxBatch, len(ws))]
 		var out struct {
 			Results []wireResult `json:"results"`
 		}
-		chunkKey := key
-		if key != "" && len(events) > MaxBatch {
-			chunkKey = fmt.Sprintf("%s/%d", key, start/MaxBatch)
-		}
-		req := keyed(request{method: http.MethodPost, path: "/api/v1beta/events/batch", body: map[string]any{"events": ws}}, chunkKey)
+		req := keyed(request{method: http.MethodPost, path: "/api/v1beta/events/batch", body: map[string]any{"events": chunk}}, chunkKey(start/MaxBatch))
 		if _, err := c.do(ctx, req, &out); err != nil {
 			return results, err
 		}

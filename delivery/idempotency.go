@@ -183,9 +183,23 @@ func (s *Service) PublishOutcomeKeyed(ctx context.Context, p *auth.Principal, ke
 }
 
 // PublishItemsKeyed is PublishItems under one idempotency key for the
-// whole batch ("": none, exactly PublishItems); replayed and the errors
-// as PublishOutcomeKeyed's (the errors only for a keyed batch).
+// whole batch ("": none, exactly PublishItems), or under the keys of its
+// events (BatchItem.Key; publishEach), never both; replayed says every
+// outcome is a replay (each says so itself too, Outcome.Replayed), and
+// the errors are PublishOutcomeKeyed's (only for a keyed batch).
+//
+// Errors for per-event keys: herr.Malformed (HTTP 400) for a batch key
+// together with event keys, or one key on two events of the batch;
+// herr.FailedPrecondition without a store. A malformed event key, a key
+// reused with another event (*leasestore.KeyReusedError) or one in use
+// by a publish in progress (*leasestore.KeyBusyError) fails its event
+// alone (success false, the error's message as its failure reason).
 func (s *Service) PublishItemsKeyed(ctx context.Context, p *auth.Principal, key string, items []BatchItem) (outs []Outcome, replayed bool, err error) {
+	if perEvent, err := checkEventKeys(key, items); err != nil {
+		return nil, false, err
+	} else if perEvent {
+		return s.publishEach(ctx, p, items)
+	}
 	if key == "" {
 		return s.PublishItems(ctx, p, items), false, nil
 	}
@@ -256,6 +270,156 @@ func (s *Service) PublishItemsKeyed(ctx context.Context, p *auth.Principal, key 
 	return outs, err == nil, err
 }
 
+// checkEventKeys reports whether items carry keys of their own, or
+// herr.Malformed for event keys beside a batch key or a key on two
+// events.
+func checkEventKeys(batchKey string, items []BatchItem) (bool, error) {
+	var first map[string]int // key → its first event
+	for i := range items {
+		k := items[i].Key
+		if k == "" {
+			continue
+		}
+		if batchKey != "" {
+			return false, herr.New(herr.Malformed, "events[%d] has an idempotency key of its own and the request has one for the whole batch: send either the batch's key or the events' keys", i)
+		}
+		if first == nil {
+			first = make(map[string]int)
+		}
+		if j, ok := first[k]; ok {
+			return false, herr.New(herr.Malformed, "events[%d] and events[%d] have the same idempotency key: each event's key must be its own", j, i)
+		}
+		first[k] = i
+	}
+	return first != nil, nil
+}
+
+// publishEach publishes a batch whose events carry keys of their own
+// (leasestore.PublishEach): each keyed event is a keyed publish of one
+// event, with the same fingerprint and plan as PublishOutcomeKeyed's, so
+// an event's key and a single publish's are interchangeable. The events
+// claimed now and the batch's unkeyed events go to the broker in one
+// batch (per publish time: a taken-over key keeps its first plan's).
+func (s *Service) publishEach(ctx context.Context, p *auth.Principal, items []BatchItem) ([]Outcome, bool, error) {
+	if s.cfg.Store == nil {
+		return nil, false, herr.New(herr.FailedPrecondition, "this deployment has no lease store to keep idempotency keys in")
+	}
+	now := s.cfg.Now().UTC()
+	outs := make([]Outcome, len(items))
+	var (
+		reqs   []leasestore.KeyRequest
+		keyed  []int // reqs[k] is items[keyed[k]]
+		plain  []int // the valid unkeyed items
+		replay = true
+	)
+	for i := range items {
+		outs[i].At = now
+		it := &items[i]
+		err := it.Err
+		if err == nil && it.Key != "" {
+			err = herr.InField(leasestore.CheckIdempotencyKey(it.Key), "idempotency_key")
+		}
+		switch {
+		case err != nil:
+			outs[i].FailureReason = FailureReason(err)
+			replay = false
+		case it.Key == "":
+			plain = append(plain, i)
+			replay = false
+		default:
+			fp := newKeyPrint("single")
+			fp.event(&it.Event)
+			reqs = append(reqs, s.keyRequest(p, it.Key, fp.sum(), newPlan(now, 1)).KeyRequest)
+			keyed = append(keyed, i)
+		}
+	}
+	publish := func(ctx context.Context, claimed []int, plans [][]byte) ([][]byte, []bool, error) {
+		published := make([]bool, len(claimed))
+		// Group by publish time: the plain events and new keys share now.
+		type part struct {
+			events []Event
+			ids    []string
+			index  []int // outs index
+			claim  []int // index in claimed, -1 for a plain event
+		}
+		parts := map[int64]*part{} // by publish time, Unix ns
+		var order []time.Time
+		partAt := func(at time.Time) *part {
+			pt, ok := parts[at.UnixNano()]
+			if !ok {
+				pt = &part{}
+				parts[at.UnixNano()] = pt
+				order = append(order, at)
+			}
+			return pt
+		}
+		// In batch order, as PublishItems sends them.
+		type slot struct {
+			k  int // index in claimed; -1 for a plain event
+			id string
+			at time.Time
+		}
+		slots := make(map[int]slot, len(plain)+len(claimed))
+		for _, i := range plain {
+			slots[i] = slot{k: -1, id: newEventID(), at: now}
+		}
+		for k, c := range claimed {
+			pl, err := decodePlan(plans[k], 1)
+			if err != nil {
+				return nil, nil, err
+			}
+			slots[keyed[c]] = slot{k: k, id: pl.ids[0], at: pl.at}
+		}
+		for i := range items {
+			sl, ok := slots[i]
+			if !ok {
+				continue
+			}
+			outs[i].At = sl.at
+			pt := partAt(sl.at)
+			pt.events, pt.ids = append(pt.events, items[i].Event), append(pt.ids, sl.id)
+			pt.index, pt.claim = append(pt.index, i), append(pt.claim, sl.k)
+		}
+		for _, at := range order {
+			pt := parts[at.UnixNano()]
+			for j, r := range s.publishBatch(ctx, p, pt.events, pt.ids, at) {
+				i := pt.index[j]
+				if r.Err != nil {
+					outs[i].FailureReason = FailureReason(r.Err)
+					continue
+				}
+				outs[i].Published = r.Published
+				if k := pt.claim[j]; k >= 0 {
+					published[k] = true
+				}
+			}
+		}
+		return nil, published, nil
+	}
+	kos, err := s.cfg.Store.PublishEach(ctx, leasestore.KeyedEvents{Keys: reqs, Wait: s.cfg.IdempotencyWait, Publish: publish})
+	if err != nil {
+		return nil, false, err
+	}
+	for k, ko := range kos {
+		i := keyed[k]
+		s.recordFailed(ctx, &ko.KeyOutcome)
+		switch {
+		case ko.Err != nil:
+			outs[i].FailureReason = FailureReason(ko.Err)
+			replay = false
+		case ko.Replayed:
+			r, err := replayOutcomes(&ko.KeyOutcome, 1)
+			if err != nil {
+				return nil, false, err
+			}
+			outs[i] = r[0]
+		default:
+			replay = false
+		}
+	}
+	return outs, replay, nil
+}
+
 // replayOutcomes rebuilds the outcomes of a keyed publish of n events
 // from its plan and recorded result.
 func replayOutcomes(ko *leasestore.KeyOutcome, n int) ([]Outcome, error) {
@@ -271,7 +435,7 @@ func replayOutcomes(ko *leasestore.KeyOutcome, n int) ([]Outcome, error) {
 	}
 	outs := make([]Outcome, n)
 	for i := range outs {
-		outs[i].At = pl.at
+		outs[i].At, outs[i].Replayed = pl.at, true
 		if r, ok := failed[i]; ok {
 			outs[i].FailureReason = r
 			continue

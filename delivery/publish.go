@@ -602,6 +602,9 @@ type Outcome struct {
 	// failed event without occurred_at. Zero for a publish without a
 	// key (the transport takes Service.Now).
 	At time.Time
+	// Replayed says the outcome is the one the event's idempotency key
+	// (or the batch's) first answered: nothing was published now.
+	Replayed bool
 }
 
 // Success reports whether the event was published.
@@ -639,10 +642,12 @@ func CheckBatchSize(n int) error {
 // BatchItem is one event of a batch request as its transport decoded it:
 // the Event, or Err when the transport could not turn its wire form into
 // one (that event then fails alone, with herr.MessageOf(Err) as its
-// failure reason).
+// failure reason). Key is the event's own idempotency key ("": none;
+// PublishItemsKeyed).
 type BatchItem struct {
 	Event Event
 	Err   error
+	Key   string
 }
 
 // PublishItems publishes the items that decoded (PublishBatch: in batch

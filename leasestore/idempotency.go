@@ -534,28 +534,14 @@ type KeyOutcome struct {
 // Errors: ClaimKey's; *KeyBusyError; Publish's (the key released); a
 // fault's.
 func (s *Store) PublishOnce(ctx context.Context, p KeyedPublish) (*KeyOutcome, error) {
-	deadline := s.opts.Now().Add(p.Wait)
-	step := 20 * time.Millisecond
-	for {
-		c, err := s.ClaimKey(ctx, p.KeyRequest)
-		if err != nil {
-			return nil, err
-		}
-		switch c.State {
-		case KeyDone:
-			return &KeyOutcome{Replayed: true, Plan: c.Plan, Result: c.Result}, nil
-		case KeyClaimed:
-			return s.publishClaimed(ctx, p, c)
-		}
-		now := s.opts.Now()
-		if !now.Before(deadline) {
-			return nil, &KeyBusyError{RetryAfter: c.RetryAfter(now)}
-		}
-		if err := sleep(ctx, min(step, deadline.Sub(now), c.HoldUntil.Sub(now)+time.Millisecond)); err != nil {
-			return nil, err
-		}
-		step = min(2*step, time.Second)
+	c, err := s.claimWait(ctx, p.KeyRequest, p.Wait)
+	if err != nil {
+		return nil, err
 	}
+	if c.State == KeyDone {
+		return &KeyOutcome{Replayed: true, Plan: c.Plan, Result: c.Result}, nil
+	}
+	return s.publishClaimed(ctx, p, c)
 }
 
 func (s *Store) publishClaimed(ctx context.Context, p KeyedPublish, c *KeyClaim) (*KeyOutcome, error) {

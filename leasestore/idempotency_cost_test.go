@@ -2,6 +2,7 @@ package leasestore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -60,4 +61,50 @@ func TestKeyedPublishCost(t *testing.T) {
 		require.Equal(t, c.wantRepeatReadsRU, repeat.ReadUnits)
 		require.NoError(t, coll.Close())
 	}
+}
+
+// TestKeyedEachPublishCost measures a batch of 100 events each under its
+// own key (PublishEach): the per-event row of docs/cost-model.md.
+func TestKeyedEachPublishCost(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	const n = 100
+	inner, err := memdocstore.OpenCollection("key", nil)
+	require.NoError(t, err)
+	m := storetest.NewMeter()
+	coll := m.Wrap(inner)
+	t.Cleanup(func() { _ = coll.Close() })
+	s := leasestore.New(coll, leasestore.Options{})
+	keys := make([]leasestore.KeyRequest, n)
+	for i := range keys {
+		keys[i] = leasestore.KeyRequest{
+			Principal: "svc-orders", Key: fmt.Sprintf("3f1c9a2e-0b7d-4c55-9a51-8d2f0c6e%04d", i),
+			Fingerprint: make([]byte, 32), Plan: make([]byte, 8+16),
+		}
+	}
+	b := leasestore.KeyedEvents{Keys: keys, Publish: func(_ context.Context, claimed []int, _ [][]byte) ([][]byte, []bool, error) {
+		published := make([]bool, len(claimed))
+		for i := range published {
+			published[i] = true
+		}
+		return nil, published, nil
+	}}
+	outs, err := s.PublishEach(ctx, b)
+	require.NoError(t, err)
+	require.True(t, outs[0].Claimed)
+	first := m.Report()
+	m.Reset()
+	outs, err = s.PublishEach(ctx, b)
+	require.NoError(t, err)
+	require.True(t, outs[0].Replayed)
+	repeat := m.Report()
+	t.Logf("%d events, a key each: first %d writes, %d WU, %d RU; repeat %d writes (%d failed), %d WU, %d reads, %d RU",
+		n, first.Writes, first.WriteUnits, first.ReadUnits, repeat.Writes, repeat.FailedWrites, repeat.WriteUnits, repeat.Reads, repeat.ReadUnits)
+	require.Equal(t, int64(2*n), first.Writes, "a claim and a completion per event")
+	require.Equal(t, int64(2*n), first.WriteUnits)
+	require.Zero(t, first.Reads)
+	require.Equal(t, int64(n), repeat.FailedWrites)
+	require.Equal(t, int64(n), repeat.WriteUnits)
+	require.Equal(t, int64(n), repeat.Reads)
+	require.Equal(t, int64(n), repeat.ReadUnits)
 }

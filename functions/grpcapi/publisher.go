@@ -57,11 +57,19 @@ func (h *Publisher) PublishEvent(ctx context.Context, req *connect.Request[pb.Pu
 	if err != nil {
 		return nil, Error(ctx, procedure, err)
 	}
+	// The event's own key keys a single publish as the metadata does;
+	// never both (as in a batch).
+	if k := ev.GetIdempotencyKey(); k != "" {
+		if key != "" {
+			return nil, Error(ctx, procedure, herr.New(herr.Malformed, "the event has an idempotency_key and the request idempotency-key metadata: send one of them"))
+		}
+		key = k
+	}
 	o, replayed, err := h.Service.PublishOutcomeKeyed(ctx, p, key, e)
 	if err != nil {
 		return nil, Error(ctx, procedure, err)
 	}
-	res := &pb.PublishingResult{Success: o.Success(), FailureReason: o.FailureReason}
+	res := &pb.PublishingResult{Success: o.Success(), FailureReason: o.FailureReason, Replayed: replayed}
 	if o.Success() {
 		res.Event = echo(ev, o.Published.PublishedAt)
 	} else {
@@ -73,7 +81,10 @@ func (h *Publisher) PublishEvent(ctx context.Context, req *connect.Request[pb.Pu
 }
 
 // BatchPublishEvents publishes 1–1,000 events in parallel, one result
-// each, from a request of at most MaxPublishRequestBytes.
+// each, from a request of at most MaxPublishRequestBytes. The request's
+// idempotency-key metadata keys the whole batch; or each event may carry
+// its own Event.idempotency_key (never both, nor one key twice:
+// INVALID_ARGUMENT; delivery.Service.PublishItemsKeyed).
 func (h *Publisher) BatchPublishEvents(ctx context.Context, req *connect.Request[pb.BatchPublishEventsRequest]) (*connect.Response[pb.BatchPublishEventsResponse], error) {
 	procedure := req.Spec().Procedure
 	p, err := auth.FromContext(ctx)
@@ -87,6 +98,7 @@ func (h *Publisher) BatchPublishEvents(ctx context.Context, req *connect.Request
 	items := make([]delivery.BatchItem, len(in))
 	for i, ev := range in {
 		items[i].Event, items[i].Err = toEvent(ev)
+		items[i].Key = ev.GetIdempotencyKey()
 	}
 	key, err := idempotencyKey(req.Header())
 	if err != nil {
@@ -102,7 +114,7 @@ func (h *Publisher) BatchPublishEvents(ctx context.Context, req *connect.Request
 		if o.Success() {
 			publishedAt = o.Published.PublishedAt
 		}
-		results[i] = &pb.PublishingResult{Event: echo(in[i], publishedAt), Success: o.Success(), FailureReason: o.FailureReason}
+		results[i] = &pb.PublishingResult{Event: echo(in[i], publishedAt), Success: o.Success(), FailureReason: o.FailureReason, Replayed: o.Replayed}
 	}
 	resp := connect.NewResponse(&pb.BatchPublishEventsResponse{Results: results})
 	markReplayed(resp.Header(), replayed)

@@ -10,8 +10,8 @@ import (
 
 // parseBatch decodes a batch body of the common shape in one pass:
 // exactly {"events":[Event, …]} with at least one event, each event an
-// object of the four documented members at most once each, event_type,
-// occurred_at and resource_id strings without escapes or control
+// object of the four documented members and idempotency_key at most once
+// each, event_type, occurred_at, idempotency_key and resource_id strings without escapes or control
 // characters, resource an object holding at most resource_id, and every
 // message an object with none of CheckObject's problems (it is checked
 // here, in the same pass that finds its end, and the event remembers
@@ -126,6 +126,7 @@ const (
 	hasMessage
 	hasOccurredAt
 	hasResource
+	hasKey
 )
 
 func (p *batchParser) event(e *WireEvent, types map[string]string) bool {
@@ -174,6 +175,14 @@ func (p *batchParser) event(e *WireEvent, types map[string]string) bool {
 				return false
 			}
 			e.OccurredAt = string(s)
+		case "idempotency_key":
+			bit = hasKey
+			s, ok := p.plain()
+			if !ok {
+				return false
+			}
+			k := string(s)
+			e.IdempotencyKey = &k
 		case "resource":
 			bit = hasResource
 			r, ok := p.resource()

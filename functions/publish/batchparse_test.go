@@ -26,6 +26,10 @@ var batchSeeds = []string{
 	`{"events":[{"event_type":"a"}],"more":1}`,
 	`{"events":[{"event_type":"a","message":{"s":"<b> & \u2028"}}]}`,
 	"{\"events\":[{\"event_type\":\"a\xff\"}]}",
+	`{"events":[{"event_type":"a","idempotency_key":"k-1 /x"},{"event_type":"b","idempotency_key":""}]}`,
+	`{"events":[{"event_type":"a","idempotency_key":"k","idempotency_key":"k"}]}`,
+	`{"events":[{"event_type":"a","idempotency_key":7}]}`,
+	`{"events":[{"event_type":"a","idempotency_key":"k\u0041"}]}`,
 	`{"events":[{"event_type":"a","message":{"deep":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}]}`,
 }
 
@@ -52,6 +56,7 @@ func FuzzParseBatch(f *testing.F) {
 			require.Equal(t, string(want.Message), string(e.Message))
 			require.Equal(t, want.OccurredAt, e.OccurredAt)
 			require.Equal(t, want.Resource, e.Resource)
+			require.Equal(t, want.IdempotencyKey, e.IdempotencyKey)
 			if len(e.Message) > 0 {
 				sc, ok := strictjson.ScanObject(e.Message, delivery.MaxMessageDepth)
 				require.True(t, ok)
@@ -83,6 +88,11 @@ func TestParseBatchTakesTheCommonShape(t *testing.T) {
 	require.Same(t, &body[bytes.LastIndex(body, []byte(`{"id":1`))], &msg[0])
 	require.True(t, events[0].scan.Compact)
 	require.True(t, events[0].scan.HTMLSafe)
+	// An event's idempotency_key is read on the same path.
+	events, ok = parseBatch([]byte(batchSeeds[14]))
+	require.True(t, ok)
+	require.Equal(t, "k-1 /x", *events[0].IdempotencyKey)
+	require.Equal(t, "", *events[1].IdempotencyKey)
 	// Each of the seeds either takes the path or is left to the decoder,
 	// never half-decoded.
 	for _, s := range batchSeeds[2:] {

@@ -30,6 +30,12 @@
 // A broker failure is a 200 with success:false and a failure_reason: the
 // event was not published.
 // In a batch every event has its own result; an invalid event fails alone.
+//
+// # Idempotency keys
+//
+// The Idempotency-Key header keys a single publish or a whole batch; in
+// a batch each event may carry its own idempotency_key instead (never
+// both: 400). See delivery.Service.PublishItemsKeyed and docs/api.md.
 package publish
 
 import (
@@ -66,6 +72,11 @@ type WireEvent struct {
 	Message    json.RawMessage `json:"message,omitempty"`
 	OccurredAt string          `json:"occurred_at,omitempty"`
 	Resource   *WireResource   `json:"resource,omitempty"`
+	// IdempotencyKey, an additive member of an event in a batch, is the
+	// event's own idempotency key (docs/api.md, "Idempotency keys"): 1–200
+	// printable ASCII characters; nil for none. Never echoed. On a single
+	// publish it is the same as the Idempotency-Key header (never both).
+	IdempotencyKey *string `json:"idempotency_key,omitempty"`
 
 	// scan is the check parseBatch made of Message while decoding it (the
 	// zero Scan when it did not): toEvent and the echo do not scan the
@@ -84,7 +95,8 @@ type Result struct {
 	Success       bool       `json:"success"`
 	FailureReason string     `json:"failure_reason,omitempty"`
 	// Replayed, an additive member, says the result is the one the
-	// request's idempotency key first answered: nothing was published now.
+	// request's idempotency key (or, in a batch, the event's own) first
+	// answered: nothing was published now.
 	Replayed bool `json:"replayed,omitempty"`
 }
 
@@ -149,6 +161,7 @@ func echo(w *WireEvent, e delivery.Event) *WireEvent {
 // one allocation.
 func echoInto(out, w *WireEvent, e delivery.Event) {
 	*out = *w
+	out.IdempotencyKey = nil
 	if !e.OccurredAt.IsZero() {
 		out.OccurredAt = formatTime(w.OccurredAt, e.OccurredAt)
 	}
@@ -202,6 +215,19 @@ func (h *Handler) Single(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		httpx.WriteError(w, r, herr.InField(err, "body", "event"))
 		return
+	}
+	// The event's own key, as in a batch, keys a single publish as the
+	// header does; never both.
+	if k := req.Event.IdempotencyKey; k != nil {
+		if key != "" {
+			httpx.WriteError(w, r, herr.InField(herr.New(herr.Malformed, "the event has an idempotency_key and the request an Idempotency-Key header: send one of them"), "body", "event", "idempotency_key"))
+			return
+		}
+		if *k == "" {
+			httpx.WriteError(w, r, herr.InField(herr.New(herr.InvalidArgument, "idempotency_key is empty: an idempotency key is 1 to 200 printable ASCII characters"), "body", "event", "idempotency_key"))
+			return
+		}
+		key = *k
 	}
 	res := Result{Event: echo(req.Event, e)}
 	o, replayed, err := h.Service.PublishOutcomeKeyed(r.Context(), p, key, e)
@@ -313,6 +339,12 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		items[i].Event, items[i].Err = we.toEvent()
+		if k := we.IdempotencyKey; k != nil {
+			items[i].Key = *k
+			if *k == "" && items[i].Err == nil {
+				items[i].Err = herr.InField(herr.New(herr.InvalidArgument, "idempotency_key is empty: an idempotency key is 1 to 200 printable ASCII characters"), "idempotency_key")
+			}
+		}
 		echoInto(&echoes[i], we, items[i].Event)
 	}
 	var published time.Time // the events of a batch share their publish time: formatted once
@@ -326,7 +358,7 @@ func (h *Handler) Batch(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(HeaderReplayed, "true")
 	}
 	for i, o := range outs {
-		results[i].Success, results[i].FailureReason, results[i].Replayed = o.Success(), o.FailureReason, replayed
+		results[i].Success, results[i].FailureReason, results[i].Replayed = o.Success(), o.FailureReason, o.Replayed
 		if !o.Success() {
 			if requestText == "" {
 				at := o.At

@@ -27,8 +27,10 @@ func (a *app) publishCmd() *cobra.Command {
 		Long: `publish sends one event (--type, with --resource, --data and --time), or
 every event of --file (- for standard input): one JSON object a line, either
 the notifications API's Event ({"event_type", "message", "occurred_at",
-"resource": {"resource_id"}}) or a CloudEvent in structured JSON
-({"specversion", "type", "subject", "time", "data"}). A file goes in batches
+"resource": {"resource_id"}}, and optionally "idempotency_key", the event's
+own key: publishing the line again answers its first result) or a CloudEvent
+in structured JSON ({"specversion", "type", "subject", "time", "data"}). A
+file goes in batches
 of 100, with a progress bar on a terminal, and ends with a summary of what
 failed; the exit code is 1 when any event was not published.`,
 		Example: `  herald publish --type myapp.user.created --resource /users/123 --data '{"user_id": "123"}'
@@ -39,6 +41,10 @@ failed; the exit code is 1 when any event was not published.`,
 			switch {
 			case file != "" && (typ != "" || resource != "" || data != "" || occurred != ""):
 				return usagef("--file cannot be combined with --type, --resource, --data or --time")
+			case file != "" && key != "":
+				// Not ignored: a file goes in several batches, and each
+				// event's own key is what makes a resend safe.
+				return usagef("--idempotency-key applies to --type; give the lines of --file an idempotency_key each")
 			case file != "":
 				return a.publishFile(cmd, file)
 			case typ == "":
@@ -131,27 +137,37 @@ type fileLine struct {
 	Resource   *struct {
 		ResourceID string `json:"resource_id"`
 	} `json:"resource"`
+	// IdempotencyKey is the event's own key (client.KeyedEvent).
+	IdempotencyKey *string `json:"idempotency_key"`
 }
 
-// parseLine reads one line as an event. A notifications-API line is
-// decoded by the strict rules the server applies (internal/strictjson): a
-// member that is misspelt or in the wrong case ("mesage", "Event_Type") is
-// an error, not silently dropped.
-func parseLine(b []byte) (event.Event, error) {
+// parseLine reads one line as an event, and its idempotency_key ("" for
+// none; only a notifications-API line has one). A notifications-API line
+// is decoded by the strict rules the server applies (internal/strictjson):
+// a member that is misspelt or in the wrong case ("mesage", "Event_Type")
+// is an error, not silently dropped.
+func parseLine(b []byte) (event.Event, string, error) {
 	var members map[string]json.RawMessage
 	if err := strictjson.Unmarshal(b, &members); err != nil {
-		return event.Event{}, fmt.Errorf("not a JSON object: %v", err)
+		return event.Event{}, "", fmt.Errorf("not a JSON object: %v", err)
 	}
 	if _, ok := members["specversion"]; ok {
 		var e event.Event
 		if err := json.Unmarshal(b, &e); err != nil {
-			return e, fmt.Errorf("not a CloudEvent: %v", err)
+			return e, "", fmt.Errorf("not a CloudEvent: %v", err)
 		}
-		return e, nil
+		return e, "", nil
 	}
 	var l fileLine
 	if err := strictjson.Unmarshal(b, &l); err != nil {
-		return event.Event{}, fmt.Errorf("not an event of the notifications API: %v", err)
+		return event.Event{}, "", fmt.Errorf("not an event of the notifications API: %v", err)
+	}
+	key := ""
+	if l.IdempotencyKey != nil {
+		key = *l.IdempotencyKey
+		if err := client.CheckIdempotencyKey(key); err != nil {
+			return event.Event{}, "", fmt.Errorf("idempotency_key: %v", err)
+		}
 	}
 	e := event.New()
 	e.SetType(l.EventType)
@@ -161,7 +177,7 @@ func parseLine(b []byte) (event.Event, error) {
 	if l.OccurredAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, l.OccurredAt)
 		if err != nil {
-			return e, fmt.Errorf("occurred_at is not RFC 3339")
+			return e, "", fmt.Errorf("occurred_at is not RFC 3339")
 		}
 		e.SetTime(t)
 	}
@@ -169,7 +185,7 @@ func parseLine(b []byte) (event.Event, error) {
 		e.DataEncoded = l.Message
 		e.SetDataContentType(event.ApplicationJSON)
 	}
-	return e, nil
+	return e, key, nil
 }
 
 func (a *app) publishFile(cmd *cobra.Command, name string) error {
@@ -183,7 +199,10 @@ func (a *app) publishFile(cmd *cobra.Command, name string) error {
 		r = f
 	}
 	var events []event.Event
+	var keys []string // each event's idempotency_key ("": none)
 	var lines []int
+	keyed := false
+	keyLine := map[string]int{} // an idempotency_key's first line
 	var failures []publishResult
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
@@ -192,12 +211,19 @@ func (a *app) publishFile(cmd *cobra.Command, name string) error {
 		if len(trimSpace(b)) == 0 {
 			continue
 		}
-		e, err := parseLine(b)
+		e, key, err := parseLine(b)
+		if first, ok := keyLine[key]; err == nil && key != "" && ok {
+			err = fmt.Errorf("idempotency_key is also on line %d: each event's key must be its own", first)
+		}
 		if err != nil {
 			failures = append(failures, publishResult{Line: n, FailureReason: err.Error()})
 			continue
 		}
-		events, lines = append(events, e), append(lines, n)
+		if key != "" {
+			keyLine[key] = n
+		}
+		events, keys, lines = append(events, e), append(keys, key), append(lines, n)
+		keyed = keyed || key != ""
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("--file: %v (a line holds at most %d bytes)", err, maxLineBytes)
@@ -212,7 +238,19 @@ func (a *app) publishFile(cmd *cobra.Command, name string) error {
 	var sendErr error
 	for start := 0; start < len(events); start += client.MaxBatch {
 		end := min(start+client.MaxBatch, len(events))
-		res, err := c.PublishBatch(cmd.Context(), events[start:end])
+		var res []client.PublishResult
+		if keyed {
+			// Lines with keys of their own: every event of the file goes
+			// under its own key (a random one, kept across retries, for
+			// a line without).
+			batch := make([]client.KeyedEvent, end-start)
+			for i := range batch {
+				batch[i] = client.KeyedEvent{Event: events[start+i], Key: keys[start+i]}
+			}
+			res, err = c.PublishBatchKeyed(cmd.Context(), batch)
+		} else {
+			res, err = c.PublishBatch(cmd.Context(), events[start:end])
+		}
 		answered += len(res)
 		for i, r := range res {
 			if r.Success {

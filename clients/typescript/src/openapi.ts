@@ -45,6 +45,11 @@ export interface paths {
          *     does one the broker did not take in time. On the in-memory broker,
          *     RabbitMQ and NATS JetStream the events reach the broker in batch
          *     order.
+         *
+         *     Idempotency: the `Idempotency-Key` header keys the batch as a
+         *     whole; or each event may carry its own `idempotency_key` (then
+         *     `Idempotent-Replayed: true` only when every event's result is a
+         *     replay, and `replayed: true` on each replayed result). Not both.
          */
         post: operations["batchPublishEvents"];
         delete?: never;
@@ -665,6 +670,8 @@ export interface components {
              */
             occurred_at?: string;
             resource?: components["schemas"]["PublishEventResource"] | null;
+            /** @description Herald's addition: the event's own idempotency key, scoped to the principal (docs/api.md, "Idempotency keys"). In a batch, a repeat of it publishes nothing for this event and answers its first result with `replayed: true`; the key with another event fails this event alone (`success: false`, `failure_reason` "this idempotency key was used with a different request: …"), as does a key that breaks its rule. Event keys beside an `Idempotency-Key` header, or one key on two events of a batch, are `400`. On a single publish it is the same as the header (never both: `400`). Never echoed. The single and per-event keys of a principal are one key space. */
+            idempotency_key?: string;
         } & {
             [key: string]: unknown;
         };
@@ -705,7 +712,7 @@ export interface components {
             success: boolean;
             /** @description Only when `success` is false: the first rule the event breaks, or the broker's refusal; at most 1,024 bytes. An invalid `event_type` sent is quoted at its end. */
             failure_reason?: string;
-            /** @description Present (true) on the answer of a repeated `Idempotency-Key`: the first publish's result, nothing published now. */
+            /** @description Present (true) on the answer of a repeated `Idempotency-Key`, or on the result of a batch event whose own `idempotency_key` was repeated: the first publish's result, nothing published now. */
             replayed?: boolean;
         };
         PublishEventResponse: {
@@ -1283,7 +1290,7 @@ export interface components {
     };
     requestBodies: never;
     headers: {
-        /** @description `true` on the answer of a repeated `Idempotency-Key`: nothing was published now. */
+        /** @description `true` on the answer of a repeated `Idempotency-Key` (or of a batch whose every event repeated its own `idempotency_key`): nothing was published now. */
         Replayed: "true";
         /** @description Every answer of an authenticated route is `no-store`; a stream's first frame carries its reconnect token. */
         NoStore: "no-store";
@@ -1451,7 +1458,7 @@ export interface operations {
                     "application/json": components["schemas"]["BatchPublishEventsResponse"];
                 };
             };
-            /** @description The body is not JSON of the documented shape, a member beside `events` is given twice, or the `Authorization` header is bad. */
+            /** @description The body is not JSON of the documented shape, a member beside `events` is given twice, the `Authorization` header is bad, an event's `idempotency_key` is sent with an `Idempotency-Key` header, or two events carry the same `idempotency_key`. */
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             /** @description The `Idempotency-Key` is in use by a publish still in progress; retry after `Retry-After`. */

@@ -83,9 +83,18 @@ type Event struct {
 	// occurred_at is when the event happened; absent means the publish time.
 	OccurredAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=occurred_at,json=occurredAt,proto3" json:"occurred_at,omitempty"`
 	// resource is optional.
-	Resource      *EventResource `protobuf:"bytes,4,opt,name=resource,proto3" json:"resource,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Resource *EventResource `protobuf:"bytes,4,opt,name=resource,proto3" json:"resource,omitempty"`
+	// idempotency_key is a Herald addition: the event's own idempotency key
+	// in BatchPublishEvents (1-200 printable ASCII characters; empty means
+	// none). A repeat of it from the same principal publishes nothing for
+	// the event and answers its first result with replayed true. It cannot
+	// be sent with the request's idempotency-key metadata (INVALID_ARGUMENT),
+	// nor twice in one batch. On PublishEvent it keys the publish as that
+	// metadata does. Never echoed. Field 100 leaves 5-99 to the published
+	// definitions, so the protos stay a wire superset of them.
+	IdempotencyKey string `protobuf:"bytes,100,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
@@ -144,6 +153,13 @@ func (x *Event) GetResource() *EventResource {
 		return x.Resource
 	}
 	return nil
+}
+
+func (x *Event) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
 }
 
 // EventResource names what the event is about.
@@ -245,6 +261,10 @@ type PublishingResult struct {
 	Success bool   `protobuf:"varint,2,opt,name=success,proto3" json:"success,omitempty"`
 	// failure_reason is set only if success is false.
 	FailureReason string `protobuf:"bytes,3,opt,name=failure_reason,json=failureReason,proto3" json:"failure_reason,omitempty"`
+	// replayed is a Herald addition: the result is the one the event's
+	// idempotency key (or the request's) first answered, and nothing was
+	// published now. Field 100, as Event.idempotency_key.
+	Replayed      bool `protobuf:"varint,100,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -298,6 +318,13 @@ func (x *PublishingResult) GetFailureReason() string {
 		return x.FailureReason
 	}
 	return ""
+}
+
+func (x *PublishingResult) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
 }
 
 // BatchPublishEventsRequest carries 1-100 events.
@@ -396,23 +423,25 @@ const file_nvidia_omniverse_notifications_publisher_v1beta_event_publisher_proto
 	"\n" +
 	"Envidia/omniverse/notifications/publisher/v1beta/event_publisher.proto\x12/nvidia.omniverse.notifications.publisher.v1beta\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"c\n" +
 	"\x13PublishEventRequest\x12L\n" +
-	"\x05event\x18\x01 \x01(\v26.nvidia.omniverse.notifications.publisher.v1beta.EventR\x05event\"\xf2\x01\n" +
+	"\x05event\x18\x01 \x01(\v26.nvidia.omniverse.notifications.publisher.v1beta.EventR\x05event\"\x9b\x02\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +
 	"event_type\x18\x01 \x01(\tR\teventType\x121\n" +
 	"\amessage\x18\x02 \x01(\v2\x17.google.protobuf.StructR\amessage\x12;\n" +
 	"\voccurred_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"occurredAt\x12Z\n" +
-	"\bresource\x18\x04 \x01(\v2>.nvidia.omniverse.notifications.publisher.v1beta.EventResourceR\bresource\"0\n" +
+	"\bresource\x18\x04 \x01(\v2>.nvidia.omniverse.notifications.publisher.v1beta.EventResourceR\bresource\x12'\n" +
+	"\x0fidempotency_key\x18d \x01(\tR\x0eidempotencyKey\"0\n" +
 	"\rEventResource\x12\x1f\n" +
 	"\vresource_id\x18\x01 \x01(\tR\n" +
 	"resourceId\"q\n" +
 	"\x14PublishEventResponse\x12Y\n" +
-	"\x06result\x18\x01 \x01(\v2A.nvidia.omniverse.notifications.publisher.v1beta.PublishingResultR\x06result\"\xa1\x01\n" +
+	"\x06result\x18\x01 \x01(\v2A.nvidia.omniverse.notifications.publisher.v1beta.PublishingResultR\x06result\"\xbd\x01\n" +
 	"\x10PublishingResult\x12L\n" +
 	"\x05event\x18\x01 \x01(\v26.nvidia.omniverse.notifications.publisher.v1beta.EventR\x05event\x12\x18\n" +
 	"\asuccess\x18\x02 \x01(\bR\asuccess\x12%\n" +
-	"\x0efailure_reason\x18\x03 \x01(\tR\rfailureReason\"k\n" +
+	"\x0efailure_reason\x18\x03 \x01(\tR\rfailureReason\x12\x1a\n" +
+	"\breplayed\x18d \x01(\bR\breplayed\"k\n" +
 	"\x19BatchPublishEventsRequest\x12N\n" +
 	"\x06events\x18\x01 \x03(\v26.nvidia.omniverse.notifications.publisher.v1beta.EventR\x06events\"y\n" +
 	"\x1aBatchPublishEventsResponse\x12[\n" +
