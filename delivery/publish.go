@@ -110,6 +110,9 @@ type Service struct {
 	owners subscriptionOwners
 	// hooks are the webhook HTTP clients, one per timeout.
 	hooks webhookClients
+	// opening counts the stream opens in progress, and openShed those
+	// refused past StreamConfig.MaxOpening (opening.go).
+	opening, openShed atomic.Int64
 }
 
 // New returns a Service.

@@ -110,6 +110,12 @@ type StreamConfig struct {
 	// to the queue (HERALD_STREAM_WRITE_TIMEOUT; 0 =
 	// DefaultStreamWriteTimeout); the core does not use it.
 	WriteTimeout time.Duration
+	// MaxOpening bounds the stream opens in progress at once, every
+	// transport and kind together (HERALD_MAX_CONCURRENT_STREAM_OPENS);
+	// past it an open is refused at once with *OpensShedError (HTTP 503,
+	// gRPC UNAVAILABLE, with a Retry-After of 1–3 s) instead of waiting
+	// on the store behind the others. 0 = no bound.
+	MaxOpening int
 }
 
 func (c *StreamConfig) setDefaults() {

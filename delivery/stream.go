@@ -204,7 +204,14 @@ type Stream struct {
 // has FilterGroups; only the queue's owner or an administrator may ask
 // for that, anyone else gets herr.PermissionDenied with the queue left as
 // it is (CheckQueueOwner).
+//
+// Past StreamConfig.MaxOpening opens in progress at once it fails at
+// once with *OpensShedError (herr.Unavailable with a Retry-After).
 func (s *Service) OpenStream(ctx context.Context, p *auth.Principal, r StreamRequest) (*Stream, error) {
+	if err := s.beginOpen(ctx); err != nil {
+		return nil, err
+	}
+	defer s.endOpen()
 	if h := s.hub.Load(); h != nil && r.Kind == NonDurable {
 		st, err := h.openStream(ctx, p, r)
 		if !errors.Is(err, errNotHubQueue) {

@@ -65,6 +65,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/functions/health"
+	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/consumer/v1beta/consumerv1betaconnect"
 	"github.com/heraldevents/herald/gen/nvidia/omniverse/notifications/publisher/v1beta/publisherv1betaconnect"
 	"github.com/heraldevents/herald/herr"
@@ -204,7 +205,12 @@ func Code(c herr.Code) connect.Code {
 func Error(ctx context.Context, procedure string, err error) *connect.Error {
 	code := Code(herr.CodeOf(err))
 	switch code {
-	case connect.CodeInternal, connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeUnimplemented:
+	case connect.CodeUnavailable:
+		if httpx.IsLoadShed(err) { // logged by its source, rate-limited
+			break
+		}
+		fallthrough
+	case connect.CodeInternal, connect.CodeDeadlineExceeded, connect.CodeUnimplemented:
 		accesslog.Logger(ctx).LogAttrs(ctx, slog.LevelError, "rpc failed",
 			slog.String("procedure", procedure), slog.String("code", code.String()),
 			slog.String("err", logredact.String(err.Error())))

@@ -82,6 +82,9 @@ func (e *OverloadedError) Error() string {
 	return "the server is overloaded (" + e.What + "): retry after " + strconv.Itoa(int(RetryAfter/time.Second)) + " s"
 }
 
+// LoadShed marks the error as a refusal under load (IsLoadShed).
+func (e *OverloadedError) LoadShed() bool { return true }
+
 // Unwrap gives the error its herr code and caller-safe message.
 func (e *OverloadedError) Unwrap() error {
 	return herr.WithRetryAfter(herr.New(herr.Unavailable, "%s", e.Error()), RetryAfter)

@@ -185,8 +185,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if code == herr.PermissionDenied {
 		insufficientScope(w, r, err)
 	}
-	var shed *OverloadedError
-	if status >= 500 && !errors.As(err, &shed) { // Admission logs its refusals, rate-limited
+	if status >= 500 && !IsLoadShed(err) { // the refusals' sources log them, rate-limited
 		// The route pattern, not the path: a path carries ids, and a
 		// non-durable queue's id is its reconnect token; the cause's text
 		// may quote one too (store errors quote consumer ids).
@@ -195,6 +194,16 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 			slog.String("err", logredact.String(err.Error())))
 	}
 	WriteJSON(w, status, body)
+}
+
+// IsLoadShed reports whether err refuses work under load on purpose
+// (Admission's *OverloadedError, the stream-open bound's
+// *delivery.OpensShedError: any error in the chain with a LoadShed method
+// that says so): an expected answer, which its source logs rate-limited,
+// never a failure to log per request.
+func IsLoadShed(err error) bool {
+	var shed interface{ LoadShed() bool }
+	return errors.As(err, &shed) && shed.LoadShed()
 }
 
 // WriteJSON writes v as JSON with status, ending in a newline (see
