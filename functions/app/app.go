@@ -22,6 +22,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/functions/consoleauth"
 	"github.com/heraldevents/herald/functions/health"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/jobs"
@@ -186,6 +187,21 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		}
 	}
 	a.authn = chain
+	var signIn *consoleauth.Sessions
+	if cfg.Console && cfg.Function == config.All && cfg.ConsoleOIDC.Enabled() && a.jwt != nil {
+		o := cfg.ConsoleOIDC
+		if signIn, err = consoleauth.New(consoleauth.Config{
+			Issuer: cfg.JWT.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret, Scopes: o.Scopes,
+			RedirectURL: o.RedirectURL, Key: o.SessionKey, Verifier: a.jwt, Authenticator: chain, Logger: opts.Logger,
+			Now: opts.Now,
+		}); err != nil {
+			_ = a.Close()
+			return nil, err
+		}
+		if o.SessionKey == nil && cfg.Profile.Cloud() {
+			opts.Logger.Warn(config.EnvConsoleSessionKey + " is not set: each instance seals console sessions with its own random key, so a session ends when its instance does and fails on any other instance")
+		}
+	}
 	a.admission = admission(cfg, opts.Logger)
 	a.handler = telemetry.Handler(accesslog.Middleware(opts.Logger, telemetry.Route(
 		router.Build(a.svc, chain, cfg.Function, router.Options{
@@ -193,6 +209,7 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 			RequestTimeout: router.RequestTimeout(cfg.ReceiveWait, cfg.PublishTimeout),
 			Jobs:           opts.Jobs,
 			Console:        cfg.Console,
+			ConsoleSignIn:  signIn,
 		}))))
 	return a, nil
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/heraldevents/herald/functions/acknowledge"
 	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/console"
+	"github.com/heraldevents/herald/functions/consoleauth"
 	"github.com/heraldevents/herald/functions/deadletters"
 	"github.com/heraldevents/herald/functions/destinations"
 	"github.com/heraldevents/herald/functions/grpcapi"
@@ -205,6 +206,14 @@ type Options struct {
 	// is a client of the routes above, not a route of the APIs, so it is
 	// not in Routes nor in the OpenAPI document.
 	Console bool
+	// ConsoleSignIn, with Console, signs the console in through the
+	// identity provider (package functions/consoleauth): it serves
+	// /console/login, /console/callback and /console/logout, and every
+	// authenticated route then also accepts the console's session cookie
+	// with its CSRF header, as the bearer token it seals, checked as any
+	// bearer token is. nil leaves OIDC sign-in off (GET /console/session
+	// says so).
+	ConsoleSignIn *consoleauth.Sessions
 }
 
 // StoreBound is what RequestTimeout allows a request for its store calls,
@@ -270,7 +279,11 @@ func Build(svc *delivery.Service, a auth.Authenticator, f config.Function, o Opt
 			h.Options = o.Jobs
 		}
 		if !r.Public {
-			h = noStore(httpx.Authenticate(a, h))
+			h = httpx.Authenticate(a, h)
+			if o.Console && f == config.All {
+				h = o.ConsoleSignIn.Wrap(h) // nil: h unchanged
+			}
+			h = noStore(h)
 		}
 		if r.Method != "GET" {
 			h = admission.Wrap(h, r.Function == config.Publish)
@@ -302,6 +315,7 @@ func Build(svc *delivery.Service, a auth.Authenticator, f config.Function, o Opt
 	if o.Console && f == config.All {
 		mux.Handle("GET "+console.Path, console.Handler{})
 		mux.Handle("GET "+strings.TrimSuffix(console.Path, "/"), console.Handler{})
+		o.ConsoleSignIn.Mount(mux)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, herr.New(herr.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))

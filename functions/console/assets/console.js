@@ -33,21 +33,34 @@ function el(tag, attrs = {}, ...children) {
 
 function token() { return sessionStorage.getItem(tokenKey); }
 
+// session is the identity provider's sign-in (GET /console/session) when
+// signed in that way: its CSRF token is kept in memory only, and the
+// session itself is an HttpOnly cookie this script never sees.
+let session = null;
+let oidc = false;
+
+// authHeaders are what every API call carries: the pasted token, or the
+// session's CSRF token beside its cookie.
+function authHeaders() {
+  if (session) return { "X-Herald-CSRF": session.csrf };
+  return { Authorization: "Bearer " + token() };
+}
+
 // APIError is a failed answer: status and the server's own message.
 class APIError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
 
 async function api(method, path, body) {
-  const headers = { Authorization: "Bearer " + token(), Accept: "application/json" };
-  const init = { method, headers, cache: "no-store" };
+  const headers = { ...authHeaders(), Accept: "application/json" };
+  const init = { method, headers, cache: "no-store", credentials: "same-origin" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
   const res = await fetch(path, init);
   if (res.status === 401) {
-    signOut("The token was refused (401): sign in again.");
+    signOut(session ? "The session has ended (401): sign in again." : "The token was refused (401): sign in again.");
     throw new APIError(401, "unauthenticated");
   }
   const text = await res.text();
@@ -82,12 +95,21 @@ let stopView = () => {};
 
 function signOut(message) {
   sessionStorage.removeItem(tokenKey);
+  if (session) {
+    // The cookie is HttpOnly: only the server can clear it.
+    const csrf = session.csrf;
+    session = null;
+    fetch("/console/logout", { method: "POST", headers: { "X-Herald-CSRF": csrf }, cache: "no-store", credentials: "same-origin" })
+      .catch(() => say("Signing out failed: close the browser to end the session.", true));
+  }
   stopView();
   $("#nav").hidden = true;
   $("#view").hidden = true;
   $("#signin").hidden = false;
-  if (message) say(message, true);
-  $("#token").focus();
+  $("#oidc").hidden = !oidc;
+  $("#whoami").textContent = "";
+  if (message) say(message, !/^Signed out/.test(message));
+  (oidc ? $("#oidc-signin") : $("#token")).focus();
 }
 
 $("#signin-form").addEventListener("submit", async (ev) => {
@@ -113,8 +135,9 @@ const pages = {
 function route() {
   stopView();
   stopView = () => {};
-  if (!token()) { signOut(); return; }
+  if (!token() && !session) { signOut(); return; }
   say("");
+  $("#whoami").textContent = session ? "Signed in as " + session.principal : "";
   $("#signin").hidden = true;
   $("#nav").hidden = false;
   const view = $("#view");
@@ -348,7 +371,7 @@ function tailPage(view) {
     const q = new URLSearchParams({ filter_groups: JSON.stringify([{ event_type: type }]) });
     try {
       const res = await fetch("/api/v1beta/events/stream?" + q, {
-        headers: { Authorization: "Bearer " + token(), Accept: "text/event-stream" }, signal: ctrl.signal, cache: "no-store",
+        headers: { ...authHeaders(), Accept: "text/event-stream" }, signal: ctrl.signal, cache: "no-store", credentials: "same-origin",
       });
       if (!res.ok) {
         let msg = res.statusText;
@@ -449,4 +472,17 @@ function healthPage(view) {
   })();
 }
 
-route();
+// start asks the server whether sign-in through the identity provider is
+// on and whether this browser holds a session, then shows a page.
+async function start() {
+  try {
+    const res = await fetch("/console/session", { cache: "no-store", credentials: "same-origin" });
+    if (res.ok) {
+      const info = await res.json();
+      oidc = !!info.oidc;
+      if (info.signed_in && !token()) session = info;
+    }
+  } catch { /* no session endpoint: tokens only */ }
+  route();
+}
+start();
