@@ -50,11 +50,12 @@ func (c *Config) loadConsoleOIDC(get, val func(string) string, fail func(name, f
 		o.SessionKey = b
 	}
 	if !o.Enabled() {
-		for _, name := range []string{EnvConsoleOIDCClientSecret, EnvConsoleOIDCRedirectURL} {
+		for _, name := range []string{EnvConsoleOIDCClientSecret, EnvConsoleOIDCRedirectURL, EnvConsoleOIDCScopes} {
 			if get(name) != "" {
 				fail(name, "is set, but %s is not", EnvConsoleOIDCClientID)
 			}
 		}
+		o.Scopes = nil // the default means nothing without a client
 		c.ConsoleOIDC = o
 		return
 	}
