@@ -84,6 +84,9 @@ var table = []route{
 	{Route: Route{Method: "GET", Path: "/v1/event-destinations/{id}", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Get)
 	}},
+	{Route: Route{Method: "GET", Path: "/v1/event-destinations/{id}/leases", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&destinations.Handler{Service: s}).Leases)
+	}},
 	{Route: Route{Method: "DELETE", Path: "/v1/event-destinations/{id}", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Delete)
 	}},

@@ -119,6 +119,35 @@ export interface paths {
         patch: operations["updateDestination"];
         trace?: never;
     };
+    "/v1/event-destinations/{id}/leases": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A consumer id: a durable consumer's UUID, a durable queue's `queue_id`, a non-durable queue's reconnect token. Valid UTF-8 without control characters (`400` otherwise). */
+                id: components["parameters"]["DestinationID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a consumer's unsettled leases
+         * @description What the consumer has in flight, in sequence order: each lease's
+         *     first event and count, its delivery attempt, whether it is held
+         *     (and until when) or waits for redelivery. At most the in-flight
+         *     window's 1,000 events' worth; nothing is written. Lease ids are
+         *     not shown: with its generation, a lease id is what acknowledges a
+         *     lease, and this listing is for looking. Needs
+         *     `manage:destinations`.
+         */
+        get: operations["listDestinationLeases"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/event-destinations/{id}/pause": {
         parameters: {
             query?: never;
@@ -773,6 +802,36 @@ export interface components {
         UpdateDestinationRequest: {
             retry_policy?: components["schemas"]["RetryPolicy"] | null;
             dead_letter_policy?: components["schemas"]["DeadLetterPolicy"] | null;
+        };
+        LeaseList: {
+            leases: components["schemas"]["LeaseSummary"][];
+        };
+        /** @description One unsettled lease of a consumer, without its id. */
+        LeaseSummary: {
+            /** @description The sequence of its first event, as pulls report it. */
+            first: components["schemas"]["Sequence"];
+            /**
+             * Format: int64
+             * @description How many events the lease holds from `first` on.
+             */
+            count: number;
+            /**
+             * Format: int64
+             * @description The lifetime delivery count of its events (1 on the first delivery; 0 for a replayed dead letter not yet delivered).
+             */
+            attempt: number;
+            /**
+             * @description `held` by a worker or stream until `expires_at`; `waiting` for redelivery (at `expires_at` when delayed, else at once); `dead_lettering`: being moved to the dead-letter queue.
+             * @enum {string}
+             */
+            state: "held" | "waiting" | "dead_lettering";
+            /**
+             * Format: date-time
+             * @description When a held lease comes back, or a delayed one is due; absent when due now or dead-lettering.
+             */
+            expires_at?: string;
+            /** @description The lease is held by a stream session rather than a pull. */
+            session: boolean;
         };
         /** @description A consumer, with its cursor and counts. */
         Destination: {
@@ -1659,6 +1718,55 @@ export interface operations {
             409: components["responses"]["Conflict"];
             /** @description A policy out of range, invalid UTF-8 or a body over the limit. */
             422: components["responses"]["Unprocessable"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    listDestinationLeases: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A consumer id: a durable consumer's UUID, a durable queue's `queue_id`, a non-durable queue's reconnect token. Valid UTF-8 without control characters (`400` otherwise). */
+                id: components["parameters"]["DestinationID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The consumer's leases. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "leases": [
+                     *         {
+                     *           "first": "001.00000000000000000001",
+                     *           "count": 1,
+                     *           "attempt": 2,
+                     *           "state": "held",
+                     *           "expires_at": "2026-01-01T12:00:30Z",
+                     *           "session": false
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["LeaseList"];
+                };
+            };
+            /** @description The id is not UTF-8 or holds a control character, or the `Authorization` header is bad. */
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No consumer has this id. */
+            404: components["responses"]["NotFound"];
+            /** @description The consumer was stored by an earlier Herald in a layout this version does not read. */
+            409: components["responses"]["Conflict"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
             504: components["responses"]["GatewayTimeout"];
