@@ -236,8 +236,24 @@ async function deadLetterCounts() {
 function consumerPage(view, [id]) {
   const facts = el("dl");
   const actions = el("div", { className: "row" });
+  const leases = el("table", { id: "leases" });
   view.append(el("h2", {}, "Consumer ", el("code", {}, id)), facts, actions,
-    el("p", {}, el("a", { href: "#/dead-letters/" + encodeURIComponent(id) }, "Its dead letters")));
+    el("p", {}, el("a", { href: "#/dead-letters/" + encodeURIComponent(id) }, "Its dead letters")),
+    el("h3", {}, "Leases in flight"), el("div", { className: "table-wrap" }, leases));
+  async function loadLeases() {
+    try {
+      const res = await api("GET", `/v1/event-destinations/${encodeURIComponent(id)}/leases`);
+      const list = res.leases || [];
+      leases.replaceChildren(
+        el("caption", { className: "muted" }, `${list.length} lease(s): what is handed out and not yet acknowledged, or waiting for redelivery`),
+        el("thead", {}, el("tr", {}, ["First event", "Events", "Attempt", "State", "Expires or due"].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, list.length ? list.map((l) => el("tr", { "data-first": l.first },
+          el("td", { className: "muted" }, l.first), el("td", { className: "num" }, l.count),
+          el("td", { className: "num", "data-col": "attempt" }, l.attempt),
+          el("td", { "data-col": "state" }, l.state + (l.session ? " (stream)" : "")),
+          el("td", {}, l.expires_at ? localTime(l.expires_at) : "now"))) : el("tr", {}, el("td", { colSpan: 5 }, "None."))));
+    } catch (e) { if (e.status !== 401) say(e.message, true); }
+  }
   async function load() {
     try {
       const d = await api("GET", "/v1/event-destinations/" + encodeURIComponent(id));
@@ -256,6 +272,7 @@ function consumerPage(view, [id]) {
       actions.replaceChildren(
         el("button", { type: "button", id: "pause", onclick: () => act(d.paused ? "resume" : "pause") }, d.paused ? "Resume" : "Pause"),
         el("button", { type: "button", id: "delete", className: "danger", onclick: remove }, "Delete"));
+      loadLeases();
     } catch (e) { say(e.message, true); }
   }
   async function act(verb) {
