@@ -180,6 +180,9 @@ func TestConsoleE2E(t *testing.T) {
 
 	run(chromedp.Navigate(h.URL+console.Path+"#/health"), chromedp.WaitVisible("#health"))
 	textOf(`dd[data-fact="Ready"]`, is("ready"))
+	textOf(`dd[data-fact="Broker"]`, is("mem"))
+	textOf(`dd[data-fact="Store"]`, is("mem"))
+	textOf(`dd[data-fact="Console sign-in"]`, is("token"))
 	shot("health")
 
 	// A token that may only read events is refused the consumer list, as

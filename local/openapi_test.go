@@ -482,6 +482,7 @@ func TestOpenAPILive(t *testing.T) {
 	call(request{method: "POST", path: destPath + "/pull?limit=2&visibility=30&workerId=w1", status: 200}).decode(t, &l)
 	require.Len(t, l.Events, 2)
 	call(request{method: "POST", path: destPath + "/extend", body: map[string]any{"leaseId": l.LeaseID, "generation": l.Generation, "visibility": 120}, status: 200})
+	call(request{method: "GET", path: "/v1/info", status: 200})
 	r = call(request{method: "GET", path: destPath + "/leases", status: 200})
 	require.Contains(t, string(r.Body), `"state":"held"`)
 	call(request{method: "GET", path: "/v1/event-destinations/no-such-destination/leases", status: 404})

@@ -31,6 +31,7 @@ import (
 	"github.com/heraldevents/herald/internal/logredact"
 	"github.com/heraldevents/herald/internal/netcork"
 	"github.com/heraldevents/herald/internal/telemetry"
+	"github.com/heraldevents/herald/internal/version"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
 )
@@ -210,6 +211,7 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 			Jobs:           opts.Jobs,
 			Console:        cfg.Console,
 			ConsoleSignIn:  signIn,
+			Summary:        a.summary,
 		}))))
 	return a, nil
 }
@@ -241,6 +243,28 @@ func (a *App) readiness(logger *slog.Logger) *health.Checker {
 		deps = append(deps, health.Store(a.store))
 	}
 	return health.NewChecker(deps, health.Options{Logger: logger})
+}
+
+// summary is the configuration summary of GET /v1/info: what the
+// start-up line tells (broker and store schemes, auth mode, telemetry
+// exporters, version), never a credential.
+func (a *App) summary() health.Summary {
+	cfg := a.cfg
+	out := health.Summary{Version: version.Get(), Profile: cfg.Profile.String(), Function: string(cfg.Function),
+		Auth: cfg.AuthMode(), Telemetry: telemetry.Exporters(), ConsoleSignIn: "off"}
+	if a.broker != nil {
+		out.Broker = scheme(cfg.TopicURL)
+	}
+	if a.store != nil {
+		out.Store = scheme(cfg.StoreURL)
+	}
+	if cfg.Console && cfg.Function == config.All {
+		out.ConsoleSignIn = "token"
+		if cfg.ConsoleOIDC.Enabled() && a.jwt != nil {
+			out.ConsoleSignIn = "token, oidc"
+		}
+	}
+	return out
 }
 
 // Config returns the configuration the App was opened with.

@@ -147,6 +147,9 @@ var table = []route{
 	// GET /health/ready's handler needs the Checker of Options; ForFunction
 	// mounts it.
 	{Route: Route{Method: "GET", Path: health.ReadyPath, Function: config.All, Public: true}, handler: nil},
+	// The configuration summary (no secrets), for operators; its handler
+	// needs Options.Summary, Build mounts it.
+	{Route: Route{Method: "GET", Path: health.InfoPath, Function: config.All}, handler: nil},
 	// The OpenAPI document of these routes (package functions/openapi),
 	// from every function, as the health checks.
 	{Route: Route{Method: "GET", Path: openapi.YAMLPath, Function: config.All, Public: true}, handler: func(*delivery.Service) http.Handler {
@@ -217,6 +220,9 @@ type Options struct {
 	// bearer token is. nil leaves OIDC sign-in off (GET /console/session
 	// says so).
 	ConsoleSignIn *consoleauth.Sessions
+	// Summary answers GET /v1/info, the configuration summary; nil
+	// answers the version alone.
+	Summary func() health.Summary
 }
 
 // StoreBound is what RequestTimeout allows a request for its store calls,
@@ -270,9 +276,12 @@ func Build(svc *delivery.Service, a auth.Authenticator, f config.Function, o Opt
 			continue
 		}
 		var h http.Handler
-		if r.handler == nil { // GET /health/ready
+		switch {
+		case r.handler == nil && r.Path == health.InfoPath:
+			h = health.InfoHandler{Summary: o.Summary}
+		case r.handler == nil: // GET /health/ready
 			h = health.ReadyHandler{Checker: o.Ready}
-		} else {
+		default:
 			h = r.handler(svc)
 		}
 		switch h := h.(type) {

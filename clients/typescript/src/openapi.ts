@@ -586,6 +586,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/info": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The configuration summary
+         * @description What this deployment runs with, as its start-up log line tells
+         *     it: version, profile and function, the broker's and the store's
+         *     URL schemes, the kinds of token accepted, how the web console
+         *     signs in, the telemetry exporters. Never a credential: URLs are
+         *     cut to their scheme, tokens are counted. Needs
+         *     `manage:destinations`.
+         */
+        get: operations["getInfo"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.yaml": {
         parameters: {
             query?: never;
@@ -832,6 +857,32 @@ export interface components {
             expires_at?: string;
             /** @description The lease is held by a stream session rather than a pull. */
             session: boolean;
+        };
+        /** @description A deployment's configuration, without credentials. */
+        ConfigSummary: {
+            version: {
+                /** @description The semantic version, or `devel`. */
+                version: string;
+                commit?: string;
+                date?: string;
+            };
+            /** @enum {string} */
+            profile: "local" | "cloudrun" | "lambda";
+            /** @description `HERALD_FUNCTION`: the routes this process serves. */
+            function: string;
+            /** @description The scheme of `HERALD_TOPIC_URL` (`mem`, `rabbit`, `nats`, `awssnssqs`, `gcppubsub`, …); absent when the function uses no broker. */
+            broker?: string;
+            /** @description The scheme of `HERALD_STORE_URL` (`mem`, `postgres`, `dynamodb`, `firestore`, …); absent when the function uses no store. */
+            store?: string;
+            /** @description The kinds of bearer token accepted, such as `static tokens (2) + JWT (https://issuer.example)`. */
+            auth: string;
+            /**
+             * @description How the web console signs in.
+             * @enum {string}
+             */
+            console_sign_in: "off" | "token" | "token, oidc";
+            /** @description The OpenTelemetry exporters, or `off`. */
+            telemetry: string;
         };
         /** @description A consumer, with its cursor and counts. */
         Destination: {
@@ -2572,6 +2623,47 @@ export interface operations {
                     "application/json": components["schemas"]["Readiness"] | components["schemas"]["Error"];
                 };
             };
+        };
+    };
+    getInfo: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The summary. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "version": {
+                     *         "version": "v0.9.0"
+                     *       },
+                     *       "profile": "local",
+                     *       "function": "all",
+                     *       "broker": "mem",
+                     *       "store": "mem",
+                     *       "auth": "development token (the built-in default)",
+                     *       "console_sign_in": "token",
+                     *       "telemetry": "off"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConfigSummary"];
+                };
+            };
+            /** @description The `Authorization` header is bad. */
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getOpenAPIYAML: {

@@ -485,6 +485,18 @@ function healthPage(view) {
       for (const [k, v] of Object.entries(body.checks || {})) pairs.push([k, v]);
       if (body.failed && body.failed.length) pairs.push(["Failed", body.failed.join(", ")]);
     } catch (e) { pairs.push(["Ready", "unreachable: " + e.message]); }
+    try {
+      const info = await api("GET", "/v1/info");
+      const v = info.version || {};
+      pairs.push(["Build", [v.version, v.commit, v.date].filter(Boolean).join(" ")],
+        ["Profile", info.profile], ["Function", info.function],
+        ["Broker", info.broker || "none"], ["Store", info.store || "none"],
+        ["Accepted tokens", info.auth], ["Console sign-in", info.console_sign_in],
+        ["Telemetry", info.telemetry]);
+    } catch (e) {
+      if (e.status === 403) pairs.push(["Configuration", "not shown: it needs the manage:destinations permission"]);
+      else if (e.status !== 401) pairs.push(["Configuration", e.message]);
+    }
     facts.replaceChildren(...pairs.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-fact": k }, v)]));
   })();
 }
