@@ -177,7 +177,9 @@ func is(want string) func(string) bool {
 	return func(s string) bool { return strings.TrimSpace(s) == want }
 }
 
-func has(want string) func(string) bool { return func(s string) bool { return strings.Contains(s, want) } }
+func has(want string) func(string) bool {
+	return func(s string) bool { return strings.Contains(s, want) }
+}
 
 // browser drives one page, every wait bounded by frameWait.
 type browser struct {
