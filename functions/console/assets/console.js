@@ -482,14 +482,14 @@ function healthPage(view) {
       const res = await fetch("/health/ready", { cache: "no-store" });
       const body = await res.json().catch(() => ({}));
       pairs.push(["Ready", res.ok ? "ready" : `not ready (${res.status})`]);
-      for (const [k, v] of Object.entries(body.checks || {})) pairs.push([k, v]);
+      for (const [k, v] of Object.entries(body.checks || {})) pairs.push([`Ready: ${k}`, v]);
       if (body.failed && body.failed.length) pairs.push(["Failed", body.failed.join(", ")]);
     } catch (e) { pairs.push(["Ready", "unreachable: " + e.message]); }
     try {
       const info = await api("GET", "/v1/info");
       const v = info.version || {};
-      pairs.push(["Build", [v.version, v.commit, v.date].filter(Boolean).join(" ")],
-        ["Profile", info.profile], ["Function", info.function],
+      if (v.commit || v.date) pairs.push(["Build", [v.commit, v.date].filter(Boolean).join(", ")]);
+      pairs.push(["Profile", info.profile], ["Function", info.function],
         ["Broker", info.broker || "none"], ["Store", info.store || "none"],
         ["Accepted tokens", info.auth], ["Console sign-in", info.console_sign_in],
         ["Telemetry", info.telemetry]);
