@@ -26,7 +26,8 @@ type leaseList struct {
 
 // TestDestinationLeases: the operator's view of what a consumer has in
 // flight follows a lease through its life (held, failed and waiting,
-// held again at attempt 2, settled), shows no lease id, and needs
+// held again at attempt 2, failed with a delay and due later), shows no
+// lease id, and needs
 // manage:destinations.
 func TestDestinationLeases(t *testing.T) {
 	t.Parallel()
@@ -77,8 +78,16 @@ func TestDestinationLeases(t *testing.T) {
 	require.Len(t, got.Leases, 1)
 	require.Equal(t, "held", got.Leases[0].State)
 	require.Equal(t, int64(2), got.Leases[0].Attempt)
-	c.ack(t, id, again.LeaseID, again.Generation, "ok")
-	require.Empty(t, leases().Leases)
+	// Failed with a delay: waiting, due when the delay ends.
+	before := time.Now()
+	c.expect(t, http.StatusOK, "POST", "/v1/event-destinations/"+id+"/acknowledge",
+		map[string]any{"leaseId": again.LeaseID, "generation": again.Generation, "status": "failed", "retryAfter": 600})
+	got = leases()
+	require.Len(t, got.Leases, 1)
+	require.Equal(t, "waiting", got.Leases[0].State)
+	require.NotNil(t, got.Leases[0].ExpiresAt)
+	require.False(t, got.Leases[0].ExpiresAt.Before(before.Add(599*time.Second)), "due after the delay: %v", got.Leases[0].ExpiresAt)
+	require.Equal(t, int64(2), got.Leases[0].Attempt)
 
 	c.as("leases-reader-token").expect(t, http.StatusForbidden, "GET", "/v1/event-destinations/"+id+"/leases", nil)
 	c.expect(t, http.StatusNotFound, "GET", "/v1/event-destinations/no-such-consumer/leases", nil)
