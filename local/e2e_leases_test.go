@@ -27,8 +27,7 @@ type leaseList struct {
 // TestDestinationLeases: the operator's view of what a consumer has in
 // flight follows a lease through its life (held, failed and waiting,
 // held again at attempt 2, failed with a delay and due later), shows no
-// lease id, and needs
-// manage:destinations.
+// lease id, and needs manage:destinations.
 func TestDestinationLeases(t *testing.T) {
 	t.Parallel()
 	c := start(t, func(cfg *local.Config) {
