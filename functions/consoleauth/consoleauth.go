@@ -100,6 +100,10 @@ const (
 	// FetchTimeout bounds one call to the issuer: the discovery document
 	// or the code exchange.
 	FetchTimeout = 10 * time.Second
+	// DiscoveryRetry is the least time between two fetches of the
+	// discovery document after one failed; a fetched one is kept for the
+	// life of the process.
+	DiscoveryRetry = 5 * time.Second
 	// maxCookieBytes is the most a browser is sure to keep of one cookie
 	// (RFC 6265, section 6.1, asks for at least 4096 bytes with its name).
 	maxCookieBytes   = 4000
@@ -160,6 +164,8 @@ type Sessions struct {
 
 	mu        sync.Mutex
 	endpoints *oauth2.Endpoint // from discovery, once fetched
+	failedAt  time.Time        // when discovery last failed
+	failure   error            // and why
 }
 
 // New returns Sessions for c. It fetches nothing: the discovery document
@@ -360,16 +366,27 @@ func (s *Sessions) redirectURL(r *http.Request) string {
 // failed fetch is tried again by the next sign-in).
 func (s *Sessions) oauth(ctx context.Context, redirect string) (*oauth2.Config, error) {
 	s.mu.Lock()
-	ep := s.endpoints
+	ep, failedAt, failure := s.endpoints, s.failedAt, s.failure
 	s.mu.Unlock()
 	if ep == nil {
+		// Sign-ins need no token: after a failure, wait DiscoveryRetry
+		// before the next fetch, so that a flood of them cannot make
+		// Herald hammer an issuer that is down.
+		if failure != nil && s.cfg.Now().Sub(failedAt) < DiscoveryRetry {
+			return nil, failure
+		}
 		var err error
-		if ep, err = s.discover(ctx); err != nil {
+		ep, err = s.discover(ctx)
+		s.mu.Lock()
+		if err != nil {
+			s.failedAt, s.failure = s.cfg.Now(), err
+		} else {
+			s.endpoints, s.failure = ep, nil
+		}
+		s.mu.Unlock()
+		if err != nil {
 			return nil, err
 		}
-		s.mu.Lock()
-		s.endpoints = ep
-		s.mu.Unlock()
 	}
 	e := *ep
 	if s.cfg.ClientSecret == "" {

@@ -279,3 +279,20 @@ func TestNew(t *testing.T) {
 	mux.ServeHTTP(w, httptest.NewRequest("GET", consoleauth.LoginPath, nil))
 	require.Equal(t, http.StatusNotFound, w.Code)
 }
+
+// TestIssuerDown: a sign-in while the issuer is down answers 502 with
+// nothing of the cause; a flood of them makes one discovery fetch per
+// DiscoveryRetry.
+func TestIssuerDown(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "manage:destinations")
+	f.iss.SetDown(true)
+	for range 5 {
+		res, body := f.get(t, consoleauth.LoginPath, nil)
+		require.Equal(t, http.StatusBadGateway, res.StatusCode)
+		require.Contains(t, body, "cannot be reached")
+		require.NotContains(t, body, f.iss.URL)
+	}
+	require.Equal(t, int64(1), f.iss.DiscoveryFetches(), "one fetch, then the failure is remembered for DiscoveryRetry")
+	require.False(t, f.session(t).SignedIn)
+}

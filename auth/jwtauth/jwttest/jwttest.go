@@ -39,15 +39,16 @@ const DefaultAudience = "https://herald.test"
 type Issuer struct {
 	URL string
 
-	srv       *httptest.Server
-	fetches   atomic.Int64
-	down      atomic.Bool
-	mu        sync.Mutex
-	published []jwk.Key // public keys in the key set
-	signer    jwk.Key   // private key of new tokens
-	alg       jwa.SignatureAlgorithm
-	kid       string
-	n         int
+	srv         *httptest.Server
+	fetches     atomic.Int64
+	discoveries atomic.Int64
+	down        atomic.Bool
+	mu          sync.Mutex
+	published   []jwk.Key // public keys in the key set
+	signer      jwk.Key   // private key of new tokens
+	alg         jwa.SignatureAlgorithm
+	kid         string
+	n           int
 
 	login     login                  // who the authorization endpoint signs in
 	codes     map[string]pendingCode // issued, not yet redeemed codes
@@ -72,6 +73,7 @@ func New(t testing.TB) *Issuer {
 	i := &Issuer{codes: map[string]pendingCode{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		i.discoveries.Add(1)
 		if i.down.Load() {
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
@@ -151,6 +153,10 @@ func (i *Issuer) Rotate(t testing.TB) {
 // SetDown makes the discovery document and key set answer 503 (true) or
 // serve again (false).
 func (i *Issuer) SetDown(down bool) { i.down.Store(down) }
+
+// DiscoveryFetches counts the requests for the discovery document so
+// far.
+func (i *Issuer) DiscoveryFetches() int64 { return i.discoveries.Load() }
 
 // KeySetFetches counts the requests for the key set so far.
 func (i *Issuer) KeySetFetches() int64 { return i.fetches.Load() }
