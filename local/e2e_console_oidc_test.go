@@ -32,8 +32,8 @@ import (
 // authorization endpoint and a token endpoint that checks PKCE) in
 // headless Chromium: the operator clicks "Sign in with the identity
 // provider", comes back signed in, sees the overview, pauses a consumer
-// (a permission they hold), is refused a publish (one they do not hold),
-// and signs out. Herald is opened as http://localhost:PORT and the issuer
+// (a permission they hold), tails a stream, is refused a publish (one
+// they do not hold), and signs out. Herald is opened as http://localhost:PORT and the issuer
 // as http://127.0.0.1:PORT, two sites, so the issuer's redirect back is
 // cross-site as in production: the flow cookie is Lax, the session
 // cookie Strict. The session cookie is checked too: HttpOnly, Strict, no
@@ -156,6 +156,14 @@ func TestConsoleOIDCE2E(t *testing.T) {
 	require.True(t, c.getDest(t, id).Paused)
 	b.run(chromedp.Click("#pause"))
 	b.textOf(`dd[data-fact="State"]`, is("active"))
+
+	// The live tail streams with the cookie too (fetch, CSRF header).
+	b.run(chromedp.Navigate(base+console.Path+"#/tail"), chromedp.WaitVisible("#tail-type"),
+		chromedp.SendKeys("#tail-type", "console.oidc.tail"), chromedp.Click("#tail-start"))
+	b.run(chromedp.WaitVisible(`#tail-events[data-connected="true"]`))
+	c.publishN(t, "console.oidc.tail", 5, 1)
+	b.textOf(`#tail-events li[data-type="console.oidc.tail"] pre`, has(`"n": 5`))
+	b.run(chromedp.Click("#tail-stop"))
 
 	// What it may not do is refused, as the API refuses it.
 	b.run(chromedp.Navigate(base+console.Path+"#/publish"), chromedp.WaitVisible("#pub-type"),
