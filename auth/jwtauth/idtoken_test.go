@@ -29,16 +29,21 @@ func TestVerifyIDToken(t *testing.T) {
 	}
 	got, err := v.VerifyIDToken(t.Context(), claims(nil), "console-client", "n-123")
 	require.NoError(t, err)
+	_, err = v.VerifyIDToken(t.Context(), claims(func(c map[string]any) { c["azp"] = "console-client" }), "console-client", "n-123")
+	require.NoError(t, err, "azp naming this client")
 	require.Equal(t, "alice", got.Subject)
 	require.WithinDuration(t, time.Now().Add(5*time.Minute), got.Expiry, time.Minute)
 
 	for name, c := range map[string]struct {
 		token, client, nonce, want string
 	}{
-		"wrong nonce":      {claims(nil), "console-client", "n-456", "wrong nonce"},
-		"no nonce claim":   {claims(func(c map[string]any) { delete(c, "nonce") }), "console-client", "n-123", "wrong nonce"},
-		"empty nonce":      {claims(nil), "console-client", "", "wrong nonce"},
-		"another client":   {claims(nil), "other-client", "n-123", "wrong audience"},
+		"wrong nonce":    {claims(nil), "console-client", "n-456", "wrong nonce"},
+		"no nonce claim": {claims(func(c map[string]any) { delete(c, "nonce") }), "console-client", "n-123", "wrong nonce"},
+		"empty nonce":    {claims(nil), "console-client", "", "wrong nonce"},
+		"another client": {claims(nil), "other-client", "n-123", "wrong audience"},
+		"another's azp": {claims(func(c map[string]any) {
+			c["aud"], c["azp"] = []string{"other-client", "console-client"}, "other-client"
+		}), "console-client", "n-123", "wrong authorized party (azp)"},
 		"Herald's aud":     {claims(func(c map[string]any) { c["aud"] = "https://herald.test" }), "console-client", "n-123", "wrong audience"},
 		"expired":          {claims(func(c map[string]any) { c["exp"] = time.Now().Add(-time.Hour).Unix() }), "console-client", "n-123", "token expired"},
 		"another issuer":   {claims(func(c map[string]any) { c["iss"] = "https://evil.example" }), "console-client", "n-123", "wrong issuer"},

@@ -220,7 +220,8 @@ type IDToken struct {
 // authentication request that sent nonce (OpenID Connect Core 1.0,
 // section 3.1.3.7): the signature, with the same keys and algorithm rules
 // as Authenticate; iss equal to Config.Issuer (required here); aud
-// holding clientID; exp, nbf and iat, with ClockSkew; a non-empty sub;
+// holding clientID, and azp, when present, equal to it; exp, nbf and iat,
+// with ClockSkew; a non-empty sub;
 // and the nonce claim equal to nonce. Config.Audiences is not consulted:
 // an ID token is minted for the client, not for Herald's API. Errors are
 // those of Authenticate ("wrong nonce" among them), never quoting a claim.
@@ -237,6 +238,13 @@ func (v *Verifier) VerifyIDToken(ctx context.Context, token, clientID, nonce str
 	}
 	if aud, _ := tok.Audience(); !slices.Contains(aud, clientID) || clientID == "" {
 		return IDToken{}, invalid("wrong audience")
+	}
+	// azp, when present, names the party the token was issued to (Core
+	// 1.0, section 2): another client's token listing this one among its
+	// audiences is not this client's sign-in.
+	var azp string
+	if tok.Get("azp", &azp) == nil && azp != clientID {
+		return IDToken{}, invalid("wrong authorized party (azp)")
 	}
 	var got string
 	if tok.Get("nonce", &got) != nil || nonce == "" || subtle.ConstantTimeCompare([]byte(got), []byte(nonce)) != 1 {
