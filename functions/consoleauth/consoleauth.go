@@ -60,6 +60,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -418,17 +419,21 @@ func (s *Sessions) discover(ctx context.Context) (*oauth2.Endpoint, error) {
 		return nil, fmt.Errorf("fetch the discovery document: %s", res.Status)
 	}
 	var doc struct {
-		Issuer   string   `json:"issuer"`
-		Auth     string   `json:"authorization_endpoint"`
-		Token    string   `json:"token_endpoint"`
-		Methods  []string `json:"code_challenge_methods_supported"`
-		Response []string `json:"response_types_supported"`
+		Issuer  string   `json:"issuer"`
+		Auth    string   `json:"authorization_endpoint"`
+		Token   string   `json:"token_endpoint"`
+		Methods []string `json:"code_challenge_methods_supported"`
 	}
 	if err := json.NewDecoder(io.LimitReader(res.Body, maxDocumentBytes)).Decode(&doc); err != nil {
 		return nil, fmt.Errorf("read the discovery document: %w", err)
 	}
 	if doc.Issuer != s.cfg.Issuer {
 		return nil, errors.New("the discovery document names another issuer")
+	}
+	if len(doc.Methods) > 0 && !slices.Contains(doc.Methods, "S256") {
+		// A provider that lists its PKCE methods and not S256 would
+		// ignore the challenge, and the code would be unbound.
+		return nil, errors.New("the identity provider does not support PKCE with S256")
 	}
 	for _, e := range []string{doc.Auth, doc.Token} {
 		if err := jwtauth.CheckFetchURL(e); err != nil {
