@@ -101,6 +101,7 @@ var conformanceCases = concat(
 	hubCases,
 	withheldCases,
 	idempotencyCases,
+	leaseListCases,
 )
 
 func concat[T any](lists ...[]T) []T {
