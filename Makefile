@@ -82,7 +82,7 @@ bench-telemetry: ## Run the end-to-end benchmark with telemetry off and on (OTLP
 
 .PHONY: console-screenshots
 console-screenshots: ## Retake the web console's screenshots in docs/console/ (runs its browser test in headless Chromium)
-	HERALD_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console go test -count=1 -run TestConsoleE2E ./local/
+	HERALD_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console go test -count=1 -run 'TestConsoleE2E|TestConsoleOIDCE2E' ./local/
 
 .PHONY: bench-cost
 bench-cost: ## Print the lease store's DynamoDB/Firestore cost per delivered event (write/read units, hottest key, failed writes); docs/cost-model.md

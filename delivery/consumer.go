@@ -86,6 +86,16 @@ func (s *Service) GetDestination(ctx context.Context, p *auth.Principal, id stri
 	return c, err
 }
 
+// DestinationLeases returns consumer id's unsettled leases
+// (leasestore.Store.Leases): what is in flight, with each lease's
+// attempt and expiry. It needs manage:destinations, as GetDestination.
+func (s *Service) DestinationLeases(ctx context.Context, p *auth.Principal, id string) ([]leasestore.LeaseView, error) {
+	if err := p.Require(auth.PermManageDestinations); err != nil {
+		return nil, err
+	}
+	return s.cfg.Store.Leases(ctx, id)
+}
+
 // countHubStreams sets c.LiveSessions for a hub queue homed in this
 // process: its streams live in the hub, not in the store. (A hub queue
 // homed in another process shows none.)

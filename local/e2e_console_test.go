@@ -22,7 +22,7 @@ import (
 
 // TestConsoleE2E drives the web console in a real headless Chromium as an
 // operator would: it signs in with a token, sees a consumer's lag rise
-// after a publish, pauses and resumes it, replays a dead letter (which is
+// after a publish, sees a worker's lease in flight, pauses and resumes it, replays a dead letter (which is
 // then delivered again), watches a live tail receive an event, publishes
 // a test event, and, signed in with a token that may only read events,
 // is refused what that token may not do. No page script may fail, and the
@@ -129,10 +129,15 @@ func TestConsoleE2E(t *testing.T) {
 	textOf(lagCell, is("3"))
 	shot("overview")
 
-	// Pause the consumer from its page; the API sees it paused.
+	// A worker leases one event; the consumer's page lists the lease in
+	// flight, with its attempt. Pause the consumer from its page; the API
+	// sees it paused.
+	l := c.pullLease(t, id, "limit", "1")
 	run(chromedp.Click(fmt.Sprintf(`tr[data-id=%q] a`, id)))
 	textOf(`dd[data-fact="State"]`, is("active"))
-	textOf(`dd[data-fact="Lag"]`, has("3 events"))
+	textOf(`dd[data-fact="Lag"]`, has("2 events"))
+	textOf(`#leases tbody tr td[data-col="state"]`, is("held"))
+	textOf(`#leases tbody tr td[data-col="attempt"]`, is("1"))
 	run(chromedp.Click("#pause"))
 	textOf(`dd[data-fact="State"]`, is("paused"))
 	require.True(t, c.getDest(t, id).Paused)
@@ -143,7 +148,6 @@ func TestConsoleE2E(t *testing.T) {
 
 	// A rejected lease dead-letters its events; replay one from the
 	// dead-letter page, and it is delivered again.
-	l := c.pullLease(t, id, "limit", "1")
 	require.Equal(t, "dead_lettered", c.ack(t, id, l.LeaseID, l.Generation, "rejected").Status)
 	run(chromedp.Navigate(h.URL + console.Path + "#/dead-letters/" + id))
 	row := `#view tbody tr`
@@ -176,6 +180,9 @@ func TestConsoleE2E(t *testing.T) {
 
 	run(chromedp.Navigate(h.URL+console.Path+"#/health"), chromedp.WaitVisible("#health"))
 	textOf(`dd[data-fact="Ready"]`, is("ready"))
+	textOf(`dd[data-fact="Broker"]`, is("mem"))
+	textOf(`dd[data-fact="Store"]`, is("mem"))
+	textOf(`dd[data-fact="Console sign-in"]`, is("token"))
 	shot("health")
 
 	// A token that may only read events is refused the consumer list, as

@@ -197,6 +197,8 @@ func TestJWTScopesOnEveryRoute(t *testing.T) {
 		{"GET /v1/event-destinations", "manage:destinations", "/v1/event-destinations", "", http.StatusOK},
 		{"POST /v1/event-destinations", "manage:destinations", "/v1/event-destinations", `{"type":"DURABLE_CONSUMER"}`, http.StatusCreated},
 		{"GET /v1/event-destinations/{id}", "manage:destinations", "/v1/event-destinations/" + dest, "", http.StatusOK},
+		{"GET /v1/event-destinations/{id}/leases", "manage:destinations", "/v1/event-destinations/" + dest + "/leases", "", http.StatusOK},
+		{"GET /v1/info", "manage:destinations", "/v1/info", "", http.StatusOK},
 		{"POST /v1/event-destinations/{id}/pause", "manage:destinations", "/v1/event-destinations/" + dest + "/pause", "", http.StatusOK},
 		{"POST /v1/event-destinations/{id}/resume", "manage:destinations", "/v1/event-destinations/" + dest + "/resume", "", http.StatusOK},
 		// dest is no webhook: 404 once the scope let the request through.

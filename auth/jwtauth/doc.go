@@ -36,6 +36,12 @@
 //     extension, and RFC 7515 (section 4.1.11) says a recipient refuses a
 //     token that lists one it does not understand.
 //
+// Verifier.VerifyIDToken checks an OpenID Connect ID token for the web
+// console's sign-in (package functions/consoleauth) with the same keys
+// and algorithm rules, but against the console's client id (aud, and azp
+// when present) and the sign-in's nonce instead of Config.Audiences; iss
+// must equal Config.Issuer.
+//
 // Every failure is herr.Unauthenticated with a short description ("token
 // expired", "wrong audience", …) that never repeats the token or a claim
 // value; the HTTP and gRPC layers turn it into a 401 with

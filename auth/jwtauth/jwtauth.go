@@ -2,6 +2,7 @@ package jwtauth
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -195,6 +196,71 @@ func invalid(desc string) error { return herr.New(herr.Unauthenticated, "%s", de
 // describing the failed check, or herr.Unavailable when the issuer's keys
 // cannot be fetched and no cached key fits.
 func (v *Verifier) Authenticate(ctx context.Context, token string) (*auth.Principal, error) {
+	tok, err := v.verify(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.validate(tok); err != nil {
+		return nil, err
+	}
+	return v.principal(tok)
+}
+
+// IDToken is what VerifyIDToken reads from a valid OpenID Connect ID
+// token.
+type IDToken struct {
+	// Subject is the sub claim.
+	Subject string
+	// Expiry is the exp claim.
+	Expiry time.Time
+}
+
+// VerifyIDToken checks an OpenID Connect ID token that this Verifier's
+// issuer minted for the relying party clientID in answer to an
+// authentication request that sent nonce (OpenID Connect Core 1.0,
+// section 3.1.3.7): the signature, with the same keys and algorithm rules
+// as Authenticate; iss equal to Config.Issuer (required here); aud
+// holding clientID, and azp, when present, equal to it; exp, nbf and iat,
+// with ClockSkew; a non-empty sub;
+// and the nonce claim equal to nonce. Config.Audiences is not consulted:
+// an ID token is minted for the client, not for Herald's API. Errors are
+// those of Authenticate ("wrong nonce" among them), never quoting a claim.
+func (v *Verifier) VerifyIDToken(ctx context.Context, token, clientID, nonce string) (IDToken, error) {
+	if v.cfg.Issuer == "" {
+		return IDToken{}, invalid("no issuer is configured to check the ID token's iss against")
+	}
+	tok, err := v.verify(ctx, token)
+	if err != nil {
+		return IDToken{}, err
+	}
+	if err := v.validateRegistered(tok); err != nil {
+		return IDToken{}, err
+	}
+	if aud, _ := tok.Audience(); !slices.Contains(aud, clientID) || clientID == "" {
+		return IDToken{}, invalid("wrong audience")
+	}
+	// azp, when present, names the party the token was issued to (Core
+	// 1.0, section 2): another client's token listing this one among its
+	// audiences is not this client's sign-in.
+	var azp string
+	if tok.Get("azp", &azp) == nil && azp != clientID {
+		return IDToken{}, invalid("wrong authorized party (azp)")
+	}
+	var got string
+	if tok.Get("nonce", &got) != nil || nonce == "" || subtle.ConstantTimeCompare([]byte(got), []byte(nonce)) != 1 {
+		return IDToken{}, invalid("wrong nonce")
+	}
+	sub, ok := tok.Subject()
+	if !ok || sub == "" || hasControl(sub) {
+		return IDToken{}, invalid("token has no valid sub claim")
+	}
+	exp, _ := tok.Expiration()
+	return IDToken{Subject: sub, Expiry: exp}, nil
+}
+
+// verify checks token's header and signature and returns its claims,
+// not yet validated.
+func (v *Verifier) verify(ctx context.Context, token string) (jwt.Token, error) {
 	if !LooksLikeJWT(token) {
 		// Most likely a mistyped static token (auth.Chain asks those first).
 		return nil, invalid("unknown token (neither a configured token nor a JWT)")
@@ -251,14 +317,32 @@ func (v *Verifier) Authenticate(ctx context.Context, token string) (*auth.Princi
 	if err != nil {
 		return nil, invalid("malformed token claims")
 	}
-	if err := v.validate(tok); err != nil {
-		return nil, err
-	}
-	return v.principal(tok)
+	return tok, nil
 }
 
-// validate checks the registered claims.
+// validate checks the registered claims and the audience.
 func (v *Verifier) validate(tok jwt.Token) error {
+	if err := v.validateRegistered(tok); err != nil {
+		return err
+	}
+	aud, hasAud := tok.Audience()
+	if !hasAud || len(aud) == 0 {
+		var clientID string
+		if tok.Get("client_id", &clientID) == nil && clientID != "" {
+			aud = []string{clientID}
+		}
+	}
+	for _, a := range aud {
+		if slices.Contains(v.cfg.Audiences, a) {
+			return nil
+		}
+	}
+	return invalid("wrong audience")
+}
+
+// validateRegistered checks exp (required), nbf, iat and, when
+// Config.Issuer is set, iss.
+func (v *Verifier) validateRegistered(tok jwt.Token) error {
 	opts := []jwt.ValidateOption{
 		jwt.WithAcceptableSkew(ClockSkew), jwt.WithClock(v.clock),
 		jwt.WithRequiredClaim(jwt.ExpirationKey),
@@ -281,19 +365,7 @@ func (v *Verifier) validate(tok jwt.Token) error {
 		}
 		return invalid("invalid token claims")
 	}
-	aud, hasAud := tok.Audience()
-	if !hasAud || len(aud) == 0 {
-		var clientID string
-		if tok.Get("client_id", &clientID) == nil && clientID != "" {
-			aud = []string{clientID}
-		}
-	}
-	for _, a := range aud {
-		if slices.Contains(v.cfg.Audiences, a) {
-			return nil
-		}
-	}
-	return invalid("wrong audience")
+	return nil
 }
 
 // principal reads the principal id and permissions of a valid token.

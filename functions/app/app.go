@@ -22,6 +22,7 @@ import (
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/functions/accesslog"
 	"github.com/heraldevents/herald/functions/config"
+	"github.com/heraldevents/herald/functions/consoleauth"
 	"github.com/heraldevents/herald/functions/health"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/functions/jobs"
@@ -30,6 +31,7 @@ import (
 	"github.com/heraldevents/herald/internal/logredact"
 	"github.com/heraldevents/herald/internal/netcork"
 	"github.com/heraldevents/herald/internal/telemetry"
+	"github.com/heraldevents/herald/internal/version"
 	"github.com/heraldevents/herald/leasestore"
 	"github.com/heraldevents/herald/pubsubx"
 )
@@ -186,6 +188,21 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		}
 	}
 	a.authn = chain
+	var signIn *consoleauth.Sessions
+	if cfg.Console && cfg.Function == config.All && cfg.ConsoleOIDC.Enabled() && a.jwt != nil {
+		o := cfg.ConsoleOIDC
+		if signIn, err = consoleauth.New(consoleauth.Config{
+			Issuer: cfg.JWT.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret, Scopes: o.Scopes,
+			RedirectURL: o.RedirectURL, Key: o.SessionKey, Verifier: a.jwt, Authenticator: chain, Logger: opts.Logger,
+			Now: opts.Now,
+		}); err != nil {
+			_ = a.Close()
+			return nil, err
+		}
+		if o.SessionKey == nil && cfg.Profile.Cloud() {
+			opts.Logger.Warn(config.EnvConsoleSessionKey + " is not set: each instance seals console sessions with its own random key, so a session ends when its instance does and fails on any other instance")
+		}
+	}
 	a.admission = admission(cfg, opts.Logger)
 	a.handler = telemetry.Handler(accesslog.Middleware(opts.Logger, telemetry.Route(
 		router.Build(a.svc, chain, cfg.Function, router.Options{
@@ -193,6 +210,8 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 			RequestTimeout: router.RequestTimeout(cfg.ReceiveWait, cfg.PublishTimeout),
 			Jobs:           opts.Jobs,
 			Console:        cfg.Console,
+			ConsoleSignIn:  signIn,
+			Summary:        a.summary,
 		}))))
 	return a, nil
 }
@@ -224,6 +243,28 @@ func (a *App) readiness(logger *slog.Logger) *health.Checker {
 		deps = append(deps, health.Store(a.store))
 	}
 	return health.NewChecker(deps, health.Options{Logger: logger})
+}
+
+// summary is the configuration summary of GET /v1/info: what the
+// start-up line tells (broker and store schemes, auth mode, telemetry
+// exporters, version), never a credential.
+func (a *App) summary() health.Summary {
+	cfg := a.cfg
+	out := health.Summary{Version: version.Get(), Profile: cfg.Profile.String(), Function: string(cfg.Function),
+		Auth: cfg.AuthMode(), Telemetry: telemetry.Exporters(), ConsoleSignIn: "off"}
+	if a.broker != nil {
+		out.Broker = scheme(cfg.TopicURL)
+	}
+	if a.store != nil {
+		out.Store = scheme(cfg.StoreURL)
+	}
+	if cfg.Console && cfg.Function == config.All {
+		out.ConsoleSignIn = "token"
+		if cfg.ConsoleOIDC.Enabled() && a.jwt != nil {
+			out.ConsoleSignIn = "token, oidc"
+		}
+	}
+	return out
 }
 
 // Config returns the configuration the App was opened with.

@@ -48,6 +48,10 @@ type Config struct {
 	// Console is HERALD_CONSOLE: whether a process that serves every
 	// route serves the web console at /console/ (default on).
 	Console bool
+	// ConsoleOIDC configures the console's sign-in through the identity
+	// provider (HERALD_CONSOLE_OIDC_*, HERALD_CONSOLE_SESSION_KEY); off
+	// unless ConsoleOIDC.ClientID is set.
+	ConsoleOIDC ConsoleOIDC
 	// TopicURL is HERALD_TOPIC_URL (a pubsubx broker URL), StoreURL
 	// HERALD_STORE_URL (a gocloud docstore collection URL keyed by "key"),
 	// Source HERALD_SOURCE (the CloudEvents source of published events).
@@ -270,6 +274,7 @@ func Load(p Profile, lookup func(string) (string, bool)) (Config, error) {
 		return ""
 	}
 	c.loadJWT(get, val, fail)
+	c.loadConsoleOIDC(get, val, fail)
 	c.loadTokens(get, fail)
 	if allow, err := safedial.ParseAllowList(get(EnvWebhookAllow)); err != nil {
 		fail(EnvWebhookAllow, "%v", err)

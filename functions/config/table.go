@@ -76,6 +76,13 @@ const (
 	// EnvConsole switches the web console (package functions/console)
 	// on or off where a process serves every route.
 	EnvConsole = "HERALD_CONSOLE"
+	// The console's sign-in through the identity provider (package
+	// functions/consoleauth, docs/console.md).
+	EnvConsoleOIDCClientID     = "HERALD_CONSOLE_OIDC_CLIENT_ID"
+	EnvConsoleOIDCClientSecret = "HERALD_CONSOLE_OIDC_CLIENT_SECRET"
+	EnvConsoleOIDCScopes       = "HERALD_CONSOLE_OIDC_SCOPES"
+	EnvConsoleOIDCRedirectURL  = "HERALD_CONSOLE_OIDC_REDIRECT_URL"
+	EnvConsoleSessionKey       = "HERALD_CONSOLE_SESSION_KEY"
 	// EnvWebhookAllow and EnvWebhookConcurrency configure webhook
 	// delivery (docs/webhooks.md).
 	EnvWebhookAllow       = "HERALD_WEBHOOK_ALLOW"
@@ -427,6 +434,21 @@ var vars = []Var{
 		Meaning:  "the web console at /console/ (docs/console.md), served by a process that serves every route (the local adapter, Cloud Run's service, a Lambda function with HERALD_FUNCTION=all): static pages that call the API with the operator's own token; `off` leaves it out",
 		profiles: allProfiles,
 		field:    consoleField},
+	{Name: EnvConsoleOIDCClientID, Unit: "string",
+		Meaning:  "the console's client id at the identity provider of HERALD_JWT_ISSUER (required with it): the console then signs in there with the authorization-code flow and PKCE, beside pasting a token (docs/console.md); unset: tokens are pasted",
+		profiles: allProfiles},
+	{Name: EnvConsoleOIDCClientSecret, Unit: "secret",
+		Meaning:  "the console client's secret, for an identity provider that registers it as a confidential client; unset: a public client, which PKCE alone protects",
+		profiles: allProfiles},
+	{Name: EnvConsoleOIDCScopes, LocalDefault: "openid", CloudDefault: "openid", Unit: "list",
+		Meaning:  "the scopes the console asks for, comma- or space-separated; `openid` is required, and the others are what makes the identity provider grant Herald's permissions (e.g. `openid manage:destinations inspect-and-replay-all-dlq`)",
+		profiles: allProfiles},
+	{Name: EnvConsoleOIDCRedirectURL, Unit: "URL",
+		Meaning:  "the callback registered at the identity provider, ending in /console/callback; https, or http to loopback; unset: derived from each request's host (`https://HOST/console/callback`, `http://` on a loopback host served without TLS)",
+		profiles: allProfiles},
+	{Name: EnvConsoleSessionKey, Unit: "base64",
+		Meaning:  "32 random bytes, base64, that seal the console's session cookies (AES-256-GCM); give every instance the same key so a session survives restarts and load balancing; unset: a random key per process",
+		profiles: allProfiles},
 	{Name: EnvLogLevel, LocalDefault: DefaultLogLevel, CloudDefault: DefaultLogLevel, Unit: "level",
 		Meaning:  "least severe log level written: debug, info (one access-log line per request, the default), warn or error; logs are JSON lines in the clouds and text locally",
 		profiles: allProfiles,

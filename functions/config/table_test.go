@@ -72,10 +72,10 @@ func TestValidateNamesTheField(t *testing.T) {
 
 // TestEveryFieldHasARow holds Config to the table: each field is where
 // some row lands (but those Load fills by hand: the profile, tokens,
-// identity provider, CORS origins and webhook allow-list), and each row's Field is a field.
+// identity provider, console sign-in, CORS origins and webhook allow-list), and each row's Field is a field.
 func TestEveryFieldHasARow(t *testing.T) {
 	t.Parallel()
-	byHand := map[string]bool{"Profile": true, "Tokens": true, "JWT": true, "CORSOrigins": true, "WebhookAllow": true}
+	byHand := map[string]bool{"Profile": true, "Tokens": true, "JWT": true, "ConsoleOIDC": true, "CORSOrigins": true, "WebhookAllow": true}
 	landed := map[string]bool{}
 	typ := reflect.TypeFor[config.Config]()
 	for _, v := range config.Vars() {

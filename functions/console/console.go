@@ -5,11 +5,14 @@
 //
 // The console is one more client of Herald's REST API: the page signs in
 // with a bearer token that the operator pastes (kept in the browser's
-// session storage, never in a URL or a cookie) and calls the same routes
-// every client calls, with the same permission checks. The assets hold
-// no data and need no token; what they show comes from the API. Because
-// the token travels in an Authorization header set by script, and never
-// in a cookie, a cross-site request cannot act with it (no CSRF surface).
+// session storage, never in a URL or a cookie), or through the identity
+// provider (package functions/consoleauth: a sealed HttpOnly session
+// cookie plus a CSRF header), and calls the same routes every client
+// calls, with the same permission checks. The assets hold no data and
+// need no token; what they show comes from the API. A pasted token
+// travels in an Authorization header set by script, so a cross-site
+// request cannot act with it; a session cookie is refused without its
+// CSRF token in a header no other site can read or send.
 //
 // Every answer carries a strict Content-Security-Policy (no inline
 // script or style, nothing from another origin, connections only to the

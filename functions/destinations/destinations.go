@@ -296,6 +296,48 @@ func (h *Handler) get(_ http.ResponseWriter, r *http.Request, p *auth.Principal)
 	return httpx.Answer{Status: http.StatusOK, Body: out}, nil
 }
 
+// Lease is the REST shape of one unsettled lease
+// (leasestore.LeaseView): no lease id, which would let its reader settle
+// another worker's events.
+type Lease struct {
+	// First is the sequence of its first event, as pulls report it.
+	First   string `json:"first"`
+	Count   int64  `json:"count"`
+	Attempt int64  `json:"attempt"`
+	// State is "held", "waiting" (for redelivery) or "dead_lettering".
+	State string `json:"state"`
+	// ExpiresAt is when a held lease comes back, or a delayed one is due;
+	// absent when due now or dead-lettering.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Session marks a lease held by a stream rather than a pull.
+	Session bool `json:"session"`
+}
+
+// Leases serves GET /v1/event-destinations/{id}/leases: the consumer's
+// unsettled leases in sequence order (at most the in-flight window's
+// 1,000 events' worth), for operators; needs manage:destinations.
+func (h *Handler) Leases(w http.ResponseWriter, r *http.Request) { httpx.Endpoint(h.leases)(w, r) }
+
+func (h *Handler) leases(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
+	id := r.PathValue("id")
+	if err := delivery.CheckText("the event destination id", id); err != nil {
+		return httpx.Answer{}, err
+	}
+	views, err := h.Service.DestinationLeases(r.Context(), p, id)
+	if err != nil {
+		return httpx.Answer{}, err
+	}
+	out := make([]Lease, len(views))
+	for i, v := range views {
+		out[i] = Lease{First: cloudevent.FormatSequence(v.First), Count: v.Count, Attempt: v.Attempt, State: v.State, Session: v.Session}
+		if !v.Expires.IsZero() {
+			t := v.Expires.UTC()
+			out[i].ExpiresAt = &t
+		}
+	}
+	return httpx.Answer{Status: http.StatusOK, Body: map[string]any{"leases": out}}, nil
+}
+
 func (h *Handler) delete(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
 	_, err := pathID(r, func(id string) (*leasestore.Consumer, error) {
 		return nil, h.Service.DeleteDestination(r.Context(), p, id)

@@ -31,6 +31,7 @@ import (
 	"github.com/heraldevents/herald/functions/acknowledge"
 	"github.com/heraldevents/herald/functions/config"
 	"github.com/heraldevents/herald/functions/console"
+	"github.com/heraldevents/herald/functions/consoleauth"
 	"github.com/heraldevents/herald/functions/deadletters"
 	"github.com/heraldevents/herald/functions/destinations"
 	"github.com/heraldevents/herald/functions/grpcapi"
@@ -82,6 +83,9 @@ var table = []route{
 	}},
 	{Route: Route{Method: "GET", Path: "/v1/event-destinations/{id}", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Get)
+	}},
+	{Route: Route{Method: "GET", Path: "/v1/event-destinations/{id}/leases", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&destinations.Handler{Service: s}).Leases)
 	}},
 	{Route: Route{Method: "DELETE", Path: "/v1/event-destinations/{id}", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).Delete)
@@ -143,6 +147,9 @@ var table = []route{
 	// GET /health/ready's handler needs the Checker of Options; ForFunction
 	// mounts it.
 	{Route: Route{Method: "GET", Path: health.ReadyPath, Function: config.All, Public: true}, handler: nil},
+	// The configuration summary (no secrets), for operators; its handler
+	// needs Options.Summary, Build mounts it.
+	{Route: Route{Method: "GET", Path: health.InfoPath, Function: config.All}, handler: nil},
 	// The OpenAPI document of these routes (package functions/openapi),
 	// from every function, as the health checks.
 	{Route: Route{Method: "GET", Path: openapi.YAMLPath, Function: config.All, Public: true}, handler: func(*delivery.Service) http.Handler {
@@ -205,6 +212,17 @@ type Options struct {
 	// is a client of the routes above, not a route of the APIs, so it is
 	// not in Routes nor in the OpenAPI document.
 	Console bool
+	// ConsoleSignIn, with Console, signs the console in through the
+	// identity provider (package functions/consoleauth): it serves
+	// /console/login, /console/callback and /console/logout, and every
+	// authenticated route then also accepts the console's session cookie
+	// with its CSRF header, as the bearer token it seals, checked as any
+	// bearer token is. nil leaves OIDC sign-in off (GET /console/session
+	// says so).
+	ConsoleSignIn *consoleauth.Sessions
+	// Summary answers GET /v1/info, the configuration summary; nil
+	// answers the version alone.
+	Summary func() health.Summary
 }
 
 // StoreBound is what RequestTimeout allows a request for its store calls,
@@ -258,9 +276,12 @@ func Build(svc *delivery.Service, a auth.Authenticator, f config.Function, o Opt
 			continue
 		}
 		var h http.Handler
-		if r.handler == nil { // GET /health/ready
+		switch {
+		case r.handler == nil && r.Path == health.InfoPath:
+			h = health.InfoHandler{Summary: o.Summary}
+		case r.handler == nil: // GET /health/ready
 			h = health.ReadyHandler{Checker: o.Ready}
-		} else {
+		default:
 			h = r.handler(svc)
 		}
 		switch h := h.(type) {
@@ -270,7 +291,11 @@ func Build(svc *delivery.Service, a auth.Authenticator, f config.Function, o Opt
 			h.Options = o.Jobs
 		}
 		if !r.Public {
-			h = noStore(httpx.Authenticate(a, h))
+			h = httpx.Authenticate(a, h)
+			if o.Console && f == config.All {
+				h = o.ConsoleSignIn.Wrap(h) // nil: h unchanged
+			}
+			h = noStore(h)
 		}
 		if r.Method != "GET" {
 			h = admission.Wrap(h, r.Function == config.Publish)
@@ -302,6 +327,7 @@ func Build(svc *delivery.Service, a auth.Authenticator, f config.Function, o Opt
 	if o.Console && f == config.All {
 		mux.Handle("GET "+console.Path, console.Handler{})
 		mux.Handle("GET "+strings.TrimSuffix(console.Path, "/"), console.Handler{})
+		o.ConsoleSignIn.Mount(mux)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, herr.New(herr.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))

@@ -72,8 +72,8 @@ func TestFunctionsServeOnlyTheirRoutes(t *testing.T) {
 					shared++
 				}
 			}
-			require.Equal(t, 5, shared, "the health checks and the OpenAPI document")
-			require.Equal(t, shared, served, "%s serves only the health checks and the OpenAPI document", f)
+			require.Equal(t, 6, shared, "the health checks, the configuration summary and the OpenAPI document")
+			require.Equal(t, shared, served, "%s serves only the health checks, the configuration summary and the OpenAPI document", f)
 			continue
 		}
 		require.Greater(t, served, 1, "%s serves its routes and /health", f)

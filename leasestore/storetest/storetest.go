@@ -102,6 +102,7 @@ var conformanceCases = concat(
 	withheldCases,
 	idempotencyCases,
 	idempotencyEachCases,
+	leaseListCases,
 )
 
 func concat[T any](lists ...[]T) []T {

@@ -124,6 +124,35 @@ export interface paths {
         patch: operations["updateDestination"];
         trace?: never;
     };
+    "/v1/event-destinations/{id}/leases": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A consumer id: a durable consumer's UUID, a durable queue's `queue_id`, a non-durable queue's reconnect token. Valid UTF-8 without control characters (`400` otherwise). */
+                id: components["parameters"]["DestinationID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a consumer's unsettled leases
+         * @description What the consumer has in flight, in sequence order: each lease's
+         *     first event and count, its delivery attempt, whether it is held
+         *     (and until when) or waits for redelivery. At most the in-flight
+         *     window's 1,000 events' worth; nothing is written. Lease ids are
+         *     not shown: with its generation, a lease id is what acknowledges a
+         *     lease, and this listing is for looking. Needs
+         *     `manage:destinations`.
+         */
+        get: operations["listDestinationLeases"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/event-destinations/{id}/pause": {
         parameters: {
             query?: never;
@@ -562,6 +591,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/info": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The configuration summary
+         * @description What this deployment runs with, as its start-up log line tells
+         *     it: version, profile and function, the broker's and the store's
+         *     URL schemes, the kinds of token accepted, how the web console
+         *     signs in, the telemetry exporters. Never a credential: URLs are
+         *     cut to their scheme, tokens are counted. Needs
+         *     `manage:destinations`.
+         */
+        get: operations["getInfo"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.yaml": {
         parameters: {
             query?: never;
@@ -780,6 +834,62 @@ export interface components {
         UpdateDestinationRequest: {
             retry_policy?: components["schemas"]["RetryPolicy"] | null;
             dead_letter_policy?: components["schemas"]["DeadLetterPolicy"] | null;
+        };
+        LeaseList: {
+            leases: components["schemas"]["LeaseSummary"][];
+        };
+        /** @description One unsettled lease of a consumer, without its id. */
+        LeaseSummary: {
+            /** @description The sequence of its first event, as pulls report it. */
+            first: components["schemas"]["Sequence"];
+            /**
+             * Format: int64
+             * @description How many events the lease holds from `first` on.
+             */
+            count: number;
+            /**
+             * Format: int64
+             * @description The lifetime delivery count of its events (1 on the first delivery; 0 for a replayed dead letter not yet delivered).
+             */
+            attempt: number;
+            /**
+             * @description `held` by a worker or stream until `expires_at`; `waiting` for redelivery (at `expires_at` when delayed, else at once); `dead_lettering`: being moved to the dead-letter queue.
+             * @enum {string}
+             */
+            state: "held" | "waiting" | "dead_lettering";
+            /**
+             * Format: date-time
+             * @description When a held lease comes back, or a delayed one is due; absent when due now or dead-lettering.
+             */
+            expires_at?: string;
+            /** @description The lease is held by a stream session rather than a pull. */
+            session: boolean;
+        };
+        /** @description A deployment's configuration, without credentials. */
+        ConfigSummary: {
+            version: {
+                /** @description The semantic version, or `devel`. */
+                version: string;
+                commit?: string;
+                date?: string;
+            };
+            /** @enum {string} */
+            profile: "local" | "cloudrun" | "lambda";
+            /** @description `HERALD_FUNCTION`: the routes this process serves. */
+            function: string;
+            /** @description The scheme of `HERALD_TOPIC_URL` (`mem`, `rabbit`, `nats`, `awssnssqs`, `gcppubsub`, …); absent when the function uses no broker. */
+            broker?: string;
+            /** @description The scheme of `HERALD_STORE_URL` (`mem`, `postgres`, `dynamodb`, `firestore`, …); absent when the function uses no store. */
+            store?: string;
+            /** @description The kinds of bearer token accepted, such as `static tokens (2) + JWT (https://issuer.example)`. */
+            auth: string;
+            /**
+             * @description How the web console signs in.
+             * @enum {string}
+             */
+            console_sign_in: "off" | "token" | "token, oidc";
+            /** @description The OpenTelemetry exporters, or `off`. */
+            telemetry: string;
         };
         /** @description A consumer, with its cursor and counts. */
         Destination: {
@@ -1671,6 +1781,55 @@ export interface operations {
             504: components["responses"]["GatewayTimeout"];
         };
     };
+    listDestinationLeases: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A consumer id: a durable consumer's UUID, a durable queue's `queue_id`, a non-durable queue's reconnect token. Valid UTF-8 without control characters (`400` otherwise). */
+                id: components["parameters"]["DestinationID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The consumer's leases. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "leases": [
+                     *         {
+                     *           "first": "001.00000000000000000001",
+                     *           "count": 1,
+                     *           "attempt": 2,
+                     *           "state": "held",
+                     *           "expires_at": "2026-01-01T12:00:30Z",
+                     *           "session": false
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["LeaseList"];
+                };
+            };
+            /** @description The id is not UTF-8 or holds a control character, or the `Authorization` header is bad. */
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No consumer has this id. */
+            404: components["responses"]["NotFound"];
+            /** @description The consumer was stored by an earlier Herald in a layout this version does not read. */
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
     pauseDestination: {
         parameters: {
             query?: never;
@@ -2471,6 +2630,47 @@ export interface operations {
                     "application/json": components["schemas"]["Readiness"] | components["schemas"]["Error"];
                 };
             };
+        };
+    };
+    getInfo: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The summary. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "version": {
+                     *         "version": "v0.9.0"
+                     *       },
+                     *       "profile": "local",
+                     *       "function": "all",
+                     *       "broker": "mem",
+                     *       "store": "mem",
+                     *       "auth": "development token (the built-in default)",
+                     *       "console_sign_in": "token",
+                     *       "telemetry": "off"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConfigSummary"];
+                };
+            };
+            /** @description The `Authorization` header is bad. */
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getOpenAPIYAML: {

@@ -33,21 +33,34 @@ function el(tag, attrs = {}, ...children) {
 
 function token() { return sessionStorage.getItem(tokenKey); }
 
+// session is the identity provider's sign-in (GET /console/session) when
+// signed in that way: its CSRF token is kept in memory only, and the
+// session itself is an HttpOnly cookie this script never sees.
+let session = null;
+let oidc = false;
+
+// authHeaders are what every API call carries: the pasted token, or the
+// session's CSRF token beside its cookie.
+function authHeaders() {
+  if (session) return { "X-Herald-CSRF": session.csrf };
+  return { Authorization: "Bearer " + token() };
+}
+
 // APIError is a failed answer: status and the server's own message.
 class APIError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
 
 async function api(method, path, body) {
-  const headers = { Authorization: "Bearer " + token(), Accept: "application/json" };
-  const init = { method, headers, cache: "no-store" };
+  const headers = { ...authHeaders(), Accept: "application/json" };
+  const init = { method, headers, cache: "no-store", credentials: "same-origin" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
   const res = await fetch(path, init);
   if (res.status === 401) {
-    signOut("The token was refused (401): sign in again.");
+    signOut(session ? "The session has ended (401): sign in again." : "The token was refused (401): sign in again.");
     throw new APIError(401, "unauthenticated");
   }
   const text = await res.text();
@@ -82,12 +95,21 @@ let stopView = () => {};
 
 function signOut(message) {
   sessionStorage.removeItem(tokenKey);
+  if (session) {
+    // The cookie is HttpOnly: only the server can clear it.
+    const csrf = session.csrf;
+    session = null;
+    fetch("/console/logout", { method: "POST", headers: { "X-Herald-CSRF": csrf }, cache: "no-store", credentials: "same-origin" })
+      .catch(() => say("Signing out failed: close the browser to end the session.", true));
+  }
   stopView();
   $("#nav").hidden = true;
   $("#view").hidden = true;
   $("#signin").hidden = false;
-  if (message) say(message, true);
-  $("#token").focus();
+  $("#oidc").hidden = !oidc;
+  $("#whoami").textContent = "";
+  if (message) say(message, !/^Signed out/.test(message));
+  (oidc ? $("#oidc-signin") : $("#token")).focus();
 }
 
 $("#signin-form").addEventListener("submit", async (ev) => {
@@ -113,8 +135,9 @@ const pages = {
 function route() {
   stopView();
   stopView = () => {};
-  if (!token()) { signOut(); return; }
+  if (!token() && !session) { signOut(); return; }
   say("");
+  $("#whoami").textContent = session ? "Signed in as " + session.principal : "";
   $("#signin").hidden = true;
   $("#nav").hidden = false;
   const view = $("#view");
@@ -213,8 +236,24 @@ async function deadLetterCounts() {
 function consumerPage(view, [id]) {
   const facts = el("dl");
   const actions = el("div", { className: "row" });
+  const leases = el("table", { id: "leases" });
   view.append(el("h2", {}, "Consumer ", el("code", {}, id)), facts, actions,
-    el("p", {}, el("a", { href: "#/dead-letters/" + encodeURIComponent(id) }, "Its dead letters")));
+    el("p", {}, el("a", { href: "#/dead-letters/" + encodeURIComponent(id) }, "Its dead letters")),
+    el("h3", {}, "Leases in flight"), el("div", { className: "table-wrap" }, leases));
+  async function loadLeases() {
+    try {
+      const res = await api("GET", `/v1/event-destinations/${encodeURIComponent(id)}/leases`);
+      const list = res.leases || [];
+      leases.replaceChildren(
+        el("caption", { className: "muted" }, `${list.length} lease(s): what is handed out and not yet acknowledged, or waiting for redelivery`),
+        el("thead", {}, el("tr", {}, ["First event", "Events", "Attempt", "State", "Expires or due"].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, list.length ? list.map((l) => el("tr", { "data-first": l.first },
+          el("td", { className: "muted" }, l.first), el("td", { className: "num" }, l.count),
+          el("td", { className: "num", "data-col": "attempt" }, l.attempt),
+          el("td", { "data-col": "state" }, l.state + (l.session ? " (stream)" : "")),
+          el("td", {}, l.expires_at ? localTime(l.expires_at) : "now"))) : el("tr", {}, el("td", { colSpan: 5 }, "None."))));
+    } catch (e) { if (e.status !== 401) say(e.message, true); }
+  }
   async function load() {
     try {
       const d = await api("GET", "/v1/event-destinations/" + encodeURIComponent(id));
@@ -233,6 +272,7 @@ function consumerPage(view, [id]) {
       actions.replaceChildren(
         el("button", { type: "button", id: "pause", onclick: () => act(d.paused ? "resume" : "pause") }, d.paused ? "Resume" : "Pause"),
         el("button", { type: "button", id: "delete", className: "danger", onclick: remove }, "Delete"));
+      loadLeases();
     } catch (e) { say(e.message, true); }
   }
   async function act(verb) {
@@ -348,7 +388,7 @@ function tailPage(view) {
     const q = new URLSearchParams({ filter_groups: JSON.stringify([{ event_type: type }]) });
     try {
       const res = await fetch("/api/v1beta/events/stream?" + q, {
-        headers: { Authorization: "Bearer " + token(), Accept: "text/event-stream" }, signal: ctrl.signal, cache: "no-store",
+        headers: { ...authHeaders(), Accept: "text/event-stream" }, signal: ctrl.signal, cache: "no-store", credentials: "same-origin",
       });
       if (!res.ok) {
         let msg = res.statusText;
@@ -442,11 +482,36 @@ function healthPage(view) {
       const res = await fetch("/health/ready", { cache: "no-store" });
       const body = await res.json().catch(() => ({}));
       pairs.push(["Ready", res.ok ? "ready" : `not ready (${res.status})`]);
-      for (const [k, v] of Object.entries(body.checks || {})) pairs.push([k, v]);
+      for (const [k, v] of Object.entries(body.checks || {})) pairs.push([`Ready: ${k}`, v]);
       if (body.failed && body.failed.length) pairs.push(["Failed", body.failed.join(", ")]);
     } catch (e) { pairs.push(["Ready", "unreachable: " + e.message]); }
+    try {
+      const info = await api("GET", "/v1/info");
+      const v = info.version || {};
+      if (v.commit || v.date) pairs.push(["Build", [v.commit, v.date].filter(Boolean).join(", ")]);
+      pairs.push(["Profile", info.profile], ["Function", info.function],
+        ["Broker", info.broker || "none"], ["Store", info.store || "none"],
+        ["Accepted tokens", info.auth], ["Console sign-in", info.console_sign_in],
+        ["Telemetry", info.telemetry]);
+    } catch (e) {
+      if (e.status === 403) pairs.push(["Configuration", "not shown: it needs the manage:destinations permission"]);
+      else if (e.status !== 401) pairs.push(["Configuration", e.message]);
+    }
     facts.replaceChildren(...pairs.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-fact": k }, v)]));
   })();
 }
 
-route();
+// start asks the server whether sign-in through the identity provider is
+// on and whether this browser holds a session, then shows a page.
+async function start() {
+  try {
+    const res = await fetch("/console/session", { cache: "no-store", credentials: "same-origin" });
+    if (res.ok) {
+      const info = await res.json();
+      oidc = !!info.oidc;
+      if (info.signed_in && !token()) session = info;
+    }
+  } catch { /* no session endpoint: tokens only */ }
+  route();
+}
+start();
