@@ -1,6 +1,10 @@
 package delivery
 
-import jsonv2 "github.com/go-json-experiment/json"
+import (
+	"context"
+
+	jsonv2 "github.com/go-json-experiment/json"
+)
 
 // Exposed to the tests, which hold the stored-event fast path to the
 // decoder.
@@ -19,4 +23,13 @@ func RemembersDelivered(st *Stream) bool {
 	st.hq.mu.Lock()
 	defer st.hq.mu.Unlock()
 	return st.hq.delivered != nil
+}
+
+// HoldOpen takes a place among the stream opens in progress, as an open
+// under way does; release gives it back.
+func HoldOpen(s *Service) (release func(), err error) {
+	if err := s.beginOpen(context.Background()); err != nil {
+		return nil, err
+	}
+	return s.endOpen, nil
 }

@@ -165,6 +165,7 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 			KeepAlive: cfg.SSEKeepAlive, AutoAckDelay: cfg.SSEAckDelay, AutoAckAtOnce: cfg.SSEAckDelay == 0, SessionTTL: opts.SessionTTL,
 			MessageTTL: cfg.QueueMessageTTL, MaxLength: cfg.QueueMaxLength,
 			WSPingInterval: cfg.WSPingInterval, WriteTimeout: cfg.StreamWriteTimeout,
+			MaxOpening: int(cfg.MaxConcurrentStreamOpens),
 		},
 		Now: opts.Now, Logger: opts.Logger,
 	})

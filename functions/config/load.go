@@ -117,8 +117,12 @@ type Config struct {
 	// MaxInflightBytes and MaxConcurrentPublishes are
 	// HERALD_MAX_INFLIGHT_BYTES and HERALD_MAX_CONCURRENT_PUBLISHES, the
 	// servers' admission bounds (local and Cloud Run); 0 is no bound.
-	MaxInflightBytes       int64
-	MaxConcurrentPublishes int64
+	MaxInflightBytes int64
+	// MaxConcurrentStreamOpens is HERALD_MAX_CONCURRENT_STREAM_OPENS
+	// (delivery.StreamConfig.MaxOpening; local and Cloud Run); 0 is no
+	// bound.
+	MaxConcurrentStreamOpens int64
+	MaxConcurrentPublishes   int64
 	// MaxConns, MaxConnsPerClient and HealthConnReserve are
 	// HERALD_MAX_CONNS, HERALD_MAX_CONNS_PER_CLIENT and
 	// HERALD_HEALTH_CONN_RESERVE, the servers' connection bounds (local

@@ -67,6 +67,9 @@ const (
 	// bounds of the servers (local, Cloud Run; functions/httpx.Admission).
 	EnvMaxInflightBytes       = "HERALD_MAX_INFLIGHT_BYTES"
 	EnvMaxConcurrentPublishes = "HERALD_MAX_CONCURRENT_PUBLISHES"
+	// EnvMaxConcurrentStreamOpens bounds the stream opens in progress at
+	// once (delivery.StreamConfig.MaxOpening).
+	EnvMaxConcurrentStreamOpens = "HERALD_MAX_CONCURRENT_STREAM_OPENS"
 	// EnvMaxConns, EnvMaxConnsPerClient and EnvHealthConnReserve bound the
 	// client connections of the servers (local, Cloud Run;
 	// internal/connlimit).
@@ -234,6 +237,13 @@ const (
 	// ("0" removes the bound).
 	DefaultMaxConcurrentPublishes = 256
 	MaxMaxConcurrentPublishes     = 100_000
+	// DefaultMaxConcurrentStreamOpens bounds the stream opens (SSE, gRPC,
+	// WebSocket; every kind) one server process has in progress at once;
+	// past it an open gets 503 (gRPC UNAVAILABLE) with a Retry-After of
+	// 1–3 s, so that a reconnect storm is spread out instead of queueing
+	// on the store. MaxMaxConcurrentStreamOpens bounds the variable.
+	DefaultMaxConcurrentStreamOpens = 256
+	MaxMaxConcurrentStreamOpens     = 100_000
 	// ConnsAuto is the value of HERALD_MAX_CONNS and
 	// HERALD_MAX_CONNS_PER_CLIENT that derives the bound from the
 	// process's file-descriptor limit (connlimit.Derived): the local
@@ -414,6 +424,10 @@ var vars = []Var{
 		Meaning:  "servers (local, Cloud Run): most publish requests (REST and gRPC, single or batch) being processed at once; past it they get 503 with Retry-After (gRPC RESOURCE_EXHAUSTED); 0 = no bound (0, or 1–100000)",
 		profiles: []Profile{Local, CloudRun}, uses: usesPub,
 		field: orOff(count64("MaxConcurrentPublishes", func(c *Config) *int64 { return &c.MaxConcurrentPublishes }, 1, MaxMaxConcurrentPublishes))},
+	{Name: EnvMaxConcurrentStreamOpens, LocalDefault: strconv.Itoa(DefaultMaxConcurrentStreamOpens), CloudDefault: strconv.Itoa(DefaultMaxConcurrentStreamOpens), Unit: "opens",
+		Meaning:  "servers (local, Cloud Run): most stream opens (SSE, gRPC, WebSocket; durable and non-durable) in progress at once; past it an open gets 503 (gRPC UNAVAILABLE) with a Retry-After of 1–3 s, spread so that a reconnect storm comes back spread out; open streams are never ended for it; 0 = no bound (0, or 1–100000)",
+		profiles: []Profile{Local, CloudRun},
+		field:    orOff(count64("MaxConcurrentStreamOpens", func(c *Config) *int64 { return &c.MaxConcurrentStreamOpens }, 1, MaxMaxConcurrentStreamOpens))},
 	{Name: EnvMaxConns, LocalDefault: ConnsAuto, CloudDefault: ConnsAuto, Unit: "connections",
 		Meaning:  "servers (local, Cloud Run): most client connections the process holds, the health reserve aside; past it the longest-idle connection is closed for the new one, and when none is idle the new one is refused with 503 (docs/limits.md); `auto` = the file-descriptor limit (RLIMIT_NOFILE) less an eighth (64–1024) for the broker, store and files, at most 50000; 0 = no bound (auto, 0, or 1–10000000)",
 		profiles: []Profile{Local, CloudRun},

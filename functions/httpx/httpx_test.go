@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldevents/herald/auth"
+	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/herr"
@@ -373,4 +374,23 @@ func FuzzBearerToken(f *testing.F) {
 			require.True(t, token[i] > 0x20 && token[i] < 0x7f, "%q", token)
 		}
 	})
+}
+
+// TestWriteErrorStreamOpensShed: a stream open refused under load is 503
+// with its Retry-After in whole seconds, and counts as load shedding
+// (not logged per request) like Admission's refusals; other 503s do not.
+func TestWriteErrorStreamOpensShed(t *testing.T) {
+	t.Parallel()
+	req := httptest.NewRequest("GET", "/x", nil)
+	err := &delivery.OpensShedError{RetryAfter: 2 * time.Second}
+	rec := httptest.NewRecorder()
+	httpx.WriteError(rec, req, err)
+	require.Equal(t, 503, rec.Code)
+	require.Equal(t, "2", rec.Header().Get("Retry-After"))
+	b := decodeError(t, rec)
+	require.Equal(t, "unavailable", b.Code)
+	require.Contains(t, b.Message, "retry after 2 s")
+	require.True(t, httpx.IsLoadShed(err))
+	require.True(t, httpx.IsLoadShed(&httpx.OverloadedError{What: "publishes"}))
+	require.False(t, httpx.IsLoadShed(herr.New(herr.Unavailable, "the broker is unavailable")))
 }
