@@ -43,9 +43,16 @@ func testWebhookLifecycle(t *testing.T, h Harness) {
 	require.Equal(t, 10, got.MaxBatch)
 	require.Empty(t, got.Disabled)
 
+	require.False(t, got.Ordered)
+	require.Zero(t, got.RateLimit)
+	require.Zero(t, got.Failures)
+	require.True(t, got.OpenedAt.IsZero())
+
+	opened := time.UnixMilli(time.Now().UnixMilli()).UTC()
 	up, err := b.store.UpdateWebhook(b.ctx, id, func(w *leasestore.Webhook) error {
 		w.Secrets = w.Secrets[:1]
 		w.Disabled = "410"
+		w.Ordered, w.RateLimit, w.Failures, w.OpenedAt = true, 2.5, 7, opened
 		return nil
 	})
 	require.NoError(t, err)
@@ -54,6 +61,10 @@ func testWebhookLifecycle(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Equal(t, "410", got.Disabled)
 	require.Len(t, got.Secrets, 1)
+	require.True(t, got.Ordered)
+	require.InDelta(t, 2.5, got.RateLimit, 1e-9)
+	require.Equal(t, 7, got.Failures)
+	require.Equal(t, opened, got.OpenedAt)
 
 	_, err = b.store.UpdateWebhook(b.ctx, id, func(w *leasestore.Webhook) error { w.Secrets = nil; return nil })
 	requireCode(t, herr.InvalidArgument, err)
