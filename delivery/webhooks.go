@@ -38,6 +38,9 @@ const (
 	// DefaultWebhookConcurrency is WebhookConfig.Concurrency's default:
 	// deliveries in flight per destination.
 	DefaultWebhookConcurrency = 10
+	// MaxWebhookRate bounds a destination's rate_limit, in deliveries
+	// per second (the least is a thousandth).
+	MaxWebhookRate = 1000
 	// DefaultSecretOverlap is how long a rotated-out secret keeps signing.
 	DefaultSecretOverlap = 24 * time.Hour
 	// webhookDrain is the most bytes of an answer read (and dropped), so
@@ -123,6 +126,11 @@ type CreateWebhookParams struct {
 	// MaxBatch is the most events per request, 1–MaxWebhookBatch; 0 or
 	// 1 sends each event alone.
 	MaxBatch int
+	// RateLimit is the most deliveries per second, 0.001–MaxWebhookRate;
+	// 0 is no limit.
+	RateLimit float64
+	// Ordered asks for one delivery in flight at a time, in sequence.
+	Ordered bool
 }
 
 // CreatedWebhook is CreateWebhook's answer.
@@ -151,11 +159,14 @@ func (s *Service) CreateWebhook(ctx context.Context, p *auth.Principal, d Create
 	if d.Timeout == 0 {
 		d.Timeout = DefaultWebhookTimeout
 	}
-	if d.Timeout < MinWebhookTimeout || d.Timeout > MaxWebhookTimeout {
-		return nil, herr.New(herr.InvalidArgument, "timeout must be between %d and %d seconds", int(MinWebhookTimeout/time.Second), int(MaxWebhookTimeout/time.Second))
+	if err := checkWebhookTimeout(d.Timeout); err != nil {
+		return nil, err
 	}
 	if d.MaxBatch < 0 || d.MaxBatch > MaxWebhookBatch {
 		return nil, herr.New(herr.InvalidArgument, "max_batch must be between 1 and %d", MaxWebhookBatch)
+	}
+	if err := checkWebhookRate(d.RateLimit); err != nil {
+		return nil, err
 	}
 	pol := d.Policies
 	if err := pol.Validate(); err != nil {
@@ -183,6 +194,7 @@ func (s *Service) CreateWebhook(ctx context.Context, p *auth.Principal, d Create
 	secret := whsign.NewSecret().Reveal()
 	w, err := s.cfg.Store.CreateWebhook(ctx, leasestore.Webhook{
 		Consumer: id, URL: d.URL, Secrets: []leasestore.WebhookSecret{{Secret: secret}}, Timeout: d.Timeout, MaxBatch: max(d.MaxBatch, 1),
+		RateLimit: d.RateLimit, Ordered: d.Ordered,
 	})
 	if err != nil {
 		_ = s.DeleteDestination(undo, p, id)
@@ -200,6 +212,145 @@ func (s *Service) checkWebhookURL(raw string) error {
 		return herr.New(herr.InvalidArgument, "url: %s", err.Error())
 	}
 	return nil
+}
+
+// checkWebhookRate checks a rate_limit: 0 (none) or 0.001–MaxWebhookRate
+// deliveries per second.
+func checkWebhookRate(r float64) error {
+	if r != 0 && !(r >= 0.001 && r <= MaxWebhookRate) {
+		return herr.New(herr.InvalidArgument, "rate_limit must be between 0.001 and %d deliveries per second (0 or null: no limit)", MaxWebhookRate)
+	}
+	return nil
+}
+
+// checkWebhookTimeout checks a timeout: MinWebhookTimeout–MaxWebhookTimeout.
+func checkWebhookTimeout(d time.Duration) error {
+	if d < MinWebhookTimeout || d > MaxWebhookTimeout {
+		return herr.New(herr.InvalidArgument, "timeout must be between %d and %d seconds", int(MinWebhookTimeout/time.Second), int(MaxWebhookTimeout/time.Second))
+	}
+	return nil
+}
+
+// WebhookChanges are the webhook members of a PATCH of a webhook
+// destination; a nil member stays as it is.
+type WebhookChanges struct {
+	// URL replaces the endpoint, checked as CreateWebhookParams.URL. A new
+	// URL is a new endpoint: the circuit breaker closes, and a destination
+	// disabled by a 410 Gone is enabled again.
+	URL *string
+	// Timeout: MinWebhookTimeout–MaxWebhookTimeout.
+	Timeout *time.Duration
+	// MaxBatch: 1–MaxWebhookBatch.
+	MaxBatch *int
+	// RateLimit: 0.001–MaxWebhookRate deliveries per second; 0 removes it.
+	RateLimit *float64
+	// Ordered: one delivery in flight at a time, in sequence.
+	Ordered *bool
+}
+
+// Any reports whether c changes anything.
+func (c WebhookChanges) Any() bool {
+	return c.URL != nil || c.Timeout != nil || c.MaxBatch != nil || c.RateLimit != nil || c.Ordered != nil
+}
+
+// check validates c's members before anything is written.
+func (s *Service) checkChanges(c WebhookChanges) error {
+	if c.URL != nil {
+		if err := s.checkWebhookURL(*c.URL); err != nil {
+			return err
+		}
+	}
+	if c.Timeout != nil {
+		if err := checkWebhookTimeout(*c.Timeout); err != nil {
+			return err
+		}
+	}
+	if c.MaxBatch != nil && (*c.MaxBatch < 1 || *c.MaxBatch > MaxWebhookBatch) {
+		return herr.New(herr.InvalidArgument, "max_batch must be between 1 and %d", MaxWebhookBatch)
+	}
+	if c.RateLimit != nil {
+		return checkWebhookRate(*c.RateLimit)
+	}
+	return nil
+}
+
+// UpdateWebhookDestination is PATCH /v1/event-destinations/{id}: the
+// delivery policies (as UpdateDestination) and, for a webhook
+// destination, the changes ch. Every member is checked before anything
+// is written, so a bad one changes nothing: a value out of range or a URL
+// the address policy refuses is herr.InvalidArgument; webhook members on
+// a destination of another type are herr.Malformed. For a webhook, a
+// dead_letter_policy of null restores the default number of attempts
+// (the schedule's). It needs manage:destinations; an unknown id is
+// herr.NotFound. The webhook record is returned for a webhook
+// destination (its secrets cleared), nil for another type.
+func (s *Service) UpdateWebhookDestination(ctx context.Context, p *auth.Principal, id string, f PolicyFields, ch WebhookChanges) (*leasestore.Consumer, *leasestore.Webhook, error) {
+	if err := p.Require(auth.PermManageDestinations); err != nil {
+		return nil, nil, err
+	}
+	if err := CheckText("the event destination id", id); err != nil {
+		return nil, nil, err
+	}
+	if _, err := f.Apply(leasestore.Policies{}, leasestore.TypeDurableConsumer); err != nil {
+		return nil, nil, err
+	}
+	if err := s.checkChanges(ch); err != nil {
+		return nil, nil, err
+	}
+	c, err := s.cfg.Store.LookupConsumer(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.Type != leasestore.TypeWebhook {
+		if ch.Any() {
+			return nil, nil, herr.New(herr.Malformed, "url, timeout, max_batch, rate_limit and ordered are only for destinations of type %s", leasestore.TypeWebhook)
+		}
+		c, err := s.setPolicies(ctx, id, f, leasestore.TypeDurableConsumer)
+		return c, nil, err
+	}
+	if f.Any() {
+		c, err = s.cfg.Store.UpdatePolicies(ctx, id, func(cur leasestore.Policies) (leasestore.Policies, error) {
+			out, err := f.Apply(cur, leasestore.TypeDurableConsumer)
+			if err == nil && out.MaxDeliveryAttempts == 0 {
+				out.MaxDeliveryAttempts = len(s.cfg.Webhooks.Schedule) + 1
+			}
+			return out, err
+		})
+	} else {
+		c, err = s.cfg.Store.GetConsumer(ctx, id) // exact counts, as the other answers give
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	change := func(w *leasestore.Webhook) error {
+		if ch.URL != nil && *ch.URL != w.URL {
+			w.URL, w.Failures, w.OpenedAt, w.Disabled = *ch.URL, 0, time.Time{}, ""
+		}
+		if ch.Timeout != nil {
+			w.Timeout = *ch.Timeout
+		}
+		if ch.MaxBatch != nil {
+			w.MaxBatch = *ch.MaxBatch
+		}
+		if ch.RateLimit != nil {
+			w.RateLimit = *ch.RateLimit
+		}
+		if ch.Ordered != nil {
+			w.Ordered = *ch.Ordered
+		}
+		return nil
+	}
+	var w *leasestore.Webhook
+	if ch.Any() {
+		w, err = s.cfg.Store.UpdateWebhook(ctx, id, change)
+	} else {
+		w, err = s.cfg.Store.GetWebhook(ctx, id)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	w.Secrets = nil
+	return c, w, nil
 }
 
 // GetWebhook returns destination id's webhook record, its secrets

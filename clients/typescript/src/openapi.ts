@@ -110,11 +110,13 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a consumer's delivery policies
+         * Change a consumer's delivery policies, or a webhook's configuration
          * @description Changes `retry_policy` and `dead_letter_policy` of any consumer: a
          *     member left out stays as it is, `null` removes the policy. The new
          *     values apply from the next pull on, to the leases already waiting
-         *     too. Needs `manage:destinations`.
+         *     too. A `WEBHOOK` destination's `url`, `timeout`, `max_batch`,
+         *     `rate_limit` and `ordered` change here too (docs/webhooks.md). Needs
+         *     `manage:destinations`.
          */
         patch: operations["updateDestination"];
         trace?: never;
@@ -763,17 +765,28 @@ export interface components {
             timeout?: number;
             /** @description `WEBHOOK` only: the most events per request (default 1: each event alone). */
             max_batch?: number;
+            rate_limit?: components["schemas"]["WebhookRateLimit"];
+            /** @description `WEBHOOK` only: one delivery in flight at a time, in sequence (default false: up to 10 at once). */
+            ordered?: boolean;
             filter_groups?: components["schemas"]["FilterGroups"];
             /** @description Absent or `null`: failed and expired leases come back at once. */
             retry_policy?: components["schemas"]["RetryPolicy"] | null;
             /** @description Absent or `null`: the deployment's `HERALD_DELIVERY_LIMIT`. */
             dead_letter_policy?: components["schemas"]["DeadLetterPolicy"] | null;
         };
-        /** @description A member left out stays as it is; `null` removes the policy. */
+        /** @description A member left out stays as it is; `null` removes the policy (for a `WEBHOOK`, `dead_letter_policy: null` restores its schedule's 8 attempts) or the rate limit. The webhook members are for a `WEBHOOK` only (`400` on another type). Every member is checked before anything changes: one out of range, or a url the address policy refuses, is `422` and changes nothing. */
         UpdateDestinationRequest: {
             retry_policy?: components["schemas"]["RetryPolicy"] | null;
             dead_letter_policy?: components["schemas"]["DeadLetterPolicy"] | null;
+            /** @description The new endpoint, checked as at creation. A new url closes the circuit breaker and enables a destination disabled by `410 Gone`. */
+            url?: string;
+            timeout?: number;
+            max_batch?: number;
+            rate_limit?: components["schemas"]["WebhookRateLimit"] | null;
+            ordered?: boolean;
         };
+        /** @description `WEBHOOK` only: the most deliveries per second (0.001–1000), across a push run; `0` or absent, no limit. */
+        WebhookRateLimit: number;
         /** @description A consumer, with its cursor and counts. */
         Destination: {
             /** @description A durable consumer's UUID, a durable queue's `queue_id`, a non-durable queue's reconnect token (cut to a 7-character prefix in the list). */
@@ -807,11 +820,22 @@ export interface components {
                  */
                 oldest_published_at?: string;
             };
-            /** @description A `WEBHOOK` destination's push configuration (create and get answers only). */
+            /** @description A `WEBHOOK` destination's push configuration (create, get and update answers only). */
             webhook?: {
                 url: string;
                 timeout: number;
                 max_batch: number;
+                /** @description The most deliveries per second; absent when there is no limit. */
+                rate_limit?: number;
+                /** @description One delivery in flight at a time, in sequence. */
+                ordered: boolean;
+                /** @description The endpoint's failed attempts since its last success (the circuit breaker's count). */
+                consecutive_failures: number;
+                /**
+                 * Format: date-time
+                 * @description When the circuit breaker opened (no attempts until its cool-down ends); absent while it is closed.
+                 */
+                circuit_opened_at?: string;
                 /** @description Why pushes stopped (the endpoint answered `410 Gone`); `resume` enables it again. */
                 disabled?: string;
             };
@@ -1649,7 +1673,7 @@ export interface operations {
                     "application/json": components["schemas"]["Destination"];
                 };
             };
-            /** @description The body is not JSON of the documented shape (an unknown member, `ack_timeout` included: durable queues change it with `PATCH /api/v1beta/queues/durable`), or a bad id. */
+            /** @description The body is not JSON of the documented shape (an unknown member, `ack_timeout` included: durable queues change it with `PATCH /api/v1beta/queues/durable`), webhook members on a destination that is not a `WEBHOOK`, or a bad id. */
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -1657,7 +1681,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             /** @description Too much contention on this consumer (retry), or a consumer stored in an older layout. */
             409: components["responses"]["Conflict"];
-            /** @description A policy out of range, invalid UTF-8 or a body over the limit. */
+            /** @description A policy or webhook member out of range, a webhook url the address policy refuses, invalid UTF-8 or a body over the limit. */
             422: components["responses"]["Unprocessable"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
