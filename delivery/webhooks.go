@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -77,6 +76,16 @@ type WebhookConfig struct {
 	// DefaultWebhookConcurrency). Deliveries of one destination are then
 	// not in order; 1 keeps them in order.
 	Concurrency int
+	// BreakerThreshold is how many consecutive failed attempts open an
+	// endpoint's circuit breaker (default DefaultBreakerThreshold).
+	BreakerThreshold int
+	// BreakerCooldown is how long an open breaker stops every attempt
+	// before it lets one probe through (default DefaultBreakerCooldown).
+	BreakerCooldown time.Duration
+	// Sleep waits d or until ctx ends (its error then); it spaces the
+	// deliveries of a destination with a rate limit. nil sleeps on a
+	// timer; a test moves its clock instead.
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 func (c *WebhookConfig) setDefaults() {
@@ -85,6 +94,20 @@ func (c *WebhookConfig) setDefaults() {
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = DefaultWebhookConcurrency
+	}
+	if c.BreakerThreshold <= 0 {
+		c.BreakerThreshold = DefaultBreakerThreshold
+	}
+	if c.BreakerCooldown <= 0 {
+		c.BreakerCooldown = DefaultBreakerCooldown
+	}
+	if c.Sleep == nil {
+		c.Sleep = func(ctx context.Context, d time.Duration) error {
+			if d <= 0 {
+				return ctx.Err()
+			}
+			return sleep(ctx, d)
+		}
 	}
 }
 
@@ -418,191 +441,6 @@ func (s *Service) EnableWebhook(ctx context.Context, p *auth.Principal, id strin
 		return nil
 	})
 	return err
-}
-
-// PushReport is what one push run did.
-type PushReport struct {
-	// Destinations counts the webhook destinations pushed to (not
-	// paused, not disabled).
-	Destinations int
-	// Delivered counts the deliveries answered 2xx and committed; Events
-	// the events they carried.
-	Delivered int
-	Events    int
-	// Failed counts the attempts that failed (an answer other than 2xx, a
-	// timeout, a refused or failed connection); their leases wait for
-	// their retry.
-	Failed int
-	// Disabled counts the destinations disabled by a 410 Gone.
-	Disabled int
-	// Errors counts destinations the run could not serve (the store or
-	// the broker failed); the next run tries them again.
-	Errors int
-}
-
-// PushWebhooks runs one push: every webhook destination that is not
-// paused or disabled gets its due events POSTed, up to
-// WebhookConfig.Concurrency deliveries at once per destination and all
-// destinations at once, until each is caught up (its next events are
-// waiting for a retry, or there are none) or ctx ends. It is the job that
-// Lambda and Cloud Run run on a schedule and that the local adapter runs
-// continuously; runs in several processes share the work through the
-// lease store (each delivery is a lease), and one that crashes leaves its
-// leases to expire and be delivered again (at least once; webhook-id
-// lets receivers drop the duplicate). With a positive budget no new
-// delivery starts once budget has passed since the call (those under way
-// finish), so a scheduled run ends before the next one starts. The
-// caller needs run:jobs.
-func (s *Service) PushWebhooks(ctx context.Context, p *auth.Principal, budget time.Duration) (*PushReport, error) {
-	if err := p.Require(auth.PermRunJobs); err != nil {
-		return nil, err
-	}
-	cs, err := s.cfg.Store.ListConsumers(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var (
-		mu  sync.Mutex
-		rep PushReport
-		wg  sync.WaitGroup
-		// The budget is wall-clock time, whatever Config.Now says.
-		until time.Time
-	)
-	if budget > 0 {
-		until = time.Now().Add(budget)
-	}
-	for _, c := range cs {
-		if c.Type != leasestore.TypeWebhook || c.Paused {
-			continue
-		}
-		wg.Go(func() {
-			r := s.pushDestination(ctx, c, until)
-			mu.Lock()
-			defer mu.Unlock()
-			rep.add(r)
-		})
-	}
-	wg.Wait()
-	if rep.Errors > 0 {
-		return &rep, herr.New(herr.Unavailable, "the push could not serve %d webhook destinations; retry", rep.Errors)
-	}
-	return &rep, ctx.Err()
-}
-
-func (r *PushReport) add(o PushReport) {
-	r.Destinations += o.Destinations
-	r.Delivered += o.Delivered
-	r.Events += o.Events
-	r.Failed += o.Failed
-	r.Disabled += o.Disabled
-	r.Errors += o.Errors
-}
-
-// pushDestination drains one destination with Concurrency workers.
-func (s *Service) pushDestination(ctx context.Context, c *leasestore.Consumer, until time.Time) PushReport {
-	w, err := s.cfg.Store.GetWebhook(ctx, c.ID)
-	switch {
-	case herr.CodeOf(err) == herr.NotFound:
-		return PushReport{} // being created or deleted
-	case err != nil:
-		s.cfg.Logger.WarnContext(ctx, "webhook push: read failed", "destination", c.ID, "err", err)
-		return PushReport{Errors: 1}
-	case w.Disabled != "":
-		return PushReport{}
-	}
-	rep := PushReport{Destinations: 1}
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-		// halt stops every worker of the destination from taking more
-		// once one finds it disabled or failing to be read. A worker that
-		// finds it caught up stops alone: the others' deliveries under
-		// way must finish, on the run's context, not be cut off.
-		halt atomic.Bool
-	)
-	for range s.cfg.Webhooks.Concurrency {
-		worker := "herald-webhook-" + uuid.NewString()
-		wg.Go(func() {
-			for ctx.Err() == nil && !halt.Load() && (until.IsZero() || time.Now().Before(until)) {
-				r, more := s.pushOne(ctx, c, w, worker)
-				mu.Lock()
-				rep.add(r)
-				mu.Unlock()
-				if r.Disabled > 0 || r.Errors > 0 {
-					halt.Store(true)
-				}
-				if !more {
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return rep
-}
-
-// pushOne takes one lease of c's events and delivers it. more is false
-// when the destination is caught up or must not be pushed to now.
-func (s *Service) pushOne(ctx context.Context, c *leasestore.Consumer, w *leasestore.Webhook, worker string) (rep PushReport, more bool) {
-	timeout := w.Timeout
-	if timeout <= 0 {
-		timeout = DefaultWebhookTimeout
-	}
-	l, err := s.cfg.Store.Pull(ctx, leasestore.PullParams{
-		Consumer: c.ID, Worker: worker, Limit: max(w.MaxBatch, 1),
-		// The lease outlives the attempt, so nobody else takes it
-		// while it is being delivered.
-		Visibility: min(2*timeout+5*time.Second, MaxVisibility),
-		SourceFor: func(ci leasestore.ConsumerIdentity) (leasestore.Source, error) {
-			if ci.Type != leasestore.TypeWebhook {
-				return nil, herr.New(herr.Malformed, "the event destination is not a webhook")
-			}
-			return &brokerSource{svc: s, broker: s.cfg.Broker, sub: ci.Subscription, groups: ci.Filters, wait: s.cfg.ReceiveWait}, nil
-		},
-	})
-	var full *leasestore.WindowFullError
-	switch {
-	case l == nil && err == nil:
-		return rep, false // caught up
-	case errors.As(err, &full), herr.CodeOf(err) == herr.FailedPrecondition, herr.CodeOf(err) == herr.NotFound:
-		return rep, false // window full of waiting retries, paused, deleted
-	case ctx.Err() != nil:
-		return rep, false
-	case err != nil:
-		s.cfg.Logger.WarnContext(ctx, "webhook push: pull failed", "destination", c.ID, "err", err)
-		return PushReport{Errors: 1}, false
-	}
-	out := s.deliver(ctx, w, l, timeout)
-	ack := leasestore.AckParams{Consumer: c.ID, LeaseID: l.ID, Generation: l.Generation, Status: leasestore.StatusOK, Type: leasestore.TypeWebhook}
-	more = true
-	switch {
-	case out.ok:
-		rep.Delivered, rep.Events = 1, len(l.Events)
-	case out.gone:
-		rep.Failed, rep.Disabled = 1, 1
-		ack.Status, ack.RetryAfter = leasestore.StatusFailed, new(time.Duration)
-		more = false
-		if _, err := s.cfg.Store.UpdateWebhook(context.WithoutCancel(ctx), c.ID, func(w *leasestore.Webhook) error {
-			w.Disabled = "the endpoint answered 410 Gone"
-			return nil
-		}); err != nil && herr.CodeOf(err) != herr.NotFound {
-			s.cfg.Logger.WarnContext(ctx, "webhook push: disable failed", "destination", c.ID, "err", err)
-		}
-	default:
-		rep.Failed = 1
-		ack.Status = leasestore.StatusFailed
-		ack.RetryAfter = s.retryAfter(c, l.Attempt, out.retryAfter)
-	}
-	// The outcome is settled even when the run's context ended: the
-	// attempt was made, and dropping its outcome would only redeliver it.
-	if _, err := s.cfg.Store.Acknowledge(context.WithoutCancel(ctx), ack); err != nil {
-		s.cfg.Logger.WarnContext(ctx, "webhook push: acknowledge failed", "destination", c.ID, "err", err)
-		return PushReport{Errors: 1}, false
-	}
-	if !out.ok {
-		s.cfg.Logger.InfoContext(ctx, "webhook delivery failed", "destination", c.ID, "attempt", l.Attempt, "status", out.status, "err", out.err)
-	}
-	return rep, more
 }
 
 // retryAfter is the wait before a failed delivery's next attempt: the

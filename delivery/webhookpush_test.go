@@ -1,0 +1,214 @@
+package delivery_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/leasestore"
+)
+
+// sequences returns the sequence of each delivered event, in the order
+// the receiver got them.
+func sequences(t *testing.T, got []received) []string {
+	t.Helper()
+	out := make([]string, len(got))
+	for i, r := range got {
+		var ev struct{ Sequence string }
+		require.NoError(t, json.Unmarshal(r.body, &ev))
+		out[i] = ev.Sequence
+	}
+	return out
+}
+
+// TestWebhookOrdered: an ordered destination has one delivery in flight
+// at a time, even with 10 workers configured, and a failed event holds
+// back the ones behind it until its retry succeeds (they are delivered
+// after it, in sequence). Without ordering, the events behind a failed
+// one go on.
+func TestWebhookOrdered(t *testing.T) {
+	t.Parallel()
+	for _, ordered := range []bool{true, false} {
+		b := setupHooksN(t, "127.0.0.1/32", 10, 5*time.Second)
+		b.recv.answer = func(n int) (int, http.Header) {
+			if n == 1 {
+				return http.StatusInternalServerError, nil
+			}
+			return http.StatusOK, nil
+		}
+		b.create(t, delivery.CreateWebhookParams{Ordered: ordered})
+		b.publish(t, 4)
+		rep := b.push(t)
+		require.Equal(t, 1, rep.Failed, "ordered %v: %+v", ordered, rep)
+		if !ordered {
+			require.Equal(t, 3, rep.Delivered, "the events behind a failed one go on: %+v", rep)
+			continue
+		}
+		require.Zero(t, rep.Delivered, "the events behind the failed one wait: %+v", rep)
+		require.Len(t, b.recv.received(), 1)
+
+		b.clock.Add(time.Second)
+		require.Equal(t, delivery.PushReport{Destinations: 1}, *b.push(t), "nothing while the first waits for its retry")
+
+		b.clock.Add(5 * time.Second)
+		rep = b.push(t)
+		require.Equal(t, 4, rep.Delivered, "%+v", rep)
+		got := b.recv.received()
+		seq := sequences(t, got)
+		require.Len(t, seq, 5)
+		require.Equal(t, seq[0], seq[1], "the retry comes first")
+		require.IsIncreasing(t, seq[1:], "then the others, in sequence")
+		b.recv.mu.Lock()
+		require.Equal(t, 1, b.recv.maxInFlight, "one delivery in flight at a time")
+		b.recv.mu.Unlock()
+	}
+}
+
+// TestWebhookRateLimit: a destination's rate limit spaces its deliveries
+// by 1/rate on the service's clock, whatever the concurrency, and a
+// destination without one is not waited for.
+func TestWebhookRateLimit(t *testing.T) {
+	t.Parallel()
+	var (
+		mu     sync.Mutex
+		sleeps []time.Duration
+	)
+	b := setupHooksWith(t, "127.0.0.1/32", func(c *delivery.WebhookConfig, clock *hookClock) {
+		c.Concurrency = 1
+		c.Sleep = func(ctx context.Context, d time.Duration) error {
+			mu.Lock()
+			sleeps = append(sleeps, d)
+			mu.Unlock()
+			clock.Add(d)
+			return ctx.Err()
+		}
+	})
+	b.create(t, delivery.CreateWebhookParams{RateLimit: 2})
+	b.publish(t, 4)
+	require.Equal(t, 4, b.push(t).Delivered)
+	got := b.recv.received()
+	require.Len(t, got, 4)
+	for i := 1; i < len(got); i++ {
+		require.Equal(t, 500*time.Millisecond, got[i].at.Sub(got[i-1].at), "delivery %d comes 1/rate after the one before", i)
+	}
+
+	// A rate change by PATCH applies from the next run on.
+	cs, err := b.svc.ListDestinations(t.Context(), hookAdmin)
+	require.NoError(t, err)
+	require.Len(t, cs, 1)
+	_, w, err := b.svc.UpdateWebhookDestination(t.Context(), hookAdmin, cs[0].ID, delivery.PolicyFields{}, delivery.WebhookChanges{RateLimit: new(0.25)})
+	require.NoError(t, err)
+	require.InDelta(t, 0.25, w.RateLimit, 1e-9)
+	b.publish(t, 2)
+	require.Equal(t, 2, b.push(t).Delivered)
+	got = b.recv.received()
+	require.Equal(t, 4*time.Second, got[5].at.Sub(got[4].at))
+
+	mu.Lock()
+	n := len(sleeps)
+	mu.Unlock()
+	_, _, err = b.svc.UpdateWebhookDestination(t.Context(), hookAdmin, cs[0].ID, delivery.PolicyFields{}, delivery.WebhookChanges{RateLimit: new(0.0)})
+	require.NoError(t, err)
+	b.publish(t, 3)
+	require.Equal(t, 3, b.push(t).Delivered)
+	mu.Lock()
+	require.Equal(t, n, len(sleeps), "no limit, no wait")
+	mu.Unlock()
+}
+
+// TestWebhookCircuitBreaker: on a fake clock, the threshold-th failure in
+// a row opens the endpoint's breaker: the run stops, and later runs make
+// no attempt (the events wait, none is dead-lettered or counted) until
+// the cool-down ends; then one probe goes through. A failed probe opens
+// the breaker for another cool-down; a successful one closes it and
+// every waiting event is delivered. Two runs at once probe once. A new
+// URL closes the breaker.
+func TestWebhookCircuitBreaker(t *testing.T) {
+	t.Parallel()
+	b := setupHooksWith(t, "127.0.0.1/32", func(c *delivery.WebhookConfig, _ *hookClock) {
+		c.Concurrency, c.Schedule = 1, []time.Duration{time.Second}
+		c.BreakerThreshold, c.BreakerCooldown = 3, time.Minute
+	})
+	var failing atomic.Bool
+	failing.Store(true)
+	b.recv.answer = func(int) (int, http.Header) {
+		if failing.Load() {
+			return http.StatusInternalServerError, nil
+		}
+		return http.StatusNoContent, nil
+	}
+	// Three attempts per event: had the breaker's waits counted, the
+	// events would be dead-lettered by the end.
+	c := b.create(t, delivery.CreateWebhookParams{Policies: leasestore.Policies{MaxDeliveryAttempts: 3}})
+	id := c.Consumer.ID
+	b.publish(t, 5)
+	webhook := func() *leasestore.Webhook {
+		w, err := b.svc.GetWebhook(t.Context(), hookAdmin, id)
+		require.NoError(t, err)
+		return w
+	}
+
+	rep := b.push(t)
+	require.Equal(t, delivery.PushReport{Destinations: 1, Failed: 3, Open: 1}, *rep, "the third failure opens it")
+	opened := b.clock.Now()
+	w := webhook()
+	require.Equal(t, 3, w.Failures)
+	require.Equal(t, opened, w.OpenedAt)
+
+	b.clock.Add(59 * time.Second) // every retry is due, the cool-down is not over
+	require.Equal(t, delivery.PushReport{Open: 1}, *b.push(t))
+	require.Len(t, b.recv.received(), 3, "no attempt while open")
+
+	// After the cool-down two runs at once: one probe between them.
+	b.clock.Add(2 * time.Second)
+	var wg sync.WaitGroup
+	reps := make([]*delivery.PushReport, 2)
+	for i := range reps {
+		wg.Go(func() {
+			r, err := b.svc.PushWebhooks(t.Context(), hookAdmin, 0)
+			require.NoError(t, err)
+			reps[i] = r
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 1, reps[0].Failed+reps[1].Failed, "one probe: %+v %+v", *reps[0], *reps[1])
+	require.Len(t, b.recv.received(), 4)
+	w = webhook()
+	require.Equal(t, 4, w.Failures)
+	require.Equal(t, b.clock.Now(), w.OpenedAt, "the failed probe opens it for another cool-down")
+	require.Equal(t, delivery.PushReport{Open: 1}, *b.push(t))
+
+	failing.Store(false)
+	b.clock.Add(time.Minute)
+	rep = b.push(t)
+	require.Equal(t, 5, rep.Delivered, "the probe closes it and every waiting event goes: %+v", rep)
+	require.Zero(t, rep.Failed+rep.Open)
+	w = webhook()
+	require.Zero(t, w.Failures)
+	require.True(t, w.OpenedAt.IsZero())
+	dls, _, err := b.svc.ListDeadLetters(t.Context(), hookAdmin, 10, "")
+	require.NoError(t, err)
+	require.Empty(t, dls, "no event was lost")
+	d, err := b.svc.GetDestination(t.Context(), hookAdmin, id)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, d.Committed)
+
+	// Open it again, then a new URL closes it.
+	failing.Store(true)
+	b.publish(t, 3)
+	require.Equal(t, 1, b.push(t).Open)
+	require.False(t, webhook().OpenedAt.IsZero())
+	url := b.recv.srv.URL + "/elsewhere"
+	_, got, err := b.svc.UpdateWebhookDestination(t.Context(), hookAdmin, id, delivery.PolicyFields{}, delivery.WebhookChanges{URL: &url})
+	require.NoError(t, err)
+	require.Equal(t, url, got.URL)
+	require.Zero(t, got.Failures)
+	require.True(t, got.OpenedAt.IsZero())
+}
