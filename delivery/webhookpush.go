@@ -135,6 +135,7 @@ type push struct {
 	// probing is set while the one delivery of a half-open breaker is
 	// under way: its failure opens the breaker again at once.
 	probing atomic.Bool
+	log     *attemptLog
 }
 
 // pushDestination drains one destination with its workers: Concurrency,
@@ -150,7 +151,8 @@ func (s *Service) pushDestination(ctx context.Context, c *leasestore.Consumer, u
 	case w.Disabled != "":
 		return PushReport{}
 	}
-	ps := &push{s: s, c: c, w: w, until: until}
+	ps := &push{s: s, c: c, w: w, until: until, log: s.newAttemptLog(c.ID)}
+	defer ps.log.flush(context.WithoutCancel(ctx))
 	ps.failures.Store(int64(w.Failures))
 	if w.RateLimit > 0 {
 		// A burst of one: the deliveries are spaced, never bunched.
@@ -271,6 +273,7 @@ func (ps *push) one(ctx context.Context, worker string) (rep PushReport, more bo
 		return ps.storeFailed(ctx, "pull", err)
 	}
 	out := s.deliver(ctx, w, l, timeout)
+	ps.log.add(l, out)
 	ack := leasestore.AckParams{Consumer: c.ID, LeaseID: l.ID, Generation: l.Generation, Status: leasestore.StatusOK, Type: leasestore.TypeWebhook}
 	more = true
 	switch {
@@ -402,4 +405,75 @@ func (ps *push) settleBreaker(ctx context.Context, ok bool) (opened bool) {
 		return true
 	}
 	return false
+}
+
+// attemptLog gathers a push run's attempts of one destination, the last
+// leasestore.MaxWebhookAttempts of them, and writes them to the store's
+// attempt log once, when the run leaves the destination: one write per
+// destination per run rather than one per attempt. A run that crashes
+// loses its part of the log, never a delivery.
+type attemptLog struct {
+	s    *Service
+	id   string
+	mu   sync.Mutex
+	list []leasestore.WebhookAttempt
+}
+
+func (s *Service) newAttemptLog(id string) *attemptLog { return &attemptLog{s: s, id: id} }
+
+// add records attempt out of lease l.
+func (a *attemptLog) add(l *leasestore.Lease, out attemptOutcome) {
+	e := leasestore.WebhookAttempt{
+		At: out.at, WebhookID: out.id, Attempt: l.Attempt, Events: len(l.Events),
+		Status: out.status, Latency: out.latency, Body: string(out.head),
+	}
+	if out.err != nil {
+		e.Error = out.err.Error()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.list) == leasestore.MaxWebhookAttempts {
+		a.list = append(a.list[:0], a.list[1:]...)
+	}
+	a.list = append(a.list, e)
+}
+
+// attemptLogTimeout bounds the write of a run's attempt log.
+const attemptLogTimeout = 10 * time.Second
+
+// flush writes the gathered attempts; a failure is logged, not returned:
+// the log is for operators, and the deliveries it tells of are settled.
+func (a *attemptLog) flush(ctx context.Context) {
+	a.mu.Lock()
+	list := a.list
+	a.list = nil
+	a.mu.Unlock()
+	if len(list) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, attemptLogTimeout)
+	defer cancel()
+	if err := a.s.cfg.Store.AppendWebhookAttempts(ctx, a.id, list); err != nil {
+		a.s.cfg.Logger.WarnContext(ctx, "webhook push: attempt log write failed", "destination", a.id, "err", err)
+	}
+}
+
+// WebhookAttempts returns destination id's recent delivery attempts,
+// newest first: at most leasestore.MaxWebhookAttempts, none older than
+// leasestore.WebhookAttemptRetention, each with its time, status,
+// latency, the first leasestore.MaxWebhookAttemptBody bytes of the
+// answer's body and the error of an attempt without an answer (never the
+// secret or the URL). It needs manage:destinations, as GetDestination;
+// herr.NotFound when id is no webhook destination.
+func (s *Service) WebhookAttempts(ctx context.Context, p *auth.Principal, id string) ([]leasestore.WebhookAttempt, error) {
+	if err := p.Require(auth.PermManageDestinations); err != nil {
+		return nil, err
+	}
+	if err := CheckText("the event destination id", id); err != nil {
+		return nil, err
+	}
+	if _, err := s.cfg.Store.GetWebhook(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.cfg.Store.WebhookAttempts(ctx, id)
 }

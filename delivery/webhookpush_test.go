@@ -4,14 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/delivery"
+	"github.com/heraldevents/herald/herr"
 	"github.com/heraldevents/herald/leasestore"
 )
 
@@ -211,4 +216,104 @@ func TestWebhookCircuitBreaker(t *testing.T) {
 	require.Equal(t, url, got.URL)
 	require.Zero(t, got.Failures)
 	require.True(t, got.OpenedAt.IsZero())
+}
+
+// TestWebhookAttemptLog: every attempt of a run is in the destination's
+// attempt log once the run is over, newest first, with its status,
+// latency, the first 1 KiB of the answer's body, or the error of an
+// attempt without an answer; never the secret or the URL's query. It is
+// bounded to the last 100, and a principal without manage:destinations
+// may not read it.
+func TestWebhookAttemptLog(t *testing.T) {
+	t.Parallel()
+	b := setupHooks(t, "127.0.0.1/32", time.Second)
+	b.recv.answer = func(n int) (int, http.Header) {
+		if n == 1 {
+			return http.StatusInternalServerError, nil
+		}
+		return http.StatusOK, nil
+	}
+	c := b.create(t, delivery.CreateWebhookParams{})
+	id := c.Consumer.ID
+	as, err := b.svc.WebhookAttempts(t.Context(), hookAdmin, id)
+	require.NoError(t, err)
+	require.Empty(t, as)
+
+	b.publish(t, 1)
+	require.Equal(t, 1, b.push(t).Failed)
+	b.clock.Add(2 * time.Second)
+	require.Equal(t, 1, b.push(t).Delivered)
+	as, err = b.svc.WebhookAttempts(t.Context(), hookAdmin, id)
+	require.NoError(t, err)
+	require.Len(t, as, 2)
+	got := b.recv.received()
+	require.Equal(t, 200, as[0].Status, "newest first")
+	require.EqualValues(t, 2, as[0].Attempt)
+	require.Equal(t, 500, as[1].Status)
+	require.EqualValues(t, 1, as[1].Attempt)
+	require.Equal(t, got[0].id, as[0].WebhookID)
+	require.Equal(t, got[0].id, as[1].WebhookID)
+	require.Equal(t, b.clock.Now(), as[0].At)
+	require.Equal(t, 1, as[0].Events)
+	require.GreaterOrEqual(t, as[0].Latency, time.Duration(0))
+
+	// A long answer is cut to 1 KiB; a refused connection has its error.
+	long := strings.Repeat("é", 700) // 1,400 bytes
+	b2 := setupHooks(t, "")
+	port := b2.recv.srv.URL[strings.LastIndex(b2.recv.srv.URL, ":")+1:]
+	refused := b2.create(t, delivery.CreateWebhookParams{URL: "https://localhost:" + port + "/hook?token=receiver-token"})
+	b2.publish(t, 1)
+	require.Equal(t, 1, b2.push(t).Failed)
+	as, err = b2.svc.WebhookAttempts(t.Context(), hookAdmin, refused.Consumer.ID)
+	require.NoError(t, err)
+	require.Len(t, as, 1)
+	require.Zero(t, as[0].Status)
+	require.Contains(t, as[0].Error, "loopback")
+
+	b.recv.mu.Lock()
+	b.recv.text = long
+	b.recv.answer = func(int) (int, http.Header) { return http.StatusBadRequest, nil }
+	b.recv.mu.Unlock()
+	b.publish(t, 1)
+	require.Equal(t, 1, b.push(t).Failed)
+	as, err = b.svc.WebhookAttempts(t.Context(), hookAdmin, id)
+	require.NoError(t, err)
+	require.Equal(t, 400, as[0].Status)
+	require.LessOrEqual(t, len(as[0].Body), leasestore.MaxWebhookAttemptBody)
+	require.True(t, strings.HasPrefix(long, strings.TrimSuffix(as[0].Body, "\uFFFD")), "the body's start")
+	require.True(t, utf8.ValidString(as[0].Body))
+	for _, a := range append(as, must(b2.svc.WebhookAttempts(t.Context(), hookAdmin, refused.Consumer.ID))...) {
+		for _, text := range []string{a.Body, a.Error, a.WebhookID} {
+			require.NotContains(t, text, "receiver-token", "never the URL's query")
+			require.NotContains(t, text, "whsec_", "never the secret")
+		}
+	}
+
+	_, err = b.svc.WebhookAttempts(t.Context(), &auth.Principal{ID: "reader", Permissions: []string{auth.PermReadEvents}}, id)
+	require.Equal(t, herr.PermissionDenied, herr.CodeOf(err))
+	_, err = b.svc.WebhookAttempts(t.Context(), hookAdmin, "no-such-destination")
+	require.Equal(t, herr.NotFound, herr.CodeOf(err))
+}
+
+// TestWebhookAttemptLogBounded: a run of more than 100 attempts leaves
+// the last 100.
+func TestWebhookAttemptLogBounded(t *testing.T) {
+	t.Parallel()
+	b := setupHooksN(t, "127.0.0.1/32", 10)
+	c := b.create(t, delivery.CreateWebhookParams{})
+	for i := range leasestore.MaxWebhookAttempts + 20 {
+		_, err := b.svc.Publish(t.Context(), hookAdmin, delivery.Event{EventType: "orders.created", Message: json.RawMessage(`{"n":` + strconv.Itoa(i) + `}`)})
+		require.NoError(t, err)
+	}
+	require.Equal(t, leasestore.MaxWebhookAttempts+20, b.push(t).Delivered)
+	as, err := b.svc.WebhookAttempts(t.Context(), hookAdmin, c.Consumer.ID)
+	require.NoError(t, err)
+	require.Len(t, as, leasestore.MaxWebhookAttempts)
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

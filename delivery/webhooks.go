@@ -473,32 +473,47 @@ type attemptOutcome struct {
 	status     int
 	retryAfter time.Duration
 	err        error
+	// id is the delivery's webhook-id; at when the attempt started (on
+	// Config.Now), latency how long it took (wall clock), head the first
+	// bytes of the answer's body (the attempt log's).
+	id      string
+	at      time.Time
+	latency time.Duration
+	head    []byte
 }
 
 // deliver POSTs lease l to w's URL, signed, and reads the answer's
 // status.
 func (s *Service) deliver(ctx context.Context, w *leasestore.Webhook, l *leasestore.Lease, timeout time.Duration) attemptOutcome {
 	body, id, ctype := webhookBody(l)
+	start := time.Now()
+	out := attemptOutcome{id: id, at: s.cfg.Now()}
+	failed := func(err error) attemptOutcome {
+		out.err, out.latency = err, time.Since(start)
+		return out
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
 	if err != nil {
-		return attemptOutcome{err: errors.New("the webhook URL cannot be requested")}
+		return failed(errors.New("the webhook URL cannot be requested"))
 	}
 	secrets, err := signingSecrets(w, s.cfg.Now())
 	if err != nil {
-		return attemptOutcome{err: err}
+		return failed(err)
 	}
 	req.Header.Set("Content-Type", ctype)
 	req.Header.Set("User-Agent", "Herald-Webhooks/1")
 	whsign.Set(req.Header, id, s.cfg.Now(), body, secrets...)
 	res, err := s.webhookClient(timeout).Do(req)
 	if err != nil {
-		return attemptOutcome{err: attemptErr(err)}
+		return failed(attemptErr(err))
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, webhookDrain))
+	out.head, _ = io.ReadAll(io.LimitReader(res.Body, leasestore.MaxWebhookAttemptBody))
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, webhookDrain-int64(len(out.head))))
 	_ = res.Body.Close()
-	out := attemptOutcome{status: res.StatusCode, ok: res.StatusCode >= 200 && res.StatusCode < 300, gone: res.StatusCode == http.StatusGone}
+	out.latency = time.Since(start)
+	out.status, out.ok, out.gone = res.StatusCode, res.StatusCode >= 200 && res.StatusCode < 300, res.StatusCode == http.StatusGone
 	if res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable {
 		out.retryAfter = parseRetryAfter(res.Header.Get("Retry-After"), s.cfg.Now())
 	}

@@ -51,6 +51,7 @@ type receiver struct {
 	answer func(n int) (status int, header http.Header)
 	hang   chan struct{}
 	now    func() time.Time // the test's clock, for received.at
+	text   string           // the answers' body
 	// inFlight and maxInFlight count the requests being answered.
 	inFlight, maxInFlight int
 }
@@ -114,6 +115,10 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(status)
+	r.mu.Lock()
+	text := r.text
+	r.mu.Unlock()
+	_, _ = io.WriteString(w, text)
 }
 
 func (r *receiver) received() []received {

@@ -230,12 +230,12 @@ func (s *Store) UpdateWebhook(ctx context.Context, consumer string, change func(
 	return out, err
 }
 
-// DeleteWebhook removes consumer's webhook record; a missing one is no
-// error (deleting a consumer deletes its record after the consumer, and
-// a retry must succeed).
+// DeleteWebhook removes consumer's webhook record and its attempt log; a
+// missing one is no error (deleting a consumer deletes its record after
+// the consumer, and a retry must succeed).
 func (s *Store) DeleteWebhook(ctx context.Context, consumer string) error {
 	if err := s.coll.Delete(ctx, &webhookDoc{Key: webhookKey(consumer)}); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 		return storeErr(err)
 	}
-	return nil
+	return s.deleteWebhookAttempts(ctx, consumer)
 }

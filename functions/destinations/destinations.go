@@ -9,6 +9,7 @@
 //	POST   /v1/event-destinations/{id}/resume  → 200 Destination
 //	PATCH  /v1/event-destinations/{id}         {"retry_policy"?, "dead_letter_policy"?, webhook members?} → 200 Destination
 //	POST   /v1/event-destinations/{id}/rotate-secret  → 200 {"secret":"whsec_…"} (webhooks)
+//	GET    /v1/event-destinations/{id}/attempts       → 200 {"attempts":[Attempt]} (webhooks)
 //
 // A WEBHOOK destination is created with {"type":"WEBHOOK","url":"https://…",
 // "timeout"?: seconds 1–60 (15), "max_batch"?: 1–100 (1), "rate_limit"?:
@@ -434,4 +435,45 @@ func destination(c *leasestore.Consumer, err error) (httpx.Answer, error) {
 		return httpx.Answer{}, err
 	}
 	return httpx.Answer{Status: http.StatusOK, Body: FromConsumer(c)}, nil
+}
+
+// AttemptView is the REST shape of one delivery attempt of a webhook
+// (leasestore.WebhookAttempt).
+type AttemptView struct {
+	At        time.Time `json:"at"`
+	WebhookID string    `json:"webhook_id"`
+	// Attempt is the delivery's attempt number, 1 for the first.
+	Attempt int64 `json:"attempt"`
+	Events  int   `json:"events"`
+	// Status is the answer's HTTP status; absent when there was none.
+	Status    int   `json:"status,omitempty"`
+	LatencyMs int64 `json:"latency_ms"`
+	// ResponseBody is the answer body's first 1,024 bytes.
+	ResponseBody string `json:"response_body,omitempty"`
+	// Error says why an attempt without an answer failed.
+	Error string `json:"error,omitempty"`
+}
+
+// Attempts serves GET /v1/event-destinations/{id}/attempts: a webhook's
+// recent delivery attempts, newest first (delivery.Service.WebhookAttempts).
+func (h *Handler) Attempts(w http.ResponseWriter, r *http.Request) { httpx.Endpoint(h.attempts)(w, r) }
+
+func (h *Handler) attempts(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
+	var as []leasestore.WebhookAttempt
+	_, err := pathID(r, func(id string) (*leasestore.Consumer, error) {
+		var err error
+		as, err = h.Service.WebhookAttempts(r.Context(), p, id)
+		return nil, err
+	})
+	if err != nil {
+		return httpx.Answer{}, err
+	}
+	out := make([]AttemptView, len(as))
+	for i, a := range as {
+		out[i] = AttemptView{
+			At: a.At.UTC(), WebhookID: a.WebhookID, Attempt: a.Attempt, Events: a.Events, Status: a.Status,
+			LatencyMs: a.Latency.Milliseconds(), ResponseBody: a.Body, Error: a.Error,
+		}
+	}
+	return httpx.Answer{Status: http.StatusOK, Body: map[string][]AttemptView{"attempts": out}}, nil
 }

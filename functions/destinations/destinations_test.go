@@ -38,6 +38,7 @@ func handler(t *testing.T) func(method, target, token, body string) answer {
 		"POST /v1/event-destinations/{id}/resume":        h.Resume,
 		"POST /v1/event-destinations/{id}/rotate-secret": h.RotateSecret,
 		"PATCH /v1/event-destinations/{id}":              h.Update,
+		"GET /v1/event-destinations/{id}/attempts":       h.Attempts,
 	} {
 		mux.Handle(pattern, fn)
 	}
@@ -245,4 +246,23 @@ func TestWebhookPatch(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, do("PATCH", "/v1/event-destinations/nope", "admin", `{"ordered":true}`).code)
 	require.Equal(t, http.StatusForbidden, do("PATCH", path, "reader", `{"ordered":false}`).code)
 	require.Equal(t, http.StatusBadRequest, do("POST", "/v1/event-destinations", "admin", `{"type":"DURABLE_CONSUMER","ordered":true}`).code)
+}
+
+// TestWebhookAttempts: GET …/attempts answers a webhook's attempt log (an
+// empty list before the first push); a durable consumer or an unknown id
+// is 404, a bad id 400, a pull-only principal 403.
+func TestWebhookAttempts(t *testing.T) {
+	t.Parallel()
+	do := handler(t)
+	a := do("POST", "/v1/event-destinations", "admin", `{"type":"WEBHOOK","url":"https://hooks.example.com/a"}`)
+	require.Equal(t, http.StatusCreated, a.code, a.body)
+	path := "/v1/event-destinations/" + a.body["id"].(string) + "/attempts"
+	g := do("GET", path, "admin", "")
+	require.Equal(t, http.StatusOK, g.code, g.body)
+	require.Equal(t, map[string]any{"attempts": []any{}}, g.body)
+	require.Equal(t, http.StatusForbidden, do("GET", path, "reader", "").code)
+	dc := do("POST", "/v1/event-destinations", "admin", `{"type":"DURABLE_CONSUMER"}`)
+	require.Equal(t, http.StatusNotFound, do("GET", "/v1/event-destinations/"+dc.body["id"].(string)+"/attempts", "admin", "").code)
+	require.Equal(t, http.StatusNotFound, do("GET", "/v1/event-destinations/nope/attempts", "admin", "").code)
+	require.Equal(t, http.StatusBadRequest, do("GET", "/v1/event-destinations/a%00b/attempts", "admin", "").code)
 }

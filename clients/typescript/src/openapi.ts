@@ -173,6 +173,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/event-destinations/{id}/attempts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A consumer id: a durable consumer's UUID, a durable queue's `queue_id`, a non-durable queue's reconnect token. Valid UTF-8 without control characters (`400` otherwise). */
+                id: components["parameters"]["DestinationID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A webhook's recent delivery attempts
+         * @description The delivery attempts of a `WEBHOOK` destination, newest first: the
+         *     last 100, none older than 24 hours. Each push run writes its
+         *     attempts when it leaves the destination, so an attempt shows once
+         *     its run has moved on. Never holds the secret or the URL. Needs
+         *     `manage:destinations`.
+         */
+        get: operations["listWebhookAttempts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/event-destinations/{id}/resume": {
         parameters: {
             query?: never;
@@ -841,6 +868,28 @@ export interface components {
             };
             /** @description The signing secret, in the answer that creates a `WEBHOOK` only. */
             secret?: components["schemas"]["WebhookSecret"];
+        };
+        /** @description One delivery attempt of a webhook. */
+        WebhookAttempt: {
+            /**
+             * Format: date-time
+             * @description When the attempt started.
+             */
+            at: string;
+            /** @description The delivery's `webhook-id` header. */
+            webhook_id: string;
+            /** @description The delivery's attempt number (1 for the first). */
+            attempt: number;
+            /** @description Events the delivery carried. */
+            events: number;
+            /** @description The answer's HTTP status; absent when there was none (a timeout, a refused or failed connection). */
+            status?: number;
+            /** @description How long the attempt took. */
+            latency_ms: number;
+            /** @description The first 1,024 bytes of the answer's body (invalid UTF-8 replaced). */
+            response_body?: string;
+            /** @description Why an attempt without an answer failed. */
+            error?: string;
         };
         /** @description A Standard Webhooks signing secret, `whsec_` and the base64 of 32 random bytes. */
         WebhookSecret: string;
@@ -1753,6 +1802,40 @@ export interface operations {
             404: components["responses"]["NotFound"];
             /** @description Too much contention on this destination (retry). */
             409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    listWebhookAttempts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A consumer id: a durable consumer's UUID, a durable queue's `queue_id`, a non-durable queue's reconnect token. Valid UTF-8 without control characters (`400` otherwise). */
+                id: components["parameters"]["DestinationID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The attempts. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        attempts: components["schemas"]["WebhookAttempt"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No webhook destination has this id. */
+            404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
             504: components["responses"]["GatewayTimeout"];
