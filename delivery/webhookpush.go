@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/telemetry"
 	"github.com/heraldevents/herald/leasestore"
 )
 
@@ -154,6 +155,7 @@ func (s *Service) pushDestination(ctx context.Context, c *leasestore.Consumer, u
 	ps := &push{s: s, c: c, w: w, until: until, log: s.newAttemptLog(c.ID)}
 	defer ps.log.flush(context.WithoutCancel(ctx))
 	ps.failures.Store(int64(w.Failures))
+	telemetry.WebhookConsecutiveFailures(ctx, c.ID, w.Failures)
 	if w.RateLimit > 0 {
 		// A burst of one: the deliveries are spaced, never bunched.
 		ps.limit = rate.NewLimiter(rate.Limit(w.RateLimit), 1)
@@ -274,6 +276,7 @@ func (ps *push) one(ctx context.Context, worker string) (rep PushReport, more bo
 	}
 	out := s.deliver(ctx, w, l, timeout)
 	ps.log.add(l, out)
+	webhookAttempted(ctx, c.ID, out)
 	ack := leasestore.AckParams{Consumer: c.ID, LeaseID: l.ID, Generation: l.Generation, Status: leasestore.StatusOK, Type: leasestore.TypeWebhook}
 	more = true
 	switch {
@@ -400,6 +403,7 @@ func (ps *push) settleBreaker(ctx context.Context, ok bool) (opened bool) {
 		return false
 	}
 	ps.failures.Store(int64(w.Failures))
+	telemetry.WebhookConsecutiveFailures(ctx, ps.c.ID, w.Failures)
 	if !w.OpenedAt.IsZero() {
 		s.cfg.Logger.WarnContext(ctx, "webhook circuit breaker open", "destination", ps.c.ID, "consecutive_failures", w.Failures)
 		return true
