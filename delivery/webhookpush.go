@@ -274,6 +274,16 @@ func (ps *push) one(ctx context.Context, worker string) (rep PushReport, more bo
 	case err != nil:
 		return ps.storeFailed(ctx, "pull", err)
 	}
+	// The record as it is now: a rotation or a PATCH made since the run
+	// began applies to this delivery (one read per delivery). Should the
+	// read fail, the run's copy serves. A longer timeout applies from the
+	// next run on: this lease's visibility was made for the run's.
+	if cur, err := s.cfg.Store.GetWebhook(ctx, c.ID); err == nil {
+		w = cur
+		if w.Timeout > 0 {
+			timeout = min(w.Timeout, timeout)
+		}
+	}
 	out := s.deliver(ctx, w, l, timeout)
 	ps.log.add(l, out)
 	webhookAttempted(ctx, c.ID, out)
