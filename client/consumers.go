@@ -36,6 +36,9 @@ type Destination struct {
 	// DeadLetterPolicy is the consumer's delivery limit (nil: the
 	// deployment's HERALD_DELIVERY_LIMIT, 20).
 	DeadLetterPolicy *DeadLetterPolicy `json:"dead_letter_policy"`
+	// Webhook is a webhook destination's push configuration (nil for
+	// other types, and in a listing).
+	Webhook *WebhookConfig `json:"webhook,omitempty"`
 }
 
 // ConsumerRetryPolicy is a destination's retry_policy: a failed lease
@@ -137,6 +140,15 @@ func (c *Client) CreateConsumerWith(ctx context.Context, opts ConsumerOptions) (
 // of its range is an *Error (400 or 422); an unknown id one for which
 // IsNotFound is true.
 func (c *Client) UpdateConsumer(ctx context.Context, id string, u PolicyUpdate) (*Destination, error) {
+	var d Destination
+	if _, err := c.do(ctx, request{method: http.MethodPatch, path: consumerPath(id), body: policyBody(u)}, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// policyBody is u as the members of a PATCH body.
+func policyBody(u PolicyUpdate) map[string]any {
 	body := map[string]any{}
 	switch {
 	case u.RemoveRetryPolicy:
@@ -150,11 +162,7 @@ func (c *Client) UpdateConsumer(ctx context.Context, id string, u PolicyUpdate) 
 	case u.DeadLetterPolicy != nil:
 		body["dead_letter_policy"] = u.DeadLetterPolicy
 	}
-	var d Destination
-	if _, err := c.do(ctx, request{method: http.MethodPatch, path: consumerPath(id), body: body}, &d); err != nil {
-		return nil, err
-	}
-	return &d, nil
+	return body
 }
 
 // ListConsumers lists the destinations (GET /v1/event-destinations). A

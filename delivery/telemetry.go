@@ -64,3 +64,15 @@ func startSettle(ctx context.Context) (context.Context, func(*SettleReport, erro
 		op.End(ctx, err)
 	}
 }
+
+// webhookAttempted records attempt out to webhook destination id.
+func webhookAttempted(ctx context.Context, id string, out attemptOutcome) {
+	outcome := telemetry.WebhookFailed
+	switch {
+	case out.ok:
+		outcome = telemetry.WebhookOK
+	case out.gone:
+		outcome = telemetry.WebhookGone
+	}
+	telemetry.WebhookAttempted(ctx, id, outcome, out.latency)
+}

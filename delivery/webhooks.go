@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -38,6 +37,9 @@ const (
 	// DefaultWebhookConcurrency is WebhookConfig.Concurrency's default:
 	// deliveries in flight per destination.
 	DefaultWebhookConcurrency = 10
+	// MaxWebhookRate bounds a destination's rate_limit, in deliveries
+	// per second (the least is a thousandth).
+	MaxWebhookRate = 1000
 	// DefaultSecretOverlap is how long a rotated-out secret keeps signing.
 	DefaultSecretOverlap = 24 * time.Hour
 	// webhookDrain is the most bytes of an answer read (and dropped), so
@@ -74,6 +76,16 @@ type WebhookConfig struct {
 	// DefaultWebhookConcurrency). Deliveries of one destination are then
 	// not in order; 1 keeps them in order.
 	Concurrency int
+	// BreakerThreshold is how many consecutive failed attempts open an
+	// endpoint's circuit breaker (default DefaultBreakerThreshold).
+	BreakerThreshold int
+	// BreakerCooldown is how long an open breaker stops every attempt
+	// before it lets one probe through (default DefaultBreakerCooldown).
+	BreakerCooldown time.Duration
+	// Sleep waits d or until ctx ends (its error then); it spaces the
+	// deliveries of a destination with a rate limit. nil sleeps on a
+	// timer; a test moves its clock instead.
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 func (c *WebhookConfig) setDefaults() {
@@ -82,6 +94,20 @@ func (c *WebhookConfig) setDefaults() {
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = DefaultWebhookConcurrency
+	}
+	if c.BreakerThreshold <= 0 {
+		c.BreakerThreshold = DefaultBreakerThreshold
+	}
+	if c.BreakerCooldown <= 0 {
+		c.BreakerCooldown = DefaultBreakerCooldown
+	}
+	if c.Sleep == nil {
+		c.Sleep = func(ctx context.Context, d time.Duration) error {
+			if d <= 0 {
+				return ctx.Err()
+			}
+			return sleep(ctx, d)
+		}
 	}
 }
 
@@ -123,6 +149,11 @@ type CreateWebhookParams struct {
 	// MaxBatch is the most events per request, 1–MaxWebhookBatch; 0 or
 	// 1 sends each event alone.
 	MaxBatch int
+	// RateLimit is the most deliveries per second, 0.001–MaxWebhookRate;
+	// 0 is no limit.
+	RateLimit float64
+	// Ordered asks for one delivery in flight at a time, in sequence.
+	Ordered bool
 }
 
 // CreatedWebhook is CreateWebhook's answer.
@@ -151,11 +182,14 @@ func (s *Service) CreateWebhook(ctx context.Context, p *auth.Principal, d Create
 	if d.Timeout == 0 {
 		d.Timeout = DefaultWebhookTimeout
 	}
-	if d.Timeout < MinWebhookTimeout || d.Timeout > MaxWebhookTimeout {
-		return nil, herr.New(herr.InvalidArgument, "timeout must be between %d and %d seconds", int(MinWebhookTimeout/time.Second), int(MaxWebhookTimeout/time.Second))
+	if err := checkWebhookTimeout(d.Timeout); err != nil {
+		return nil, err
 	}
 	if d.MaxBatch < 0 || d.MaxBatch > MaxWebhookBatch {
 		return nil, herr.New(herr.InvalidArgument, "max_batch must be between 1 and %d", MaxWebhookBatch)
+	}
+	if err := checkWebhookRate(d.RateLimit); err != nil {
+		return nil, err
 	}
 	pol := d.Policies
 	if err := pol.Validate(); err != nil {
@@ -183,6 +217,7 @@ func (s *Service) CreateWebhook(ctx context.Context, p *auth.Principal, d Create
 	secret := whsign.NewSecret().Reveal()
 	w, err := s.cfg.Store.CreateWebhook(ctx, leasestore.Webhook{
 		Consumer: id, URL: d.URL, Secrets: []leasestore.WebhookSecret{{Secret: secret}}, Timeout: d.Timeout, MaxBatch: max(d.MaxBatch, 1),
+		RateLimit: d.RateLimit, Ordered: d.Ordered,
 	})
 	if err != nil {
 		_ = s.DeleteDestination(undo, p, id)
@@ -200,6 +235,145 @@ func (s *Service) checkWebhookURL(raw string) error {
 		return herr.New(herr.InvalidArgument, "url: %s", err.Error())
 	}
 	return nil
+}
+
+// checkWebhookRate checks a rate_limit: 0 (none) or 0.001–MaxWebhookRate
+// deliveries per second.
+func checkWebhookRate(r float64) error {
+	if r != 0 && !(r >= 0.001 && r <= MaxWebhookRate) {
+		return herr.New(herr.InvalidArgument, "rate_limit must be between 0.001 and %d deliveries per second (0 or null: no limit)", MaxWebhookRate)
+	}
+	return nil
+}
+
+// checkWebhookTimeout checks a timeout: MinWebhookTimeout–MaxWebhookTimeout.
+func checkWebhookTimeout(d time.Duration) error {
+	if d < MinWebhookTimeout || d > MaxWebhookTimeout {
+		return herr.New(herr.InvalidArgument, "timeout must be between %d and %d seconds", int(MinWebhookTimeout/time.Second), int(MaxWebhookTimeout/time.Second))
+	}
+	return nil
+}
+
+// WebhookChanges are the webhook members of a PATCH of a webhook
+// destination; a nil member stays as it is.
+type WebhookChanges struct {
+	// URL replaces the endpoint, checked as CreateWebhookParams.URL. A new
+	// URL is a new endpoint: the circuit breaker closes, and a destination
+	// disabled by a 410 Gone is enabled again.
+	URL *string
+	// Timeout: MinWebhookTimeout–MaxWebhookTimeout.
+	Timeout *time.Duration
+	// MaxBatch: 1–MaxWebhookBatch.
+	MaxBatch *int
+	// RateLimit: 0.001–MaxWebhookRate deliveries per second; 0 removes it.
+	RateLimit *float64
+	// Ordered: one delivery in flight at a time, in sequence.
+	Ordered *bool
+}
+
+// Any reports whether c changes anything.
+func (c WebhookChanges) Any() bool {
+	return c.URL != nil || c.Timeout != nil || c.MaxBatch != nil || c.RateLimit != nil || c.Ordered != nil
+}
+
+// check validates c's members before anything is written.
+func (s *Service) checkChanges(c WebhookChanges) error {
+	if c.URL != nil {
+		if err := s.checkWebhookURL(*c.URL); err != nil {
+			return err
+		}
+	}
+	if c.Timeout != nil {
+		if err := checkWebhookTimeout(*c.Timeout); err != nil {
+			return err
+		}
+	}
+	if c.MaxBatch != nil && (*c.MaxBatch < 1 || *c.MaxBatch > MaxWebhookBatch) {
+		return herr.New(herr.InvalidArgument, "max_batch must be between 1 and %d", MaxWebhookBatch)
+	}
+	if c.RateLimit != nil {
+		return checkWebhookRate(*c.RateLimit)
+	}
+	return nil
+}
+
+// UpdateWebhookDestination is PATCH /v1/event-destinations/{id}: the
+// delivery policies (as UpdateDestination) and, for a webhook
+// destination, the changes ch. Every member is checked before anything
+// is written, so a bad one changes nothing: a value out of range or a URL
+// the address policy refuses is herr.InvalidArgument; webhook members on
+// a destination of another type are herr.Malformed. For a webhook, a
+// dead_letter_policy of null restores the default number of attempts
+// (the schedule's). It needs manage:destinations; an unknown id is
+// herr.NotFound. The webhook record is returned for a webhook
+// destination (its secrets cleared), nil for another type.
+func (s *Service) UpdateWebhookDestination(ctx context.Context, p *auth.Principal, id string, f PolicyFields, ch WebhookChanges) (*leasestore.Consumer, *leasestore.Webhook, error) {
+	if err := p.Require(auth.PermManageDestinations); err != nil {
+		return nil, nil, err
+	}
+	if err := CheckText("the event destination id", id); err != nil {
+		return nil, nil, err
+	}
+	if _, err := f.Apply(leasestore.Policies{}, leasestore.TypeDurableConsumer); err != nil {
+		return nil, nil, err
+	}
+	if err := s.checkChanges(ch); err != nil {
+		return nil, nil, err
+	}
+	c, err := s.cfg.Store.LookupConsumer(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.Type != leasestore.TypeWebhook {
+		if ch.Any() {
+			return nil, nil, herr.New(herr.Malformed, "url, timeout, max_batch, rate_limit and ordered are only for destinations of type %s", leasestore.TypeWebhook)
+		}
+		c, err := s.setPolicies(ctx, id, f, leasestore.TypeDurableConsumer)
+		return c, nil, err
+	}
+	if f.Any() {
+		c, err = s.cfg.Store.UpdatePolicies(ctx, id, func(cur leasestore.Policies) (leasestore.Policies, error) {
+			out, err := f.Apply(cur, leasestore.TypeDurableConsumer)
+			if err == nil && out.MaxDeliveryAttempts == 0 {
+				out.MaxDeliveryAttempts = len(s.cfg.Webhooks.Schedule) + 1
+			}
+			return out, err
+		})
+	} else {
+		c, err = s.cfg.Store.GetConsumer(ctx, id) // exact counts, as the other answers give
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	change := func(w *leasestore.Webhook) error {
+		if ch.URL != nil && *ch.URL != w.URL {
+			w.URL, w.Failures, w.OpenedAt, w.Disabled = *ch.URL, 0, time.Time{}, ""
+		}
+		if ch.Timeout != nil {
+			w.Timeout = *ch.Timeout
+		}
+		if ch.MaxBatch != nil {
+			w.MaxBatch = *ch.MaxBatch
+		}
+		if ch.RateLimit != nil {
+			w.RateLimit = *ch.RateLimit
+		}
+		if ch.Ordered != nil {
+			w.Ordered = *ch.Ordered
+		}
+		return nil
+	}
+	var w *leasestore.Webhook
+	if ch.Any() {
+		w, err = s.cfg.Store.UpdateWebhook(ctx, id, change)
+	} else {
+		w, err = s.cfg.Store.GetWebhook(ctx, id)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	w.Secrets = nil
+	return c, w, nil
 }
 
 // GetWebhook returns destination id's webhook record, its secrets
@@ -269,201 +443,6 @@ func (s *Service) EnableWebhook(ctx context.Context, p *auth.Principal, id strin
 	return err
 }
 
-// PushReport is what one push run did.
-type PushReport struct {
-	// Destinations counts the webhook destinations pushed to (not
-	// paused, not disabled).
-	Destinations int
-	// Delivered counts the deliveries answered 2xx and committed; Events
-	// the events they carried.
-	Delivered int
-	Events    int
-	// Failed counts the attempts that failed (an answer other than 2xx, a
-	// timeout, a refused or failed connection); their leases wait for
-	// their retry.
-	Failed int
-	// Disabled counts the destinations disabled by a 410 Gone.
-	Disabled int
-	// Errors counts destinations the run could not serve (the store or
-	// the broker failed); the next run tries them again.
-	Errors int
-}
-
-// PushWebhooks runs one push: every webhook destination that is not
-// paused or disabled gets its due events POSTed, up to
-// WebhookConfig.Concurrency deliveries at once per destination and all
-// destinations at once, until each is caught up (its next events are
-// waiting for a retry, or there are none) or ctx ends. It is the job that
-// Lambda and Cloud Run run on a schedule and that the local adapter runs
-// continuously; runs in several processes share the work through the
-// lease store (each delivery is a lease), and one that crashes leaves its
-// leases to expire and be delivered again (at least once; webhook-id
-// lets receivers drop the duplicate). With a positive budget no new
-// delivery starts once budget has passed since the call (those under way
-// finish), so a scheduled run ends before the next one starts. The
-// caller needs run:jobs.
-func (s *Service) PushWebhooks(ctx context.Context, p *auth.Principal, budget time.Duration) (*PushReport, error) {
-	if err := p.Require(auth.PermRunJobs); err != nil {
-		return nil, err
-	}
-	// The webhook records alone: listing every consumer would cost a read
-	// of every non-durable queue each run (twice a second locally).
-	ws, err := s.cfg.Store.ListWebhooks(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var (
-		mu  sync.Mutex
-		rep PushReport
-		wg  sync.WaitGroup
-		// The budget is wall-clock time, whatever Config.Now says.
-		until time.Time
-	)
-	if budget > 0 {
-		until = time.Now().Add(budget)
-	}
-	for _, w := range ws {
-		wg.Go(func() {
-			c, err := s.cfg.Store.LookupConsumer(ctx, w.Consumer)
-			var r PushReport
-			switch {
-			case herr.CodeOf(err) == herr.NotFound:
-				// Being created or deleted.
-			case err != nil:
-				s.cfg.Logger.WarnContext(ctx, "webhook push: read failed", "destination", w.Consumer, "err", err)
-				r.Errors = 1
-			case c.Type != leasestore.TypeWebhook || c.Paused:
-			default:
-				r = s.pushDestination(ctx, c, until)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			rep.add(r)
-		})
-	}
-	wg.Wait()
-	if rep.Errors > 0 {
-		return &rep, herr.New(herr.Unavailable, "the push could not serve %d webhook destinations; retry", rep.Errors)
-	}
-	return &rep, ctx.Err()
-}
-
-func (r *PushReport) add(o PushReport) {
-	r.Destinations += o.Destinations
-	r.Delivered += o.Delivered
-	r.Events += o.Events
-	r.Failed += o.Failed
-	r.Disabled += o.Disabled
-	r.Errors += o.Errors
-}
-
-// pushDestination drains one destination with Concurrency workers.
-func (s *Service) pushDestination(ctx context.Context, c *leasestore.Consumer, until time.Time) PushReport {
-	w, err := s.cfg.Store.GetWebhook(ctx, c.ID)
-	switch {
-	case herr.CodeOf(err) == herr.NotFound:
-		return PushReport{} // being created or deleted
-	case err != nil:
-		s.cfg.Logger.WarnContext(ctx, "webhook push: read failed", "destination", c.ID, "err", err)
-		return PushReport{Errors: 1}
-	case w.Disabled != "":
-		return PushReport{}
-	}
-	rep := PushReport{Destinations: 1}
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-		// halt stops every worker of the destination from taking more
-		// once one finds it disabled or failing to be read. A worker that
-		// finds it caught up stops alone: the others' deliveries under
-		// way must finish, on the run's context, not be cut off.
-		halt atomic.Bool
-	)
-	for range s.cfg.Webhooks.Concurrency {
-		worker := "herald-webhook-" + uuid.NewString()
-		wg.Go(func() {
-			for ctx.Err() == nil && !halt.Load() && (until.IsZero() || time.Now().Before(until)) {
-				r, more := s.pushOne(ctx, c, w, worker)
-				mu.Lock()
-				rep.add(r)
-				mu.Unlock()
-				if r.Disabled > 0 || r.Errors > 0 {
-					halt.Store(true)
-				}
-				if !more {
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return rep
-}
-
-// pushOne takes one lease of c's events and delivers it. more is false
-// when the destination is caught up or must not be pushed to now.
-func (s *Service) pushOne(ctx context.Context, c *leasestore.Consumer, w *leasestore.Webhook, worker string) (rep PushReport, more bool) {
-	timeout := w.Timeout
-	if timeout <= 0 {
-		timeout = DefaultWebhookTimeout
-	}
-	l, err := s.cfg.Store.Pull(ctx, leasestore.PullParams{
-		Consumer: c.ID, Worker: worker, Limit: max(w.MaxBatch, 1),
-		// The lease outlives the attempt, so nobody else takes it
-		// while it is being delivered.
-		Visibility: min(2*timeout+5*time.Second, MaxVisibility),
-		SourceFor: func(ci leasestore.ConsumerIdentity) (leasestore.Source, error) {
-			if ci.Type != leasestore.TypeWebhook {
-				return nil, herr.New(herr.Malformed, "the event destination is not a webhook")
-			}
-			return &brokerSource{svc: s, broker: s.cfg.Broker, sub: ci.Subscription, groups: ci.Filters, wait: s.cfg.ReceiveWait}, nil
-		},
-	})
-	var full *leasestore.WindowFullError
-	switch {
-	case l == nil && err == nil:
-		return rep, false // caught up
-	case errors.As(err, &full), herr.CodeOf(err) == herr.FailedPrecondition, herr.CodeOf(err) == herr.NotFound:
-		return rep, false // window full of waiting retries, paused, deleted
-	case ctx.Err() != nil:
-		return rep, false
-	case err != nil:
-		s.cfg.Logger.WarnContext(ctx, "webhook push: pull failed", "destination", c.ID, "err", err)
-		return PushReport{Errors: 1}, false
-	}
-	out := s.deliver(ctx, w, l, timeout)
-	ack := leasestore.AckParams{Consumer: c.ID, LeaseID: l.ID, Generation: l.Generation, Status: leasestore.StatusOK, Type: leasestore.TypeWebhook}
-	more = true
-	switch {
-	case out.ok:
-		rep.Delivered, rep.Events = 1, len(l.Events)
-	case out.gone:
-		rep.Failed, rep.Disabled = 1, 1
-		ack.Status, ack.RetryAfter = leasestore.StatusFailed, new(time.Duration)
-		more = false
-		if _, err := s.cfg.Store.UpdateWebhook(context.WithoutCancel(ctx), c.ID, func(w *leasestore.Webhook) error {
-			w.Disabled = "the endpoint answered 410 Gone"
-			return nil
-		}); err != nil && herr.CodeOf(err) != herr.NotFound {
-			s.cfg.Logger.WarnContext(ctx, "webhook push: disable failed", "destination", c.ID, "err", err)
-		}
-	default:
-		rep.Failed = 1
-		ack.Status = leasestore.StatusFailed
-		ack.RetryAfter = s.retryAfter(c, l.Attempt, out.retryAfter)
-	}
-	// The outcome is settled even when the run's context ended: the
-	// attempt was made, and dropping its outcome would only redeliver it.
-	if _, err := s.cfg.Store.Acknowledge(context.WithoutCancel(ctx), ack); err != nil {
-		s.cfg.Logger.WarnContext(ctx, "webhook push: acknowledge failed", "destination", c.ID, "err", err)
-		return PushReport{Errors: 1}, false
-	}
-	if !out.ok {
-		s.cfg.Logger.InfoContext(ctx, "webhook delivery failed", "destination", c.ID, "attempt", l.Attempt, "status", out.status, "err", out.err)
-	}
-	return rep, more
-}
-
 // retryAfter is the wait before a failed delivery's next attempt: the
 // receiver's Retry-After (429, 503) when it gave one, else the
 // destination's retry policy (nil: the store applies it), else the
@@ -494,32 +473,47 @@ type attemptOutcome struct {
 	status     int
 	retryAfter time.Duration
 	err        error
+	// id is the delivery's webhook-id; at when the attempt started (on
+	// Config.Now), latency how long it took (wall clock), head the first
+	// bytes of the answer's body (the attempt log's).
+	id      string
+	at      time.Time
+	latency time.Duration
+	head    []byte
 }
 
 // deliver POSTs lease l to w's URL, signed, and reads the answer's
 // status.
 func (s *Service) deliver(ctx context.Context, w *leasestore.Webhook, l *leasestore.Lease, timeout time.Duration) attemptOutcome {
 	body, id, ctype := webhookBody(l)
+	start := time.Now()
+	out := attemptOutcome{id: id, at: s.cfg.Now()}
+	failed := func(err error) attemptOutcome {
+		out.err, out.latency = err, time.Since(start)
+		return out
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
 	if err != nil {
-		return attemptOutcome{err: errors.New("the webhook URL cannot be requested")}
+		return failed(errors.New("the webhook URL cannot be requested"))
 	}
 	secrets, err := signingSecrets(w, s.cfg.Now())
 	if err != nil {
-		return attemptOutcome{err: err}
+		return failed(err)
 	}
 	req.Header.Set("Content-Type", ctype)
 	req.Header.Set("User-Agent", "Herald-Webhooks/1")
 	whsign.Set(req.Header, id, s.cfg.Now(), body, secrets...)
 	res, err := s.webhookClient(timeout).Do(req)
 	if err != nil {
-		return attemptOutcome{err: attemptErr(err)}
+		return failed(attemptErr(err))
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, webhookDrain))
+	out.head, _ = io.ReadAll(io.LimitReader(res.Body, leasestore.MaxWebhookAttemptBody))
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, webhookDrain-int64(len(out.head))))
 	_ = res.Body.Close()
-	out := attemptOutcome{status: res.StatusCode, ok: res.StatusCode >= 200 && res.StatusCode < 300, gone: res.StatusCode == http.StatusGone}
+	out.latency = time.Since(start)
+	out.status, out.ok, out.gone = res.StatusCode, res.StatusCode >= 200 && res.StatusCode < 300, res.StatusCode == http.StatusGone
 	if res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable {
 		out.retryAfter = parseRetryAfter(res.Header.Get("Retry-After"), s.cfg.Now())
 	}

@@ -50,13 +50,18 @@ type receiver struct {
 	got    []received
 	answer func(n int) (status int, header http.Header)
 	hang   chan struct{}
+	now    func() time.Time // the test's clock, for received.at
+	text   string           // the answers' body
+	// inFlight and maxInFlight count the requests being answered.
+	inFlight, maxInFlight int
 }
 
 type received struct {
 	id, contentType string
 	body            []byte
 	signatures      int
-	verifiedBy      []int // indexes into secret
+	verifiedBy      []int     // indexes into secret
+	at              time.Time // on the test's clock
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -81,22 +86,39 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 			rec.verifiedBy = append(rec.verifiedBy, i)
 		}
 	}
+	if r.now != nil {
+		rec.at = r.now()
+	}
 	r.got = append(r.got, rec)
 	n := len(r.got)
 	hang := r.hang
+	r.inFlight++
+	r.maxInFlight = max(r.maxInFlight, r.inFlight)
 	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.inFlight--
+		r.mu.Unlock()
+	}()
 	if hang != nil {
 		select {
 		case <-hang:
 		case <-req.Context().Done():
 		}
-		return
+		// A hung endpoint never answers: abort the connection rather
+		// than let net/http write an implicit 200 that a client still
+		// reading could take for a success.
+		panic(http.ErrAbortHandler)
 	}
 	status, h := r.answer(n)
 	for k, v := range h {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(status)
+	r.mu.Lock()
+	text := r.text
+	r.mu.Unlock()
+	_, _ = io.WriteString(w, text)
 }
 
 func (r *receiver) received() []received {
@@ -125,22 +147,34 @@ func setupHooks(t *testing.T, allow string, schedule ...time.Duration) *hookBund
 
 func setupHooksN(t *testing.T, allow string, concurrency int, schedule ...time.Duration) *hookBundle {
 	t.Helper()
+	return setupHooksWith(t, allow, func(c *delivery.WebhookConfig, _ *hookClock) {
+		c.Concurrency, c.Schedule = concurrency, schedule
+	})
+}
+
+// setupHooksWith is setupHooks with the webhook configuration that tune
+// makes (it may use the test's clock).
+func setupHooksWith(t *testing.T, allow string, tune func(*delivery.WebhookConfig, *hookClock)) *hookBundle {
+	t.Helper()
 	policy, err := safedial.ParseAllowList(allow)
 	require.NoError(t, err)
 	recv := newReceiver(t)
 	clock := &hookClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	logs := &bytes.Buffer{}
 	var logMu sync.Mutex
-	svc := inmem.New(t, inmem.Options{AckDeadline: time.Hour, Config: delivery.Config{
-		Now:    clock.Now,
-		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, logs}, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Webhooks: delivery.WebhookConfig{
-			Policy: policy, Schedule: schedule, Concurrency: concurrency,
-			Transport: func(tr *http.Transport) {
-				tr.TLSClientConfig = recv.srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
-				tr.TLSClientConfig.ServerName = "example.com"
-			},
+	recv.now = clock.Now
+	hooks := delivery.WebhookConfig{
+		Policy: policy,
+		Transport: func(tr *http.Transport) {
+			tr.TLSClientConfig = recv.srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+			tr.TLSClientConfig.ServerName = "example.com"
 		},
+	}
+	tune(&hooks, clock)
+	svc := inmem.New(t, inmem.Options{AckDeadline: time.Hour, Config: delivery.Config{
+		Now:      clock.Now,
+		Logger:   slog.New(slog.NewTextHandler(lockedWriter{&logMu, logs}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Webhooks: hooks,
 	}})
 	return &hookBundle{svc: svc, clock: clock, recv: recv, logs: logs}
 }

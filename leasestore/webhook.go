@@ -3,6 +3,7 @@ package leasestore
 import (
 	"context"
 	"encoding/base64"
+	"math"
 	"time"
 
 	"gocloud.dev/gcerrors"
@@ -50,6 +51,18 @@ type Webhook struct {
 	// Disabled, when set, is why pushes stopped (the endpoint answered
 	// 410 Gone); "" while pushes go on.
 	Disabled string
+	// Ordered asks for one delivery in flight at a time, in sequence.
+	Ordered bool
+	// RateLimit is the most deliveries per second; 0 is no limit. Kept to
+	// a thousandth (stored as deliveries per 1,000 s).
+	RateLimit float64
+	// Failures counts the endpoint's consecutive failed attempts, the
+	// circuit breaker's count, shared by every dispatcher; a success
+	// resets it.
+	Failures int
+	// OpenedAt is when the circuit breaker last opened or let a probe
+	// through (half-open); zero while it is closed.
+	OpenedAt time.Time
 
 	revision any
 }
@@ -71,6 +84,10 @@ type webhookDoc struct {
 	TimeoutMs int64    `docstore:"timeout_ms"`
 	MaxBatch  int64    `docstore:"max_batch"`
 	Disabled  string   `docstore:"disabled"`
+	Ordered   bool     `docstore:"ordered"`
+	RateMilli int64    `docstore:"rate_milli"` // deliveries per 1,000 s
+	Failures  int64    `docstore:"failures"`
+	OpenedMs  int64    `docstore:"opened_ms"` // Unix ms; 0 = closed
 
 	DocstoreRevision any
 }
@@ -92,8 +109,8 @@ func (w *Webhook) validate() error {
 		return herr.New(herr.InvalidArgument, "url must be 1 to %d bytes long", MaxWebhookURLLength)
 	case len(w.Secrets) == 0 || len(w.Secrets) > MaxWebhookSecrets:
 		return herr.New(herr.InvalidArgument, "a webhook holds 1 to %d signing secrets", MaxWebhookSecrets)
-	case w.Timeout < 0 || w.MaxBatch < 0:
-		return herr.New(herr.InvalidArgument, "a webhook's timeout and max_batch must not be negative")
+	case w.Timeout < 0 || w.MaxBatch < 0 || w.RateLimit < 0 || w.Failures < 0:
+		return herr.New(herr.InvalidArgument, "a webhook's timeout, max_batch, rate limit and failure count must not be negative")
 	}
 	for _, s := range w.Secrets {
 		if s.Secret == "" {
@@ -107,7 +124,11 @@ func (w *Webhook) doc() *webhookDoc {
 	d := &webhookDoc{
 		Key: webhookKey(w.Consumer), Kind: kindWebhook, Consumer: w.Consumer, URL: w.URL,
 		TimeoutMs: w.Timeout.Milliseconds(), MaxBatch: int64(w.MaxBatch), Disabled: w.Disabled,
+		Ordered: w.Ordered, RateMilli: int64(math.Round(w.RateLimit * 1000)), Failures: int64(w.Failures),
 		DocstoreRevision: w.revision,
+	}
+	if !w.OpenedAt.IsZero() {
+		d.OpenedMs = w.OpenedAt.UnixMilli()
 	}
 	for _, s := range w.Secrets {
 		var ms int64
@@ -124,6 +145,10 @@ func (d *webhookDoc) view() *Webhook {
 	w := &Webhook{
 		Consumer: d.Consumer, URL: d.URL, Timeout: time.Duration(d.TimeoutMs) * time.Millisecond,
 		MaxBatch: int(d.MaxBatch), Disabled: d.Disabled, revision: d.DocstoreRevision,
+		Ordered: d.Ordered, RateLimit: float64(d.RateMilli) / 1000, Failures: int(d.Failures),
+	}
+	if d.OpenedMs != 0 {
+		w.OpenedAt = time.UnixMilli(d.OpenedMs).UTC()
 	}
 	for i, s := range d.Secrets {
 		ws := WebhookSecret{Secret: s}
@@ -205,14 +230,14 @@ func (s *Store) UpdateWebhook(ctx context.Context, consumer string, change func(
 	return out, err
 }
 
-// DeleteWebhook removes consumer's webhook record; a missing one is no
-// error (deleting a consumer deletes its record after the consumer, and
-// a retry must succeed).
+// DeleteWebhook removes consumer's webhook record and its attempt log; a
+// missing one is no error (deleting a consumer deletes its record after
+// the consumer, and a retry must succeed).
 func (s *Store) DeleteWebhook(ctx context.Context, consumer string) error {
 	if err := s.coll.Delete(ctx, &webhookDoc{Key: webhookKey(consumer)}); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 		return storeErr(err)
 	}
-	return nil
+	return s.deleteWebhookAttempts(ctx, consumer)
 }
 
 // ListWebhooks returns every webhook record of the collection, in no

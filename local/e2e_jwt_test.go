@@ -203,6 +203,7 @@ func TestJWTScopesOnEveryRoute(t *testing.T) {
 		{"POST /v1/event-destinations/{id}/resume", "manage:destinations", "/v1/event-destinations/" + dest + "/resume", "", http.StatusOK},
 		// dest is no webhook: 404 once the scope let the request through.
 		{"POST /v1/event-destinations/{id}/rotate-secret", "manage:destinations", "/v1/event-destinations/" + dest + "/rotate-secret", "", http.StatusNotFound},
+		{"GET /v1/event-destinations/{id}/attempts", "manage:destinations", "/v1/event-destinations/" + dest + "/attempts", "", http.StatusNotFound},
 		{"DELETE /v1/event-destinations/{id}", "manage:destinations", "/v1/event-destinations/" + doomed, "", http.StatusNoContent},
 		{"PATCH /v1/event-destinations/{id}", "manage:destinations", "/v1/event-destinations/" + dest, `{"dead_letter_policy":{"max_delivery_attempts":5}}`, http.StatusOK},
 		{"POST /v1/event-destinations/{id}/pull", "read:events", pullPath(dest, nil), "", http.StatusNoContent},

@@ -449,7 +449,12 @@ func TestOpenAPILive(t *testing.T) {
 		"filter_groups": group("oa.webhook")}, status: 201}).decode(t, &hook)
 	call(request{method: "GET", path: "/v1/event-destinations/" + hook.ID, status: 200})
 	call(request{method: "POST", path: "/v1/event-destinations/" + hook.ID + "/rotate-secret", status: 200})
+	call(request{method: "PATCH", path: "/v1/event-destinations/" + hook.ID, body: map[string]any{"rate_limit": 2.5, "ordered": true, "timeout": 10,
+		"dead_letter_policy": nil}, status: 200})
+	call(request{method: "PATCH", path: "/v1/event-destinations/" + hook.ID, body: map[string]any{"url": "https://169.254.169.254/"}, status: 422})
+	call(request{method: "GET", path: "/v1/event-destinations/" + hook.ID + "/attempts", status: 200})
 	call(request{method: "DELETE", path: "/v1/event-destinations/" + hook.ID, status: 204})
+	call(request{method: "GET", path: "/v1/event-destinations/" + hook.ID + "/attempts", status: 404})
 	call(request{method: "POST", path: "/v1/event-destinations/" + hook.ID + "/rotate-secret", status: 404})
 	call(request{method: "GET", path: destPath, status: 200})
 	call(request{method: "PATCH", path: destPath, body: map[string]any{"retry_policy": nil}, status: 200})

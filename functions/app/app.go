@@ -159,7 +159,8 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 	a.svc = delivery.New(delivery.Config{
 		Broker: a.broker, Store: store, Source: cfg.Source, ReceiveWait: cfg.ReceiveWait,
 		ClaimRetention: cfg.ClaimRetention, PublishTimeout: cfg.PublishTimeout, IdempotencyWindow: cfg.IdempotencyWindow,
-		Webhooks: delivery.WebhookConfig{Policy: cfg.WebhookAllow, Concurrency: cfg.WebhookConcurrency},
+		Webhooks: delivery.WebhookConfig{Policy: cfg.WebhookAllow, Concurrency: cfg.WebhookConcurrency,
+			BreakerThreshold: cfg.WebhookBreakerThreshold, BreakerCooldown: cfg.WebhookBreakerCooldown},
 		Streams: delivery.StreamConfig{
 			ReconnectGrace: cfg.ReconnectGrace, IdleWindow: cfg.QueueIdleWindow,
 			KeepAlive: cfg.SSEKeepAlive, AutoAckDelay: cfg.SSEAckDelay, AutoAckAtOnce: cfg.SSEAckDelay == 0, SessionTTL: opts.SessionTTL,

@@ -42,6 +42,12 @@ type Config struct {
 	// WebhookConcurrency is HERALD_WEBHOOK_CONCURRENCY: deliveries in
 	// flight per webhook destination.
 	WebhookConcurrency int
+	// WebhookBreakerThreshold is HERALD_WEBHOOK_BREAKER_THRESHOLD: the
+	// consecutive failures that open an endpoint's circuit breaker.
+	WebhookBreakerThreshold int
+	// WebhookBreakerCooldown is HERALD_WEBHOOK_BREAKER_COOLDOWN: how long
+	// an open breaker makes no attempt before one probe.
+	WebhookBreakerCooldown time.Duration
 	// CORSOrigins is HERALD_CORS_ORIGINS: the browser origins allowed
 	// (nil for none; "*" for any).
 	CORSOrigins []string

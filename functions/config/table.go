@@ -90,6 +90,10 @@ const (
 	// delivery (docs/webhooks.md).
 	EnvWebhookAllow       = "HERALD_WEBHOOK_ALLOW"
 	EnvWebhookConcurrency = "HERALD_WEBHOOK_CONCURRENCY"
+	// EnvWebhookBreakerThreshold and EnvWebhookBreakerCooldown tune the
+	// circuit breaker of each webhook endpoint (docs/webhooks.md).
+	EnvWebhookBreakerThreshold = "HERALD_WEBHOOK_BREAKER_THRESHOLD"
+	EnvWebhookBreakerCooldown  = "HERALD_WEBHOOK_BREAKER_COOLDOWN"
 )
 
 // The standard OpenTelemetry variables every entrypoint honours. Package
@@ -381,9 +385,17 @@ var vars = []Var{
 		Meaning:  "webhook endpoints opened past the address policy: comma-separated CIDR prefixes, addresses and host names (`127.0.0.1/32,localhost`) a webhook may reach although they are loopback, private or link-local, and over http; default none: public https endpoints only (see webhooks.md)",
 		profiles: allProfiles, uses: usesWebhooks},
 	{Name: EnvWebhookConcurrency, LocalDefault: strconv.Itoa(delivery.DefaultWebhookConcurrency), CloudDefault: strconv.Itoa(delivery.DefaultWebhookConcurrency), Unit: "deliveries",
-		Meaning:  "deliveries in flight per webhook destination during a push; 1 keeps each destination's deliveries in order (1–100)",
+		Meaning:  "deliveries in flight per webhook destination during a push; a destination created with ordered: true has one (1–100)",
 		profiles: allProfiles, uses: usesJobs,
 		field: count("WebhookConcurrency", func(c *Config) *int { return &c.WebhookConcurrency }, 1, 100)},
+	{Name: EnvWebhookBreakerThreshold, LocalDefault: strconv.Itoa(delivery.DefaultBreakerThreshold), CloudDefault: strconv.Itoa(delivery.DefaultBreakerThreshold), Unit: "attempts",
+		Meaning:  "consecutive failed attempts that open a webhook endpoint's circuit breaker (1–100)",
+		profiles: allProfiles, uses: usesJobs,
+		field: count("WebhookBreakerThreshold", func(c *Config) *int { return &c.WebhookBreakerThreshold }, 1, 100)},
+	{Name: EnvWebhookBreakerCooldown, LocalDefault: FormatDuration(delivery.DefaultBreakerCooldown), CloudDefault: FormatDuration(delivery.DefaultBreakerCooldown), Unit: "Go duration",
+		Meaning:  "how long an open circuit breaker makes no attempt before it lets one probe through (1s–24h)",
+		profiles: allProfiles, uses: usesJobs,
+		field: duration("WebhookBreakerCooldown", func(c *Config) *time.Duration { return &c.WebhookBreakerCooldown }, time.Second, 24*time.Hour)},
 	{Name: EnvDeliveryLimit, LocalDefault: strconv.Itoa(DefaultDeliveryLimit), CloudDefault: strconv.Itoa(DefaultDeliveryLimit), Unit: "deliveries",
 		Meaning:  "an event whose lifetime delivery count would pass this is moved to the dead-letter queue instead of delivered again (1–1000)",
 		profiles: allProfiles, uses: usesStore,

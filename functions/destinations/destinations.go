@@ -7,16 +7,23 @@
 //	DELETE /v1/event-destinations/{id}         → 204
 //	POST   /v1/event-destinations/{id}/pause   → 200 Destination
 //	POST   /v1/event-destinations/{id}/resume  → 200 Destination
-//	PATCH  /v1/event-destinations/{id}         {"retry_policy"?, "dead_letter_policy"?} → 200 Destination
+//	PATCH  /v1/event-destinations/{id}         {"retry_policy"?, "dead_letter_policy"?, webhook members?} → 200 Destination
 //	POST   /v1/event-destinations/{id}/rotate-secret  → 200 {"secret":"whsec_…"} (webhooks)
+//	GET    /v1/event-destinations/{id}/attempts       → 200 {"attempts":[Attempt]} (webhooks)
 //
 // A WEBHOOK destination is created with {"type":"WEBHOOK","url":"https://…",
-// "timeout"?: seconds 1–60 (15), "max_batch"?: 1–100 (1), "filter_groups"?, the
-// policies?}; its 201 answer carries "webhook" {url, timeout, max_batch,
-// disabled} and "secret", the signing secret, which no later answer shows
-// again (rotate-secret issues a new one, and the old one keeps signing
-// for 24 hours). A URL the address policy refuses is 422
-// (docs/webhooks.md). url, timeout and max_batch on another type are 400.
+// "timeout"?: seconds 1–60 (15), "max_batch"?: 1–100 (1), "rate_limit"?:
+// deliveries per second 0.001–1000 (none), "ordered"?: bool (false),
+// "filter_groups"?, the policies?}; its 201 answer carries "webhook" {url,
+// timeout, max_batch, rate_limit, ordered, consecutive_failures,
+// circuit_opened_at, disabled} and "secret", the signing secret, which no
+// later answer shows again (rotate-secret issues a new one, and the old
+// one keeps signing for 24 hours). A PATCH changes the same webhook
+// members (absent: unchanged; "rate_limit": null removes the limit); a
+// new url closes the circuit breaker and clears a 410's disabling. A URL
+// the address policy refuses, or a member out of range, is 422, and
+// nothing is changed (docs/webhooks.md). The webhook members on another
+// type are 400.
 //
 // Create and PATCH take the delivery policies (delivery.PolicyFields):
 // retry_policy {"minimum_backoff", "maximum_backoff"} in seconds and
@@ -31,12 +38,15 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/heraldevents/herald/auth"
 	"github.com/heraldevents/herald/cloudevent"
 	"github.com/heraldevents/herald/delivery"
 	"github.com/heraldevents/herald/filter"
 	"github.com/heraldevents/herald/functions/httpx"
 	"github.com/heraldevents/herald/herr"
+	"github.com/heraldevents/herald/internal/strictjson"
 	"github.com/heraldevents/herald/leasestore"
 )
 
@@ -108,13 +118,32 @@ type WebhookView struct {
 	URL      string `json:"url"`
 	Timeout  int64  `json:"timeout"`
 	MaxBatch int    `json:"max_batch"`
+	// RateLimit is the most deliveries per second; absent when there is
+	// no limit.
+	RateLimit float64 `json:"rate_limit,omitempty"`
+	// Ordered: one delivery in flight at a time, in sequence.
+	Ordered bool `json:"ordered"`
+	// ConsecutiveFailures counts the endpoint's failed attempts since its
+	// last success (the circuit breaker's count).
+	ConsecutiveFailures int `json:"consecutive_failures"`
+	// CircuitOpenedAt is when the circuit breaker opened; absent while
+	// it is closed.
+	CircuitOpenedAt *time.Time `json:"circuit_opened_at,omitempty"`
 	// Disabled says why pushes stopped (the endpoint answered 410 Gone);
 	// absent while they go on. Resume enables the destination again.
 	Disabled string `json:"disabled,omitempty"`
 }
 
 func webhookView(w *leasestore.Webhook) *WebhookView {
-	return &WebhookView{URL: w.URL, Timeout: int64(w.Timeout / time.Second), MaxBatch: max(w.MaxBatch, 1), Disabled: w.Disabled}
+	v := &WebhookView{
+		URL: w.URL, Timeout: int64(w.Timeout / time.Second), MaxBatch: max(w.MaxBatch, 1), Disabled: w.Disabled,
+		RateLimit: w.RateLimit, Ordered: w.Ordered, ConsecutiveFailures: w.Failures,
+	}
+	if !w.OpenedAt.IsZero() {
+		t := w.OpenedAt.UTC()
+		v.CircuitOpenedAt = &t
+	}
+	return v
 }
 
 // FromConsumer converts a stored consumer.
@@ -163,13 +192,83 @@ func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) Update(w http.ResponseWriter, r *http.Request) { httpx.Endpoint(h.update)(w, r) }
 
 func (h *Handler) update(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
-	return destination(pathID(r, func(id string) (*leasestore.Consumer, error) {
-		req, err := httpx.Decode[delivery.PolicyFields](r, maxBody)
+	var wh *leasestore.Webhook
+	c, err := pathID(r, func(id string) (*leasestore.Consumer, error) {
+		req, err := httpx.Decode[patchRequest](r, maxBody)
 		if err != nil {
 			return nil, err
 		}
-		return h.Service.UpdateDestination(r.Context(), p, id, req)
-	}))
+		ch, err := req.changes()
+		if err != nil {
+			return nil, err
+		}
+		c, w, err := h.Service.UpdateWebhookDestination(r.Context(), p, id, req.PolicyFields, ch)
+		wh = w
+		return c, err
+	})
+	if err != nil {
+		return httpx.Answer{}, err
+	}
+	out := FromConsumer(c)
+	if wh != nil {
+		out.Webhook = webhookView(wh)
+	}
+	return httpx.Answer{Status: http.StatusOK, Body: out}, nil
+}
+
+// patchRequest is the body of PATCH /v1/event-destinations/{id}: the
+// policies, and for a WEBHOOK its members (absent: unchanged).
+type patchRequest struct {
+	delivery.PolicyFields
+	URL      *string `json:"url"`
+	Timeout  *int64  `json:"timeout"`
+	MaxBatch *int    `json:"max_batch"`
+	// RateLimit is a number of deliveries per second, or null (or 0) to
+	// remove the limit.
+	RateLimit jsontext.Value `json:"rate_limit,omitzero"`
+	Ordered   *bool          `json:"ordered"`
+}
+
+// changes converts the webhook members, checking their shapes (the
+// service checks their ranges).
+func (q *patchRequest) changes() (delivery.WebhookChanges, error) {
+	ch := delivery.WebhookChanges{URL: q.URL, MaxBatch: q.MaxBatch, Ordered: q.Ordered}
+	if q.Timeout != nil {
+		if err := checkTimeout(*q.Timeout); err != nil {
+			return ch, err
+		}
+		d := time.Duration(*q.Timeout) * time.Second
+		ch.Timeout = &d
+	}
+	if len(q.RateLimit) > 0 {
+		r, err := rateLimit(q.RateLimit)
+		if err != nil {
+			return ch, err
+		}
+		ch.RateLimit = &r
+	}
+	return ch, nil
+}
+
+// rateLimit reads a rate_limit member: a number, or null for none.
+func rateLimit(v jsontext.Value) (float64, error) {
+	if v.Kind() == 'n' {
+		return 0, nil
+	}
+	var r float64
+	if err := strictjson.Unmarshal(v, &r); err != nil {
+		return 0, herr.New(herr.Malformed, "rate_limit must be a number of deliveries per second, or null")
+	}
+	return r, nil
+}
+
+// checkTimeout checks a timeout in whole seconds before it is converted
+// (a huge one must not overflow into range).
+func checkTimeout(s int64) error {
+	if s < 1 || s > int64(delivery.MaxWebhookTimeout/time.Second) {
+		return herr.New(herr.InvalidArgument, "timeout must be between 1 and %d seconds", int(delivery.MaxWebhookTimeout/time.Second))
+	}
+	return nil
 }
 
 // createRequest is the body of POST /v1/event-destinations.
@@ -177,10 +276,13 @@ type createRequest struct {
 	Type         string        `json:"type"`
 	FilterGroups filter.Groups `json:"filter_groups"`
 	delivery.PolicyFields
-	// URL, Timeout (seconds) and MaxBatch are for WEBHOOK only.
-	URL      *string `json:"url"`
-	Timeout  *int64  `json:"timeout"`
-	MaxBatch *int    `json:"max_batch"`
+	// URL, Timeout (seconds), MaxBatch, RateLimit (deliveries per
+	// second) and Ordered are for WEBHOOK only.
+	URL       *string        `json:"url"`
+	Timeout   *int64         `json:"timeout"`
+	MaxBatch  *int           `json:"max_batch"`
+	RateLimit jsontext.Value `json:"rate_limit,omitzero"`
+	Ordered   *bool          `json:"ordered"`
 }
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
@@ -195,8 +297,8 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p *auth.Princip
 	if req.Type == leasestore.TypeWebhook {
 		return h.createWebhook(w, r, p, req, pol)
 	}
-	if req.URL != nil || req.Timeout != nil || req.MaxBatch != nil {
-		return httpx.Answer{}, herr.New(herr.Malformed, "url, timeout and max_batch are only for destinations of type %s", leasestore.TypeWebhook)
+	if req.URL != nil || req.Timeout != nil || req.MaxBatch != nil || len(req.RateLimit) > 0 || req.Ordered != nil {
+		return httpx.Answer{}, herr.New(herr.Malformed, "url, timeout, max_batch, rate_limit and ordered are only for destinations of type %s", leasestore.TypeWebhook)
 	}
 	c, err := h.Service.CreateDestination(r.Context(), p, delivery.CreateDestinationParams{Type: req.Type, FilterGroups: req.FilterGroups, Policies: pol})
 	if err != nil {
@@ -206,16 +308,21 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p *auth.Princip
 	return httpx.Answer{Status: http.StatusCreated, Body: FromConsumer(c)}, nil
 }
 
-func (h *Handler) createWebhook(w http.ResponseWriter, r *http.Request, p *auth.Principal, req createRequest, pol leasestore.Policies) (httpx.Answer, error) {
+func (h *Handler) createWebhook(w http.ResponseWriter, r *http.Request, p *auth.Principal, req createRequest, pol leasestore.Policies) (_ httpx.Answer, err error) {
 	if req.URL == nil {
 		return httpx.Answer{}, herr.New(herr.Malformed, "a %s destination needs a url", leasestore.TypeWebhook)
 	}
-	d := delivery.CreateWebhookParams{URL: *req.URL, FilterGroups: req.FilterGroups, Policies: pol}
+	d := delivery.CreateWebhookParams{URL: *req.URL, FilterGroups: req.FilterGroups, Policies: pol, Ordered: req.Ordered != nil && *req.Ordered}
 	if req.Timeout != nil {
-		if *req.Timeout < 1 || *req.Timeout > int64(delivery.MaxWebhookTimeout/time.Second) {
-			return httpx.Answer{}, herr.New(herr.InvalidArgument, "timeout must be between 1 and %d seconds", int(delivery.MaxWebhookTimeout/time.Second))
+		if err := checkTimeout(*req.Timeout); err != nil {
+			return httpx.Answer{}, err
 		}
 		d.Timeout = time.Duration(*req.Timeout) * time.Second
+	}
+	if len(req.RateLimit) > 0 {
+		if d.RateLimit, err = rateLimit(req.RateLimit); err != nil {
+			return httpx.Answer{}, err
+		}
 	}
 	if req.MaxBatch != nil {
 		if *req.MaxBatch < 1 {
@@ -370,4 +477,45 @@ func destination(c *leasestore.Consumer, err error) (httpx.Answer, error) {
 		return httpx.Answer{}, err
 	}
 	return httpx.Answer{Status: http.StatusOK, Body: FromConsumer(c)}, nil
+}
+
+// AttemptView is the REST shape of one delivery attempt of a webhook
+// (leasestore.WebhookAttempt).
+type AttemptView struct {
+	At        time.Time `json:"at"`
+	WebhookID string    `json:"webhook_id"`
+	// Attempt is the delivery's attempt number, 1 for the first.
+	Attempt int64 `json:"attempt"`
+	Events  int   `json:"events"`
+	// Status is the answer's HTTP status; absent when there was none.
+	Status    int   `json:"status,omitempty"`
+	LatencyMs int64 `json:"latency_ms"`
+	// ResponseBody is the answer body's first 1,024 bytes.
+	ResponseBody string `json:"response_body,omitempty"`
+	// Error says why an attempt without an answer failed.
+	Error string `json:"error,omitempty"`
+}
+
+// Attempts serves GET /v1/event-destinations/{id}/attempts: a webhook's
+// recent delivery attempts, newest first (delivery.Service.WebhookAttempts).
+func (h *Handler) Attempts(w http.ResponseWriter, r *http.Request) { httpx.Endpoint(h.attempts)(w, r) }
+
+func (h *Handler) attempts(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (httpx.Answer, error) {
+	var as []leasestore.WebhookAttempt
+	_, err := pathID(r, func(id string) (*leasestore.Consumer, error) {
+		var err error
+		as, err = h.Service.WebhookAttempts(r.Context(), p, id)
+		return nil, err
+	})
+	if err != nil {
+		return httpx.Answer{}, err
+	}
+	out := make([]AttemptView, len(as))
+	for i, a := range as {
+		out[i] = AttemptView{
+			At: a.At.UTC(), WebhookID: a.WebhookID, Attempt: a.Attempt, Events: a.Events, Status: a.Status,
+			LatencyMs: a.Latency.Milliseconds(), ResponseBody: a.Body, Error: a.Error,
+		}
+	}
+	return httpx.Answer{Status: http.StatusOK, Body: map[string][]AttemptView{"attempts": out}}, nil
 }

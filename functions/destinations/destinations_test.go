@@ -37,6 +37,8 @@ func handler(t *testing.T) func(method, target, token, body string) answer {
 		"POST /v1/event-destinations/{id}/pause":         h.Pause,
 		"POST /v1/event-destinations/{id}/resume":        h.Resume,
 		"POST /v1/event-destinations/{id}/rotate-secret": h.RotateSecret,
+		"PATCH /v1/event-destinations/{id}":              h.Update,
+		"GET /v1/event-destinations/{id}/attempts":       h.Attempts,
 	} {
 		mux.Handle(pattern, fn)
 	}
@@ -141,7 +143,7 @@ func TestWebhookDestination(t *testing.T) {
 	secret, _ := a.body["secret"].(string)
 	require.True(t, strings.HasPrefix(secret, "whsec_"), a.body)
 	require.Equal(t, "WEBHOOK", a.body["type"])
-	require.Equal(t, map[string]any{"url": "https://hooks.example.com/in?k=v", "timeout": 5.0, "max_batch": 20.0}, a.body["webhook"])
+	require.Equal(t, map[string]any{"url": "https://hooks.example.com/in?k=v", "timeout": 5.0, "max_batch": 20.0, "ordered": false, "consecutive_failures": 0.0}, a.body["webhook"])
 	id := a.body["id"].(string)
 
 	g := do("GET", "/v1/event-destinations/"+id, "admin", "")
@@ -167,4 +169,100 @@ func TestWebhookDestination(t *testing.T) {
 	dc := do("POST", "/v1/event-destinations", "admin", `{"type":"DURABLE_CONSUMER"}`)
 	require.Equal(t, http.StatusNotFound, do("POST", "/v1/event-destinations/"+dc.body["id"].(string)+"/rotate-secret", "admin", "").code)
 	require.Equal(t, http.StatusForbidden, do("POST", "/v1/event-destinations/"+id+"/rotate-secret", "reader", "").code)
+}
+
+// TestWebhookPatch: PATCH changes a webhook's url, timeout, max_batch,
+// rate_limit and ordering, and its policies, in one request; get shows
+// the result. A bad member is refused with nothing changed, even when
+// other members of the request are good: a refused url or a value out of
+// range 422, a member of the wrong shape 400, webhook members on a
+// durable consumer 400, an unknown id 404, a pull-only principal 403.
+func TestWebhookPatch(t *testing.T) {
+	t.Parallel()
+	do := handler(t)
+	a := do("POST", "/v1/event-destinations", "admin", `{"type":"WEBHOOK","url":"https://hooks.example.com/a","rate_limit":5}`)
+	require.Equal(t, http.StatusCreated, a.code, a.body)
+	id := a.body["id"].(string)
+	require.Equal(t, 5.0, a.body["webhook"].(map[string]any)["rate_limit"])
+	require.Equal(t, 8.0, a.body["dead_letter_policy"].(map[string]any)["max_delivery_attempts"], "the schedule's 8 attempts")
+	path := "/v1/event-destinations/" + id
+
+	p := do("PATCH", path, "admin", `{"url":"https://hooks.example.com/b","timeout":30,"max_batch":50,"rate_limit":0.5,"ordered":true,"dead_letter_policy":{"max_delivery_attempts":3}}`)
+	require.Equal(t, http.StatusOK, p.code, p.body)
+	want := map[string]any{"url": "https://hooks.example.com/b", "timeout": 30.0, "max_batch": 50.0, "rate_limit": 0.5, "ordered": true, "consecutive_failures": 0.0}
+	require.Equal(t, want, p.body["webhook"])
+	require.Equal(t, 3.0, p.body["dead_letter_policy"].(map[string]any)["max_delivery_attempts"])
+	g := do("GET", path, "admin", "")
+	require.Equal(t, want, g.body["webhook"])
+	require.NotContains(t, g.body, "secret")
+
+	for body, code := range map[string]int{
+		`{"url":"https://169.254.169.254/latest","timeout":10}`: http.StatusUnprocessableEntity,
+		`{"url":"http://hooks.example.com/c"}`:                  http.StatusUnprocessableEntity,
+		`{"url":"https://user:pw@hooks.example.com/"}`:          http.StatusUnprocessableEntity,
+		`{"timeout":0}`:                     http.StatusUnprocessableEntity,
+		`{"timeout":61,"ordered":false}`:    http.StatusUnprocessableEntity,
+		`{"timeout":9223372036854775807}`:   http.StatusUnprocessableEntity,
+		`{"max_batch":101}`:                 http.StatusUnprocessableEntity,
+		`{"max_batch":0}`:                   http.StatusUnprocessableEntity,
+		`{"rate_limit":-1}`:                 http.StatusUnprocessableEntity,
+		`{"rate_limit":1001}`:               http.StatusUnprocessableEntity,
+		`{"rate_limit":0.0001}`:             http.StatusUnprocessableEntity,
+		`{"rate_limit":"fast"}`:             http.StatusBadRequest,
+		`{"ordered":"yes"}`:                 http.StatusBadRequest,
+		`{"url":7}`:                         http.StatusBadRequest,
+		`{"secret":"whsec_x"}`:              http.StatusBadRequest,
+		`{"ack_timeout":5,"ordered":false}`: http.StatusBadRequest,
+		`{"dead_letter_policy":{"max_delivery_attempts":0},"ordered":false}`: http.StatusUnprocessableEntity,
+	} {
+		r := do("PATCH", path, "admin", body)
+		require.Equal(t, code, r.code, "%s: %v", body, r.body)
+		g := do("GET", path, "admin", "")
+		require.Equal(t, want, g.body["webhook"], "%s changed nothing", body)
+		require.Equal(t, 3.0, g.body["dead_letter_policy"].(map[string]any)["max_delivery_attempts"], body)
+	}
+
+	// null removes the rate limit and the dead-letter policy, which for a
+	// webhook falls back to the schedule's 8 attempts.
+	p = do("PATCH", path, "admin", `{"rate_limit":null,"dead_letter_policy":null}`)
+	require.Equal(t, http.StatusOK, p.code, p.body)
+	require.NotContains(t, p.body["webhook"], "rate_limit")
+	require.Equal(t, 8.0, p.body["dead_letter_policy"].(map[string]any)["max_delivery_attempts"])
+	// An empty PATCH changes nothing and answers the destination.
+	p = do("PATCH", path, "admin", `{}`)
+	require.Equal(t, http.StatusOK, p.code, p.body)
+	require.Equal(t, "https://hooks.example.com/b", p.body["webhook"].(map[string]any)["url"])
+
+	dc := do("POST", "/v1/event-destinations", "admin", `{"type":"DURABLE_CONSUMER"}`)
+	dcPath := "/v1/event-destinations/" + dc.body["id"].(string)
+	for _, body := range []string{`{"url":"https://hooks.example.com/"}`, `{"rate_limit":1}`, `{"ordered":true}`, `{"timeout":5}`, `{"max_batch":5}`} {
+		r := do("PATCH", dcPath, "admin", body)
+		require.Equal(t, http.StatusBadRequest, r.code, body)
+		require.Contains(t, r.body["message"], "only for destinations of type WEBHOOK", body)
+	}
+	r := do("PATCH", dcPath, "admin", `{"dead_letter_policy":{"max_delivery_attempts":4}}`)
+	require.Equal(t, http.StatusOK, r.code, r.body)
+	require.NotContains(t, r.body, "webhook")
+	require.Equal(t, http.StatusNotFound, do("PATCH", "/v1/event-destinations/nope", "admin", `{"ordered":true}`).code)
+	require.Equal(t, http.StatusForbidden, do("PATCH", path, "reader", `{"ordered":false}`).code)
+	require.Equal(t, http.StatusBadRequest, do("POST", "/v1/event-destinations", "admin", `{"type":"DURABLE_CONSUMER","ordered":true}`).code)
+}
+
+// TestWebhookAttempts: GET …/attempts answers a webhook's attempt log (an
+// empty list before the first push); a durable consumer or an unknown id
+// is 404, a bad id 400, a pull-only principal 403.
+func TestWebhookAttempts(t *testing.T) {
+	t.Parallel()
+	do := handler(t)
+	a := do("POST", "/v1/event-destinations", "admin", `{"type":"WEBHOOK","url":"https://hooks.example.com/a"}`)
+	require.Equal(t, http.StatusCreated, a.code, a.body)
+	path := "/v1/event-destinations/" + a.body["id"].(string) + "/attempts"
+	g := do("GET", path, "admin", "")
+	require.Equal(t, http.StatusOK, g.code, g.body)
+	require.Equal(t, map[string]any{"attempts": []any{}}, g.body)
+	require.Equal(t, http.StatusForbidden, do("GET", path, "reader", "").code)
+	dc := do("POST", "/v1/event-destinations", "admin", `{"type":"DURABLE_CONSUMER"}`)
+	require.Equal(t, http.StatusNotFound, do("GET", "/v1/event-destinations/"+dc.body["id"].(string)+"/attempts", "admin", "").code)
+	require.Equal(t, http.StatusNotFound, do("GET", "/v1/event-destinations/nope/attempts", "admin", "").code)
+	require.Equal(t, http.StatusBadRequest, do("GET", "/v1/event-destinations/a%00b/attempts", "admin", "").code)
 }

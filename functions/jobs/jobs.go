@@ -2,7 +2,7 @@
 // Lambda schedule and Cloud Scheduler all call the same way:
 //
 //	POST /v1/jobs/lease-expiry      → 200 {"job":"lease-expiry","consumers":3,"requeued_leases":1,"requeued_events":20,"failed":0}
-//	POST /v1/jobs/push-webhooks     → 200 {"job":"push-webhooks","consumers":2,"requeued_leases":0,"requeued_events":0,"failed":0,"delivered":14,"delivered_events":14,"failed_deliveries":1,"disabled_webhooks":0}
+//	POST /v1/jobs/push-webhooks     → 200 {"job":"push-webhooks","consumers":2,"requeued_leases":0,"requeued_events":0,"failed":0,"delivered":14,"delivered_events":14,"failed_deliveries":1,"disabled_webhooks":0,"open_circuits":0}
 //	POST /v1/jobs/reap-idle-queues  → 200 {"job":"reap-idle-queues","consumers":0,"requeued_leases":0,"requeued_events":0,"failed":0,"reaped_queues":2,"reaped_connections":0,"reaped_claims":1,"taken_in":8,"maxlen_dead_letters":3}
 //
 // reap-idle-queues deletes the non-durable queues whose last stream left
@@ -30,8 +30,9 @@
 // ends: consumers counts the destinations pushed to, delivered the
 // deliveries answered 2xx (delivered_events their events),
 // failed_deliveries the attempts that failed and wait for their retry,
-// disabled_webhooks the destinations disabled by a 410 Gone, failed the
-// destinations the run could not serve. The clouds run it every minute
+// disabled_webhooks the destinations disabled by a 410 Gone,
+// open_circuits those skipped or stopped by an open circuit breaker,
+// failed the destinations the run could not serve. The clouds run it every minute
 // and the local adapter continuously (docs/webhooks.md).
 //
 // The HTTP form needs a token with the run:jobs permission (Cloud
@@ -107,12 +108,13 @@ type Result struct {
 	// dead-lettered with reason MAXLEN, the oldest past a queue's maximum
 	// length.
 	MaxLenDeadLetters *int `json:"maxlen_dead_letters,omitempty"`
-	// Delivered, DeliveredEvents, FailedDeliveries and DisabledWebhooks
-	// are set by push-webhooks only (delivery.PushReport).
+	// Delivered, DeliveredEvents, FailedDeliveries, DisabledWebhooks and
+	// OpenCircuits are set by push-webhooks only (delivery.PushReport).
 	Delivered        *int `json:"delivered,omitempty"`
 	DeliveredEvents  *int `json:"delivered_events,omitempty"`
 	FailedDeliveries *int `json:"failed_deliveries,omitempty"`
 	DisabledWebhooks *int `json:"disabled_webhooks,omitempty"`
+	OpenCircuits     *int `json:"open_circuits,omitempty"`
 }
 
 // ConnectionCloser removes the connection records of the API Gateway
@@ -170,6 +172,7 @@ func Run(ctx context.Context, svc *delivery.Service, p *auth.Principal, name str
 		return &Result{
 			Job: name, Consumers: rep.Destinations, Failed: rep.Errors,
 			Delivered: &rep.Delivered, DeliveredEvents: &rep.Events, FailedDeliveries: &rep.Failed, DisabledWebhooks: &rep.Disabled,
+			OpenCircuits: &rep.Open,
 		}, err
 	default:
 		return nil, herr.New(herr.NotFound, "no such job %q (known: %s)", name, strings.Join(Names(), ", "))

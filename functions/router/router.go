@@ -102,6 +102,9 @@ var table = []route{
 	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/rotate-secret", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
 		return http.HandlerFunc((&destinations.Handler{Service: s}).RotateSecret)
 	}},
+	{Route: Route{Method: "GET", Path: "/v1/event-destinations/{id}/attempts", Function: config.Destinations}, handler: func(s *delivery.Service) http.Handler {
+		return http.HandlerFunc((&destinations.Handler{Service: s}).Attempts)
+	}},
 	{Route: Route{Method: "POST", Path: "/v1/event-destinations/{id}/pull", Function: config.Pull}, handler: func(s *delivery.Service) http.Handler {
 		return &pull.Handler{Service: s}
 	}},

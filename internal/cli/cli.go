@@ -275,7 +275,7 @@ Exit codes: 0 ok, 1 error or some items failed, 2 usage, 3 not found,
 	})
 	_ = root.RegisterFlagCompletionFunc("context", a.completeContexts)
 	root.AddCommand(a.serveCmd(), a.versionCmd(), a.publishCmd(), a.consumersCmd(), a.pullCmd(),
-		a.tailCmd(), a.queuesCmd(), a.dlqCmd(), a.contextCmd())
+		a.tailCmd(), a.queuesCmd(), a.dlqCmd(), a.contextCmd(), a.webhooksCmd())
 	return root
 }
 

@@ -63,6 +63,9 @@ type instruments struct {
 	opDuration, processDuration, brokerDuration     metric.Float64Histogram
 	storeDuration                                   metric.Float64Histogram
 	sessions                                        metric.Int64UpDownCounter
+	webhookAttempts                                 metric.Int64Counter
+	webhookDuration                                 metric.Float64Histogram
+	webhookFailures                                 metric.Int64Gauge
 }
 
 // newInstruments creates the instruments on m. Errors only report
@@ -96,6 +99,12 @@ func newInstruments(m metric.Meter) *instruments {
 		metric.WithDescription("Dead letters acted on, by action (REPLAY, DISCARD, LEAVE) and outcome."))
 	in.sessions, _ = m.Int64UpDownCounter("herald.stream.sessions", metric.WithUnit("{session}"),
 		metric.WithDescription("Open stream sessions, by transport and queue kind."))
+	in.webhookAttempts, _ = m.Int64Counter("herald.webhook.attempts", metric.WithUnit("{attempt}"),
+		metric.WithDescription("Webhook delivery attempts, by destination and outcome (ok, failed, gone); the ok ones are the successes."))
+	in.webhookDuration, _ = m.Float64Histogram("herald.webhook.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of webhook delivery attempts, to the end of the answer read, by destination and outcome."))
+	in.webhookFailures, _ = m.Int64Gauge("herald.webhook.consecutive_failures", metric.WithUnit("{attempt}"),
+		metric.WithDescription("A webhook destination's failed attempts since its last success (its circuit breaker opens at 5)."))
 	return in
 }
 

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -225,4 +226,56 @@ func TestConsumerGaugesOffRegistersNothing(t *testing.T) {
 	}, GaugeOptions{})
 	require.NoError(t, err)
 	require.NoError(t, unregister())
+}
+
+// TestWebhookMetrics: attempts count by destination and outcome, their
+// latency is in the histogram, and the consecutive-failure gauge holds
+// the last value recorded per destination; past maxWebhookSeries
+// destinations the rest share "_other".
+func TestWebhookMetrics(t *testing.T) {
+	r, _ := manual(t)
+	ctx := context.Background()
+	WebhookAttempted(ctx, "wh-a", WebhookFailed, 2*time.Second)
+	WebhookAttempted(ctx, "wh-a", WebhookOK, time.Second)
+	WebhookAttempted(ctx, "wh-a", WebhookOK, time.Second)
+	WebhookAttempted(ctx, "wh-b", WebhookGone, 0)
+	WebhookConsecutiveFailures(ctx, "wh-a", 3)
+	WebhookConsecutiveFailures(ctx, "wh-a", 0)
+	WebhookConsecutiveFailures(ctx, "wh-b", 1)
+
+	sum := collect(t, r, "herald.webhook.attempts").(metricdata.Sum[int64])
+	got := map[string]int64{}
+	for _, dp := range sum.DataPoints {
+		a := attrsOf(dp.Attributes)
+		got[a[attrConsumer]+"/"+a[attrOutcome]] = dp.Value
+	}
+	require.Equal(t, map[string]int64{"wh-a/failed": 1, "wh-a/ok": 2, "wh-b/gone": 1}, got)
+
+	h := collect(t, r, "herald.webhook.duration").(metricdata.Histogram[float64])
+	secs := map[string]float64{}
+	for _, dp := range h.DataPoints {
+		a := attrsOf(dp.Attributes)
+		secs[a[attrConsumer]+"/"+a[attrOutcome]] = dp.Sum
+	}
+	require.Equal(t, map[string]float64{"wh-a/failed": 2, "wh-a/ok": 2, "wh-b/gone": 0}, secs)
+
+	g := collect(t, r, "herald.webhook.consecutive_failures").(metricdata.Gauge[int64])
+	fails := map[string]int64{}
+	for _, dp := range g.DataPoints {
+		fails[attrsOf(dp.Attributes)[attrConsumer]] = dp.Value
+	}
+	require.Equal(t, map[string]int64{"wh-a": 0, "wh-b": 1}, fails)
+
+	webhookNames.Lock()
+	for len(webhookNames.seen) < maxWebhookSeries {
+		webhookNames.seen[fmt.Sprint("filler-", len(webhookNames.seen))] = true
+	}
+	webhookNames.Unlock()
+	t.Cleanup(func() {
+		webhookNames.Lock()
+		webhookNames.seen = map[string]bool{}
+		webhookNames.Unlock()
+	})
+	require.Equal(t, "wh-a", webhookAttr("wh-a").Value.AsString(), "a destination seen keeps its series")
+	require.Equal(t, "_other", webhookAttr("wh-new").Value.AsString())
 }

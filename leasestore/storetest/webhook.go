@@ -1,9 +1,12 @@
 package storetest
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -16,6 +19,7 @@ var webhookCases = []conformanceCase{
 	{"Webhook/CreateGetUpdateDelete", testWebhookLifecycle},
 	{"Webhook/ConcurrentUpdates", testWebhookConcurrent},
 	{"Webhook/List", testWebhookList},
+	{"Webhook/Attempts", testWebhookAttempts},
 }
 
 // testWebhookList: ListWebhooks returns the webhook records, and only
@@ -75,9 +79,16 @@ func testWebhookLifecycle(t *testing.T, h Harness) {
 	require.Equal(t, 10, got.MaxBatch)
 	require.Empty(t, got.Disabled)
 
+	require.False(t, got.Ordered)
+	require.Zero(t, got.RateLimit)
+	require.Zero(t, got.Failures)
+	require.True(t, got.OpenedAt.IsZero())
+
+	opened := time.UnixMilli(time.Now().UnixMilli()).UTC()
 	up, err := b.store.UpdateWebhook(b.ctx, id, func(w *leasestore.Webhook) error {
 		w.Secrets = w.Secrets[:1]
 		w.Disabled = "410"
+		w.Ordered, w.RateLimit, w.Failures, w.OpenedAt = true, 2.5, 7, opened
 		return nil
 	})
 	require.NoError(t, err)
@@ -86,6 +97,10 @@ func testWebhookLifecycle(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Equal(t, "410", got.Disabled)
 	require.Len(t, got.Secrets, 1)
+	require.True(t, got.Ordered)
+	require.InDelta(t, 2.5, got.RateLimit, 1e-9)
+	require.Equal(t, 7, got.Failures)
+	require.Equal(t, opened, got.OpenedAt)
 
 	_, err = b.store.UpdateWebhook(b.ctx, id, func(w *leasestore.Webhook) error { w.Secrets = nil; return nil })
 	requireCode(t, herr.InvalidArgument, err)
@@ -126,4 +141,58 @@ func testWebhookConcurrent(t *testing.T, h Harness) {
 	got, err := b.store.GetWebhook(b.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, n, got.MaxBatch)
+}
+
+// testWebhookAttempts: the attempt log reads back newest first, keeps the
+// last MaxWebhookAttempts, drops attempts past the retention, bounds the
+// body to MaxWebhookAttemptBody bytes of valid UTF-8, and goes with the
+// webhook record.
+func testWebhookAttempts(t *testing.T, h Harness) {
+	b := setup(t, h, setupOptions{})
+	id := "storetest-wh-" + uuid.NewString()
+	got, err := b.store.WebhookAttempts(b.ctx, id)
+	require.NoError(t, err)
+	require.Empty(t, got, "none before the first attempt")
+	_, err = b.store.CreateWebhook(b.ctx, leasestore.Webhook{Consumer: id, URL: "https://example.com", Secrets: []leasestore.WebhookSecret{{Secret: "whsec_0"}}})
+	require.NoError(t, err)
+
+	now := time.UnixMilli(b.clock.Now().UnixMilli()).UTC()
+	first := []leasestore.WebhookAttempt{
+		{At: now.Add(-25 * time.Hour), WebhookID: "too-old", Attempt: 1, Events: 1, Status: 500},
+		{At: now.Add(-time.Hour), WebhookID: "evt-1", Attempt: 1, Events: 2, Status: 503, Latency: 1500 * time.Millisecond,
+			Body: strings.Repeat("x", 2000)},
+		{At: now.Add(-time.Minute), WebhookID: "evt-2", Attempt: 2, Events: 1, Error: "the endpoint did not answer within the timeout",
+			Body: strings.Repeat("y", leasestore.MaxWebhookAttemptBody-1) + "\xe2\x82\xac"},
+	}
+	require.NoError(t, b.store.AppendWebhookAttempts(b.ctx, id, first))
+	got, err = b.store.WebhookAttempts(b.ctx, id)
+	require.NoError(t, err)
+	require.Len(t, got, 2, "the one past the retention is dropped")
+	require.Equal(t, "evt-2", got[0].WebhookID, "newest first")
+	require.Equal(t, now.Add(-time.Minute), got[0].At)
+	require.EqualValues(t, 2, got[0].Attempt)
+	require.Zero(t, got[0].Status)
+	require.Equal(t, "the endpoint did not answer within the timeout", got[0].Error)
+	require.LessOrEqual(t, len(got[0].Body), leasestore.MaxWebhookAttemptBody+2)
+	require.True(t, utf8.ValidString(got[0].Body), "a rune cut in two is replaced")
+	require.Equal(t, 503, got[1].Status)
+	require.Equal(t, 1500*time.Millisecond, got[1].Latency)
+	require.Equal(t, 2, got[1].Events)
+	require.Equal(t, strings.Repeat("x", leasestore.MaxWebhookAttemptBody), got[1].Body)
+
+	var many []leasestore.WebhookAttempt
+	for i := range leasestore.MaxWebhookAttempts + 5 {
+		many = append(many, leasestore.WebhookAttempt{At: now.Add(time.Duration(i) * time.Millisecond), WebhookID: fmt.Sprint("m-", i), Status: 200})
+	}
+	require.NoError(t, b.store.AppendWebhookAttempts(b.ctx, id, many))
+	got, err = b.store.WebhookAttempts(b.ctx, id)
+	require.NoError(t, err)
+	require.Len(t, got, leasestore.MaxWebhookAttempts)
+	require.Equal(t, fmt.Sprint("m-", leasestore.MaxWebhookAttempts+4), got[0].WebhookID)
+	require.Equal(t, "m-5", got[len(got)-1].WebhookID, "the oldest went first")
+
+	require.NoError(t, b.store.DeleteWebhook(b.ctx, id))
+	got, err = b.store.WebhookAttempts(b.ctx, id)
+	require.NoError(t, err)
+	require.Empty(t, got, "the log goes with the webhook")
 }

@@ -115,11 +115,13 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a consumer's delivery policies
+         * Change a consumer's delivery policies, or a webhook's configuration
          * @description Changes `retry_policy` and `dead_letter_policy` of any consumer: a
          *     member left out stays as it is, `null` removes the policy. The new
          *     values apply from the next pull on, to the leases already waiting
-         *     too. Needs `manage:destinations`.
+         *     too. A `WEBHOOK` destination's `url`, `timeout`, `max_batch`,
+         *     `rate_limit` and `ordered` change here too (docs/webhooks.md). Needs
+         *     `manage:destinations`.
          */
         patch: operations["updateDestination"];
         trace?: never;
@@ -199,6 +201,33 @@ export interface paths {
          *     request has no body.
          */
         post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/event-destinations/{id}/attempts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A consumer id: a durable consumer's UUID, a durable queue's `queue_id`, a non-durable queue's reconnect token. Valid UTF-8 without control characters (`400` otherwise). */
+                id: components["parameters"]["DestinationID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A webhook's recent delivery attempts
+         * @description The delivery attempts of a `WEBHOOK` destination, newest first: the
+         *     last 100, none older than 24 hours. Each push run writes its
+         *     attempts when it leaves the destination, so an attempt shows once
+         *     its run has moved on. Never holds the secret or the URL. Needs
+         *     `manage:destinations`.
+         */
+        get: operations["listWebhookAttempts"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -824,13 +853,16 @@ export interface components {
             timeout?: number;
             /** @description `WEBHOOK` only: the most events per request (default 1: each event alone). */
             max_batch?: number;
+            rate_limit?: components["schemas"]["WebhookRateLimit"];
+            /** @description `WEBHOOK` only: one delivery in flight at a time, in sequence (default false: up to 10 at once). */
+            ordered?: boolean;
             filter_groups?: components["schemas"]["FilterGroups"];
             /** @description Absent or `null`: failed and expired leases come back at once. */
             retry_policy?: components["schemas"]["RetryPolicy"] | null;
             /** @description Absent or `null`: the deployment's `HERALD_DELIVERY_LIMIT`. */
             dead_letter_policy?: components["schemas"]["DeadLetterPolicy"] | null;
         };
-        /** @description A member left out stays as it is; `null` removes the policy. */
+        /** @description A member left out stays as it is; `null` removes the policy (for a `WEBHOOK`, `dead_letter_policy: null` restores its schedule's 8 attempts) or the rate limit. The webhook members are for a `WEBHOOK` only (`400` on another type). Every member is checked before anything changes: one out of range, or a url the address policy refuses, is `422` and changes nothing. */
         UpdateDestinationRequest: {
             retry_policy?: components["schemas"]["RetryPolicy"] | null;
             dead_letter_policy?: components["schemas"]["DeadLetterPolicy"] | null;
@@ -890,7 +922,15 @@ export interface components {
             console_sign_in: "off" | "token" | "token, oidc";
             /** @description The OpenTelemetry exporters, or `off`. */
             telemetry: string;
+            /** @description The new endpoint, checked as at creation. A new url closes the circuit breaker and enables a destination disabled by `410 Gone`. */
+            url?: string;
+            timeout?: number;
+            max_batch?: number;
+            rate_limit?: components["schemas"]["WebhookRateLimit"] | null;
+            ordered?: boolean;
         };
+        /** @description `WEBHOOK` only: the most deliveries per second (0.001–1000), across a push run; `0` or absent, no limit. */
+        WebhookRateLimit: number;
         /** @description A consumer, with its cursor and counts. */
         Destination: {
             /** @description A durable consumer's UUID, a durable queue's `queue_id`, a non-durable queue's reconnect token (cut to a 7-character prefix in the list). */
@@ -924,16 +964,49 @@ export interface components {
                  */
                 oldest_published_at?: string;
             };
-            /** @description A `WEBHOOK` destination's push configuration (create and get answers only). */
+            /** @description A `WEBHOOK` destination's push configuration (create, get and update answers only). */
             webhook?: {
                 url: string;
                 timeout: number;
                 max_batch: number;
+                /** @description The most deliveries per second; absent when there is no limit. */
+                rate_limit?: number;
+                /** @description One delivery in flight at a time, in sequence. */
+                ordered: boolean;
+                /** @description The endpoint's failed attempts since its last success (the circuit breaker's count). */
+                consecutive_failures: number;
+                /**
+                 * Format: date-time
+                 * @description When the circuit breaker opened (no attempts until its cool-down ends); absent while it is closed.
+                 */
+                circuit_opened_at?: string;
                 /** @description Why pushes stopped (the endpoint answered `410 Gone`); `resume` enables it again. */
                 disabled?: string;
             };
             /** @description The signing secret, in the answer that creates a `WEBHOOK` only. */
             secret?: components["schemas"]["WebhookSecret"];
+        };
+        /** @description One delivery attempt of a webhook. */
+        WebhookAttempt: {
+            /**
+             * Format: date-time
+             * @description When the attempt started.
+             */
+            at: string;
+            /** @description The delivery's `webhook-id` header. */
+            webhook_id: string;
+            /** @description The delivery's attempt number (1 for the first). */
+            attempt: number;
+            /** @description Events the delivery carried. */
+            events: number;
+            /** @description The answer's HTTP status; absent when there was none (a timeout, a refused or failed connection). */
+            status?: number;
+            /** @description How long the attempt took. */
+            latency_ms: number;
+            /** @description The first 1,024 bytes of the answer's body (invalid UTF-8 replaced). */
+            response_body?: string;
+            /** @description Why an attempt without an answer failed. */
+            error?: string;
         };
         /** @description A Standard Webhooks signing secret, `whsec_` and the base64 of 32 random bytes. */
         WebhookSecret: string;
@@ -1766,7 +1839,7 @@ export interface operations {
                     "application/json": components["schemas"]["Destination"];
                 };
             };
-            /** @description The body is not JSON of the documented shape (an unknown member, `ack_timeout` included: durable queues change it with `PATCH /api/v1beta/queues/durable`), or a bad id. */
+            /** @description The body is not JSON of the documented shape (an unknown member, `ack_timeout` included: durable queues change it with `PATCH /api/v1beta/queues/durable`), webhook members on a destination that is not a `WEBHOOK`, or a bad id. */
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -1774,7 +1847,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             /** @description Too much contention on this consumer (retry), or a consumer stored in an older layout. */
             409: components["responses"]["Conflict"];
-            /** @description A policy out of range, invalid UTF-8 or a body over the limit. */
+            /** @description A policy or webhook member out of range, a webhook url the address policy refuses, invalid UTF-8 or a body over the limit. */
             422: components["responses"]["Unprocessable"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -1895,6 +1968,40 @@ export interface operations {
             404: components["responses"]["NotFound"];
             /** @description Too much contention on this destination (retry). */
             409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    listWebhookAttempts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A consumer id: a durable consumer's UUID, a durable queue's `queue_id`, a non-durable queue's reconnect token. Valid UTF-8 without control characters (`400` otherwise). */
+                id: components["parameters"]["DestinationID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The attempts. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        attempts: components["schemas"]["WebhookAttempt"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No webhook destination has this id. */
+            404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
             504: components["responses"]["GatewayTimeout"];

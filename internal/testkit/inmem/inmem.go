@@ -28,6 +28,10 @@ type Options struct {
 	// it: a recording or fault-injecting broker. Broker in the result is
 	// the unwrapped one.
 	Wrap func(driver.Broker) driver.Broker
+	// WrapCollection, when set, wraps the document collection before the
+	// lease store uses it: a metering one (storetest.Meter.Wrap).
+	// Collection in the result is the unwrapped one.
+	WrapCollection func(*docstore.Collection) *docstore.Collection
 	// Store configures the lease store. Its Now defaults to Config.Now.
 	Store leasestore.Options
 	// Config configures the service. Broker and Store are set by New and
@@ -73,7 +77,11 @@ func New(t testing.TB, o Options) *Service {
 	if o.Store.Now == nil {
 		o.Store.Now = o.Config.Now
 	}
-	store := leasestore.New(coll, o.Store)
+	usedColl := coll
+	if o.WrapCollection != nil {
+		usedColl = o.WrapCollection(coll)
+	}
+	store := leasestore.New(usedColl, o.Store)
 	o.Config.Broker, o.Config.Store = used, store
 	return &Service{Service: delivery.New(o.Config), Store: store, Broker: broker, Collection: coll}
 }
