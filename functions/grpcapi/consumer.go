@@ -428,7 +428,7 @@ func deliver(ctx context.Context, procedure string, st *delivery.Stream, writeTi
 		}
 		// One socket write for the batch, not one per event: the flush
 		// after its last event sends what is left.
-		flushes.Hold()
+		flushes.Hold(len(ds))
 		sent, err := sendBatch(ctx, procedure, st, ds, func(d delivery.Delivery, ev *pb.Event) error {
 			flushes.Arm(writeTimeout)
 			return send(d, ev)

@@ -61,16 +61,20 @@ func (w *heldFlushes) Flush() {
 	w.ResponseWriter.(http.Flusher).Flush()
 }
 
-// Hold holds back flushes until Release, and corks the connection
-// (internal/netcork) so that the frames HTTP/2 writes when its buffer
-// fills leave in few segments.
-func (w *heldFlushes) Hold() {
+// Hold holds back flushes until Release. For a batch of more than one
+// message (n) it also corks the connection (internal/netcork) so that the
+// frames HTTP/2 writes when its buffer fills leave in few segments; one
+// message leaves in one write at the flush anyway, and corking it would
+// only add two system calls to every delivery of a fan-out.
+func (w *heldFlushes) Hold(n int) {
 	if w == nil {
 		return
 	}
 	w.mu.Lock()
 	w.held = true
-	w.uncork = netcork.CorkContext(w.ctx)
+	if n > 1 {
+		w.uncork = netcork.CorkContext(w.ctx)
+	}
 	w.mu.Unlock()
 }
 
