@@ -53,7 +53,7 @@ test-ts: ## Test the TypeScript client in Node and headless Chromium against a h
 # emulators, RabbitMQ, NATS, aws-lambda-rie, the lease store's URL
 # harness) are not even built here; in the others, -short skips every test
 # that needs a real server (package internal/emulators) or kills processes.
-SHORT_SKIP := /pubsubx/(awssnssqs|gcppubsub|nats|rabbit)$$|/leasestore/storeurl$$|/functions/cmd/lambda$$
+SHORT_SKIP := /pubsubx/(awssnssqs|gcppubsub|nats|rabbit)$$|/leasestore/storeurl(/conformance/[a-z]+)?$$|/functions/cmd/lambda$$
 
 .PHONY: test-short
 test-short: ## Run the in-memory tests only (-short: no real server, no kill test), with the race detector: the inner loop

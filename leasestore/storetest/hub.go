@@ -235,11 +235,11 @@ func testHubReap(t *testing.T, h Harness) {
 		}
 		return ids
 	}
-	// step moves the clock by d, a second at a time, with a heartbeat of
-	// each process in beating after every second.
-	step := func(d time.Duration, beating ...string) {
+	// step moves the clock by d, every second at a time, with a heartbeat
+	// of each process in beating after every move.
+	step := func(d, every time.Duration, beating ...string) {
 		for d > 0 {
-			s := min(d, time.Second)
+			s := min(d, every)
 			b.clock.Advance(s)
 			d -= s
 			for _, p := range beating {
@@ -248,18 +248,21 @@ func testHubReap(t *testing.T, h Harness) {
 			}
 		}
 	}
-	step(reapGrace-time.Second, alive, dead)
+	step(reapGrace-time.Second, time.Second, alive, dead)
 	require.Empty(t, reap(), "nothing idle for the grace window yet")
-	step(time.Second, alive, dead)
+	step(time.Second, time.Second, alive, dead)
 	require.Equal(t, []string{released}, reap(), "a released queue goes after the grace window")
 
 	// dead stops beating now: its queue counts its grace from its last
 	// heartbeat.
-	step(reapGrace-time.Second, alive)
+	step(reapGrace-time.Second, time.Second, alive)
 	require.Empty(t, reap(), "a dead home's queue waits the grace window from the home's last heartbeat")
-	step(time.Second, alive)
+	step(time.Second, time.Second, alive)
 	require.Equal(t, []string{atDead}, reap())
-	step(time.Hour, alive)
+	// An hour with alive beating a second inside its TTL, so that it is
+	// alive at every instant (a beat every second here made 3,600 round
+	// trips, the slowest case of the suite on a real server).
+	step(time.Hour, leasestore.DefaultProcessTTL-time.Second, alive)
 	require.Empty(t, reap(), "a live home's queue is its home's to reap")
 	require.Equal(t, alive, b.getC(t, atAlive).Home)
 }

@@ -54,17 +54,41 @@ type Harness interface {
 // t.Cleanup).
 type HarnessMaker func(ctx context.Context, t testing.TB) (Harness, error)
 
+// ParallelHarness is a Harness whose cases may run in parallel: its
+// MakeCollections is safe for concurrent use and every call makes a
+// collection that no other call touches. The suite's cases share nothing
+// else: each keeps to its own collection, consumer ids, idempotency keys
+// and fault hooks (leasestore/internal/faults filters on them). A harness
+// over a real server implements it so that one case's round trips overlap
+// another's instead of adding to them.
+type ParallelHarness interface {
+	Harness
+	// Parallel reports whether RunConformanceTests may run the cases in
+	// parallel.
+	Parallel() bool
+}
+
 // RunConformanceTests runs the whole suite against the harness that
-// newHarness makes, each rule as a subtest. Subtests run one after another
-// (a harness need not be safe for concurrent use) and each gets a fresh
-// collection from Harness.MakeCollections.
+// newHarness makes, each rule as a subtest on a fresh collection from
+// Harness.MakeCollections. Subtests run one after another (a harness need
+// not be safe for concurrent use) unless the harness is a ParallelHarness
+// that says they may run in parallel: then each calls t.Parallel, and go
+// test runs as many at once as its -parallel flag allows (GOMAXPROCS by
+// default).
 func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	h, err := newHarness(t.Context(), t)
 	if err != nil {
 		t.Fatalf("make harness: %v", err)
 	}
+	p, ok := h.(ParallelHarness)
+	parallel := ok && p.Parallel()
 	for _, c := range conformanceCases {
-		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
+		t.Run(c.name, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
+			c.run(t, h)
+		})
 	}
 }
 

@@ -77,6 +77,16 @@ export interface CallOptions {
  * for the call and kept across its retries, so that a retry after a lost
  * answer (a timeout, a cut connection, a 502) answers the first attempt's
  * result, with `replayed` true, instead of publishing the event twice.
+ *
+ * Events may instead carry keys of their own (PublishEvent's
+ * `idempotency_key`, the same 1–200 printable ASCII characters). Those
+ * win: a call whose event (publish) or any of whose events (publishBatch)
+ * has one sends no Idempotency-Key header, since Herald refuses a request
+ * with both (400). In such a batch every event without a key gets a
+ * random one of its own, kept across retries (none when the client's
+ * `idempotencyKeys` is false), so a retried batch still publishes each
+ * event once; a repeat of an event's key answers that event's first
+ * result with `replayed` true while the batch's other events publish.
  */
 export interface PublishOptions extends CallOptions {
   /**
@@ -249,6 +259,35 @@ export class HeraldClient {
   }
 
   /**
+   * The events of a publishBatch whose events carry keys of their own
+   * (PublishOptions): each event with its key checked, and a random one
+   * for an event without (left without when the client sends no keys of
+   * its own); undefined when no event has a key, so the call sends a
+   * header key instead. Throws before any request on a bad or repeated
+   * event key, or on event keys beside opts.idempotencyKey (Herald would
+   * answer 400 to either).
+   */
+  private eventKeys(events: PublishEvent[], opts: PublishOptions): PublishEvent[] | undefined {
+    if (!events.some((e) => e.idempotency_key !== undefined)) return undefined;
+    if (opts.idempotencyKey !== undefined) throw new Error(bothKeys);
+    const seen = new Set<string>();
+    return events.map((e, i) => {
+      let k = e.idempotency_key;
+      if (k === undefined) {
+        if (!this.idempotencyKeys) return e;
+        k = randomUUID();
+      } else {
+        checkEventKey(k, i);
+      }
+      // A repeat is refused whole by Herald within a chunk and fails the
+      // later event across chunks: either way a mistake of the caller's.
+      if (seen.has(k)) throw new Error(`herald client: events ${events.findIndex((o) => o.idempotency_key === k)} and ${i} carry the same idempotency_key`);
+      seen.add(k);
+      return k === e.idempotency_key ? e : { ...e, idempotency_key: k };
+    });
+  }
+
+  /**
    * Publishes one event (POST /api/v1beta/events) under an idempotency key
    * (PublishOptions). An event that breaks a rule is a HeraldError (422);
    * a broker failure is a result with `success` false (safe to publish
@@ -259,8 +298,17 @@ export class HeraldClient {
    * applied publishes twice: consumers drop duplicates by the event's id.
    */
   async publish(event: PublishEvent, opts: PublishOptions = {}): Promise<PublishResult> {
-    const key = this.publishKey(opts);
-    const r = await this.request<{ result: Schemas["PublishingResult"] }>({ method: "POST", path: "/api/v1beta/events", body: { event }, signal: opts.signal, ...keyed(key) });
+    let keying: Pick<Request, "headers" | "retryAlso">;
+    if (event.idempotency_key !== undefined) {
+      // The event's own key is the publish's key (docs/api.md): sent in
+      // the body alone, with a keyed publish's retries.
+      if (opts.idempotencyKey !== undefined) throw new Error(bothKeys);
+      checkEventKey(event.idempotency_key, 0);
+      keying = { retryAlso: [409] };
+    } else {
+      keying = keyed(this.publishKey(opts));
+    }
+    const r = await this.request<{ result: Schemas["PublishingResult"] }>({ method: "POST", path: "/api/v1beta/events", body: { event }, signal: opts.signal, ...keying });
     return withReplayed(r.body!.result);
   }
 
@@ -272,10 +320,15 @@ export class HeraldClient {
    * it (PublishBatchError); the events after them were not sent. Each
    * call carries an idempotency key (PublishOptions) kept across its
    * retries: one per publishBatch, with `/${i}` after it for chunk i when
-   * there is more than one chunk.
+   * there is more than one chunk; or, when any event carries an
+   * `idempotency_key`, no header key and a key on every event (a random
+   * one for an event without), each event then replayed or published on
+   * its own.
    */
   async publishBatch(events: PublishEvent[], opts: PublishOptions = {}): Promise<PublishResult[]> {
-    const key = this.publishKey(opts);
+    const keyedEvents = this.eventKeys(events, opts);
+    if (keyedEvents !== undefined) events = keyedEvents;
+    const key = keyedEvents === undefined ? this.publishKey(opts) : undefined;
     const chunked = events.length > MAX_BATCH;
     if (key !== undefined && chunked) checkKey(`${key}/${Math.floor((events.length - 1) / MAX_BATCH)}`);
     const results: PublishResult[] = [];
@@ -447,6 +500,16 @@ function checkKey(key: string): void {
     throw new Error(`herald client: idempotencyKey must be 1 to ${MAX_IDEMPOTENCY_KEY} printable ASCII characters (with "/i" after it per chunk of a batch over ${MAX_BATCH})`);
   }
 }
+
+/** Throws unless the key of event i is 1–200 printable ASCII characters; the message does not quote it. */
+function checkEventKey(key: unknown, i: number): void {
+  if (typeof key !== "string" || key.length < 1 || key.length > MAX_IDEMPOTENCY_KEY || !/^[\x20-\x7e]+$/.test(key)) {
+    throw new Error(`herald client: the idempotency_key of event ${i} must be 1 to ${MAX_IDEMPOTENCY_KEY} printable ASCII characters`);
+  }
+}
+
+/** Herald refuses an event's idempotency_key beside an Idempotency-Key header (400). */
+const bothKeys = "herald client: an event's idempotency_key and the call's idempotencyKey cannot both be given: use one or the other";
 
 function checkSeconds(name: string, v: number, min: number, max: number): void {
   if (!Number.isInteger(v) || v < min || v > max) throw new Error(`herald client: ${name} must be whole seconds from ${min} to ${max}`);

@@ -7,7 +7,14 @@ import type { components } from "./openapi.js";
 
 type Schemas = components["schemas"];
 
-/** An event to publish: `event_type`, `message`, `occurred_at`, `resource`. */
+/**
+ * An event to publish: `event_type`, `message`, `occurred_at`, `resource`,
+ * and optionally `idempotency_key`, the event's own idempotency key (1–200
+ * printable ASCII characters, never echoed; docs/api.md, "Idempotency
+ * keys"). In a publishBatch, events with keys are each replayed or
+ * published on their own and the call sends no Idempotency-Key header
+ * (PublishOptions).
+ */
 export type PublishEvent = Schemas["PublishEvent"];
 /** An event as a publish result echoes it, normalized. */
 export type PublishedEvent = Schemas["Event"];

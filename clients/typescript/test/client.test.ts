@@ -226,6 +226,63 @@ describe("idempotency keys", () => {
     assert.equal(await drain(id), 1);
   });
 
+  test("per-event keys: no header key, a repeat of the batch answers every event as a replay and publishes nothing", async () => {
+    const type = unique("ts.idem-each");
+    const id = await consumerOf(type);
+    const keys = [unique("order-1"), unique("order-2"), unique("order-3")];
+    const batch = () => keys.map((k, i) => ({ ...ev(type, i), idempotency_key: k }));
+    const start = proxy.seen.length;
+    const first = await client.publishBatch(batch());
+    const again = await client.publishBatch(batch());
+    assert.deepEqual(first.map((r) => [r.success, r.replayed]), [[true, false], [true, false], [true, false]]);
+    assert.deepEqual(again.map((r) => [r.success, r.replayed]), [[true, true], [true, true], [true, true]]);
+    assert.deepEqual(again.map((r) => r.event), first.map((r) => r.event), "the first results, occurred_at and all");
+    const calls = publishes(start, "/api/v1beta/events/batch");
+    assert.deepEqual(calls.map(keyOf), [undefined, undefined], "per-event keys win over the default header key");
+    assert.equal(await drain(id), 3, "each event published once");
+  });
+
+  test("per-event keys in a mixed batch: the keyless event gets a random key of its own, kept across a retry", async () => {
+    const type = unique("ts.idem-mixed");
+    const id = await consumerOf(type);
+    const start = proxy.seen.length;
+    const lost = loseFirstAnswer("/api/v1beta/events/batch");
+    let results;
+    try {
+      results = await client.publishBatch([{ ...ev(type, 1), idempotency_key: unique("mixed") }, ev(type, 2)]);
+    } finally {
+      proxy.intercept = () => "pass";
+    }
+    assert.equal(lost(), 1);
+    assert.deepEqual(results.map((r) => [r.success, r.replayed]), [[true, true], [true, true]]);
+    const calls = publishes(start, "/api/v1beta/events/batch");
+    assert.equal(calls.length, 2);
+    assert.deepEqual(calls.map(keyOf), [undefined, undefined]);
+    assert.equal(await drain(id), 2, "the retry published neither event again");
+  });
+
+  test("per-event keys are checked before any request: bad, repeated, or beside the call's key", async () => {
+    const before = proxy.seen.length;
+    const k = unique("dup");
+    await assert.rejects(client.publishBatch([{ ...ev("ts.idem", 1), idempotency_key: "é" }]), /idempotency_key of event 0 must be 1 to 200 printable ASCII/);
+    await assert.rejects(client.publishBatch([ev("ts.idem", 0), { ...ev("ts.idem", 1), idempotency_key: "" }]), /idempotency_key of event 1/);
+    await assert.rejects(client.publishBatch([{ ...ev("ts.idem", 1), idempotency_key: k }, { ...ev("ts.idem", 2), idempotency_key: k }]), /events 0 and 1 carry the same idempotency_key/);
+    await assert.rejects(client.publishBatch([{ ...ev("ts.idem", 1), idempotency_key: k }], { idempotencyKey: k }), /cannot both be given/);
+    await assert.rejects(client.publish({ ...ev("ts.idem", 1), idempotency_key: k }, { idempotencyKey: k }), /cannot both be given/);
+    assert.equal(proxy.seen.length, before, "no request sent");
+  });
+
+  test("a single publish with the event's own key sends no header and is replayed on a repeat", async () => {
+    const type = unique("ts.idem-own-event");
+    const id = await consumerOf(type);
+    const e = { ...ev(type, 1), idempotency_key: unique("single") };
+    const start = proxy.seen.length;
+    assert.equal((await client.publish(e)).replayed, false);
+    assert.equal((await client.publish(e)).replayed, true);
+    assert.deepEqual(publishes(start).map(keyOf), [undefined, undefined]);
+    assert.equal(await drain(id), 1);
+  });
+
   test("a batch over MAX_BATCH keys its chunks key/0, key/1; a bad key is refused before any request", async () => {
     const type = unique("ts.idem-chunks");
     const key = unique("batch");

@@ -4,7 +4,10 @@
 // production code never sets a hook, so Check is one atomic load.
 package faults
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Points where leasestore asks Check whether to fail. Each names the write
 // that would come next.
@@ -37,23 +40,66 @@ const (
 	KeyComplete = "idempotency-complete"
 )
 
-var hook atomic.Pointer[func(point, consumer string) error]
+// hooks holds the hooks set now, replaced whole on every Set and restore
+// (copy on write under setMu), so that Check stays one atomic load and
+// conformance cases running in parallel each keep their own hook.
+var (
+	hooks atomic.Pointer[[]*hook]
+	setMu sync.Mutex
+)
 
-// Set makes f decide, at every point, whether the step fails: a non-nil
-// error from f is returned as the failure of the write that would follow.
-// consumer is the consumer the step works on (for a dead letter: its
-// origin). The returned function removes f. Hooks are process-wide, so a
-// test filters on its own consumer ids.
-func Set(f func(point, consumer string) error) (restore func()) {
-	hook.Store(&f)
-	return func() { hook.Store(nil) }
+// hook is one Set call's function; its address identifies it for removal.
+type hook struct {
+	f func(point, consumer string) error
 }
 
-// Check returns the hook's verdict at point for consumer, or nil when no
-// hook is set.
+// Set adds f to the hooks that decide, at every point, whether the step
+// fails: a non-nil error from any hook is returned as the failure of the
+// write that would follow. consumer is the consumer the step works on (for
+// a dead letter: its origin). The returned function removes f (calling it
+// again does nothing). Hooks are process-wide and several may be set at
+// once (conformance cases run in parallel), so a hook fails only steps on
+// its own test's consumer ids or keys and returns nil for the rest.
+func Set(f func(point, consumer string) error) (restore func()) {
+	h := &hook{f: f}
+	setMu.Lock()
+	defer setMu.Unlock()
+	var next []*hook
+	if cur := hooks.Load(); cur != nil {
+		next = append(next, *cur...)
+	}
+	next = append(next, h)
+	hooks.Store(&next)
+	return func() {
+		setMu.Lock()
+		defer setMu.Unlock()
+		var rest []*hook
+		if cur := hooks.Load(); cur != nil {
+			for _, o := range *cur {
+				if o != h {
+					rest = append(rest, o)
+				}
+			}
+		}
+		if len(rest) == 0 {
+			hooks.Store(nil)
+			return
+		}
+		hooks.Store(&rest)
+	}
+}
+
+// Check returns the first non-nil verdict of the hooks at point for
+// consumer, or nil when no hook is set or none fails the step.
 func Check(point, consumer string) error {
-	if f := hook.Load(); f != nil {
-		return (*f)(point, consumer)
+	hs := hooks.Load()
+	if hs == nil {
+		return nil
+	}
+	for _, h := range *hs {
+		if err := h.f(point, consumer); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -10,7 +10,9 @@
 // or benchmark) and stops it when that test ends. Every MakeCollections
 // call gets a fresh table or collection with a unique name, removed when
 // the (sub)test ends, and each of its n collections runs on its own SDK
-// client, so racing Stores share nothing in process.
+// client, so racing Stores share nothing in process. MakeCollections is
+// safe for concurrent use, so every harness is a storetest.ParallelHarness
+// and the conformance suite runs its cases in parallel on it.
 //
 // When a server binary is absent the test is skipped through
 // internal/emulators (failed under HERALD_REQUIRE_SERVERS=1, as in CI).
@@ -66,7 +68,7 @@ type DynamoDB struct {
 	Endpoint string
 }
 
-var _ storetest.Harness = (*DynamoDB)(nil)
+var _ storetest.ParallelHarness = (*DynamoDB)(nil)
 
 // NewDynamoDB starts moto_server for t and returns a harness over it.
 func NewDynamoDB(t testing.TB) *DynamoDB {
@@ -131,6 +133,10 @@ func (h *DynamoDB) MakeCollections(ctx context.Context, t testing.TB, n int) ([]
 	return out, nil
 }
 
+// Parallel implements storetest.ParallelHarness: MakeCollections is safe
+// for concurrent use and makes a table of its own each call.
+func (h *DynamoDB) Parallel() bool { return true }
+
 // IsolateAWS points the AWS SDK's default configuration at fixed test
 // credentials and nothing else for the rest of t: no shared config or
 // credentials files, no instance metadata service, no region or endpoint
@@ -191,7 +197,7 @@ type Firestore struct {
 	Host string
 }
 
-var _ storetest.Harness = (*Firestore)(nil)
+var _ storetest.ParallelHarness = (*Firestore)(nil)
 
 // NewFirestore starts the Firestore emulator for t, serving Project, and
 // returns a harness over it.
@@ -264,6 +270,10 @@ func (h *Firestore) MakeCollections(ctx context.Context, t testing.TB, n int) ([
 	return out, nil
 }
 
+// Parallel implements storetest.ParallelHarness: MakeCollections is safe
+// for concurrent use and makes a collection of its own each call.
+func (h *Firestore) Parallel() bool { return true }
+
 // DeleteAll deletes every document of coll, a lease store collection.
 func DeleteAll(ctx context.Context, coll *docstore.Collection) error {
 	it := coll.Query().Get(ctx, storeurl.KeyField)
@@ -290,7 +300,7 @@ type PostgreSQL struct {
 	URL string
 }
 
-var _ storetest.Harness = (*PostgreSQL)(nil)
+var _ storetest.ParallelHarness = (*PostgreSQL)(nil)
 
 // NewPostgreSQL creates a database for t and returns a harness over it.
 func NewPostgreSQL(t testing.TB) *PostgreSQL {
@@ -323,3 +333,7 @@ func (h *PostgreSQL) MakeCollections(ctx context.Context, t testing.TB, n int) (
 	}
 	return out, nil
 }
+
+// Parallel implements storetest.ParallelHarness: MakeCollections is safe
+// for concurrent use and makes a table of its own each call.
+func (h *PostgreSQL) Parallel() bool { return true }

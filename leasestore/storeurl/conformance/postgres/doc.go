@@ -1,0 +1,9 @@
+//go:build !herald_aws && !herald_gcp
+
+// Package postgres runs leasestore's conformance suite (storetest) and
+// benchmarks on the machine's PostgreSQL through a postgres:// store URL
+// (storeurltest). It holds tests only: each backend's suite is a package
+// of its own so that go test runs the three backends side by side and
+// none of them alone holds up the test phase (leasestore/storeurl keeps
+// the focused backend cases).
+package postgres
