@@ -48,6 +48,14 @@ type Config struct {
 	// SessionTTL replaces how long a stream session counts as attached
 	// without a heartbeat (tests; 0 means delivery.DefaultSessionTTL).
 	SessionTTL time.Duration
+	// WebhookTransport, when set, adjusts the webhook client's HTTP
+	// transport (tests: trust the self-signed CA of an HTTPS receiver).
+	WebhookTransport func(*http.Transport)
+	// WebhookSchedule replaces the waits between failed webhook delivery
+	// attempts (tests: a short schedule instead of
+	// delivery.DefaultWebhookSchedule's minutes and hours); nil keeps the
+	// default.
+	WebhookSchedule []time.Duration
 	// Now, if set, replaces the clock of the lease store and publisher.
 	Now func() time.Time
 	// Logger defaults to text lines on standard error at LogLevel.
@@ -89,7 +97,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	}
-	a, err := app.Open(ctx, cfg.Config, app.Options{Now: cfg.Now, Logger: cfg.Logger, SessionTTL: cfg.SessionTTL})
+	a, err := app.Open(ctx, cfg.Config, app.Options{Now: cfg.Now, Logger: cfg.Logger, SessionTTL: cfg.SessionTTL,
+		WebhookTransport: cfg.WebhookTransport, WebhookSchedule: cfg.WebhookSchedule})
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,14 @@ type Options struct {
 	// SessionTTL replaces how long a stream session counts as attached
 	// without a heartbeat (tests; default delivery.DefaultSessionTTL).
 	SessionTTL time.Duration
+	// WebhookTransport, when set, adjusts the webhook client's HTTP
+	// transport (tests: trust a receiver's self-signed CA); see
+	// delivery.WebhookConfig.Transport.
+	WebhookTransport func(*http.Transport)
+	// WebhookSchedule replaces the waits between failed webhook delivery
+	// attempts (tests: seconds instead of delivery.DefaultWebhookSchedule's
+	// minutes and hours); nil keeps the default.
+	WebhookSchedule []time.Duration
 	// Jobs adjusts the scheduled jobs (RunJob and POST /v1/jobs/{job}):
 	// the Lambda bootstrap gives the reaper the API Gateway WebSocket
 	// function's connection closer (jobs.Options).
@@ -160,7 +168,8 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
 		Broker: a.broker, Store: store, Source: cfg.Source, ReceiveWait: cfg.ReceiveWait,
 		ClaimRetention: cfg.ClaimRetention, PublishTimeout: cfg.PublishTimeout, IdempotencyWindow: cfg.IdempotencyWindow,
 		Webhooks: delivery.WebhookConfig{Policy: cfg.WebhookAllow, Concurrency: cfg.WebhookConcurrency,
-			BreakerThreshold: cfg.WebhookBreakerThreshold, BreakerCooldown: cfg.WebhookBreakerCooldown},
+			BreakerThreshold: cfg.WebhookBreakerThreshold, BreakerCooldown: cfg.WebhookBreakerCooldown,
+			Transport: opts.WebhookTransport, Schedule: opts.WebhookSchedule},
 		Streams: delivery.StreamConfig{
 			ReconnectGrace: cfg.ReconnectGrace, IdleWindow: cfg.QueueIdleWindow,
 			KeepAlive: cfg.SSEKeepAlive, AutoAckDelay: cfg.SSEAckDelay, AutoAckAtOnce: cfg.SSEAckDelay == 0, SessionTTL: opts.SessionTTL,
