@@ -866,6 +866,12 @@ export interface components {
         UpdateDestinationRequest: {
             retry_policy?: components["schemas"]["RetryPolicy"] | null;
             dead_letter_policy?: components["schemas"]["DeadLetterPolicy"] | null;
+            /** @description The new endpoint, checked as at creation. A new url closes the circuit breaker and enables a destination disabled by `410 Gone`. */
+            url?: string;
+            timeout?: number;
+            max_batch?: number;
+            rate_limit?: components["schemas"]["WebhookRateLimit"] | null;
+            ordered?: boolean;
         };
         LeaseList: {
             leases: components["schemas"]["LeaseSummary"][];
@@ -922,12 +928,6 @@ export interface components {
             console_sign_in: "off" | "token" | "token, oidc";
             /** @description The OpenTelemetry exporters, or `off`. */
             telemetry: string;
-            /** @description The new endpoint, checked as at creation. A new url closes the circuit breaker and enables a destination disabled by `410 Gone`. */
-            url?: string;
-            timeout?: number;
-            max_batch?: number;
-            rate_limit?: components["schemas"]["WebhookRateLimit"] | null;
-            ordered?: boolean;
         };
         /** @description `WEBHOOK` only: the most deliveries per second (0.001–1000), across a push run; `0` or absent, no limit. */
         WebhookRateLimit: number;
