@@ -145,6 +145,11 @@ func (h *Hub) setUp() bool {
 		if err == nil {
 			return true
 		}
+		if h.ctx.Err() != nil {
+			// Closed while setting up (a server that stops at once, as
+			// herald serve on an address in use): nothing to warn about.
+			return false
+		}
 		h.log(slog.LevelWarn, "hub-setup", "the stream hub cannot set up yet; non-durable streams wait for it", "err", err)
 		if sleep(h.ctx, min(time.Duration(failures+1)*200*time.Millisecond, 5*time.Second)) != nil {
 			return false

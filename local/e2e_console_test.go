@@ -79,18 +79,25 @@ func TestConsoleE2E(t *testing.T) {
 		defer cancel()
 		require.NoError(t, chromedp.Do(wctx, actions...))
 	}
-	// textOf waits until sel's text satisfies ok, and returns it.
+	// textOf waits until sel's text satisfies ok, and returns it. The
+	// page re-renders a view when its data arrives, so the node found by
+	// WaitVisible may be gone when Text reads it ("No node with given id
+	// found"): that is retried, on a fresh query, until the deadline.
 	textOf := func(sel string, ok func(string) bool) string {
 		t.Helper()
 		deadline := time.Now().Add(frameWait)
 		for {
-			wctx, cancel := context.WithTimeout(ctx, frameWait)
+			wctx, cancel := context.WithDeadline(ctx, deadline)
 			err := chromedp.Do(wctx, chromedp.WaitVisible(sel))
 			var s string
 			if err == nil {
 				s, err = chromedp.Run(wctx, chromedp.Text(sel))
 			}
 			cancel()
+			if err != nil && time.Now().Before(deadline) && ctx.Err() == nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
 			if err != nil {
 				page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
 				mu.Lock()

@@ -548,6 +548,31 @@ func TestServe(t *testing.T) {
 	require.NoError(t, cmd.Wait(), "serve stops cleanly on SIGTERM")
 }
 
+// TestServeAddressInUse: `herald serve` on an address another process
+// holds (make run with a Herald already on 8080) says it cannot listen
+// there and how to pick another address, exit 1; not "cannot reach
+// Herald … Start one with 'herald serve'" and exit 5, which is for
+// commands that talk to a deployment.
+func TestServeAddressInUse(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", ln.Addr().String())
+	cmd.Env = env()
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	assert.Equal(t, 1, exit.ExitCode(), "%s", out)
+	assert.Contains(t, string(out), "herald: cannot listen on "+ln.Addr().String()+": bind: address already in use\n")
+	assert.Contains(t, string(out), "Serve on another address with --addr or HERALD_ADDR")
+	assert.NotContains(t, string(out), "cannot reach Herald")
+	assert.NotContains(t, string(out), "Is Herald running")
+	assert.NotContains(t, string(out), "level=WARN", "a server stopped before it served has nothing to warn about (the stream hub's setup, cut short)")
+}
+
 // TestServeDefaultTokenOnAnyLoopbackPort: `herald serve` on a free port
 // with its default token, and commands given only HERALD_URL (by IP and by
 // localhost) use that token rather than none.

@@ -169,11 +169,18 @@ func TestDemandKeepsToTheDeadline(t *testing.T) {
 	a := c.untilIdle(20)
 	require.NotEmpty(t, a.events)
 	require.Less(t, len(a.events), 20)
-	require.Equal(t, 20-len(a.events), a.unmet)
-	require.Len(t, s.state(t, id).Session.Tags, len(a.events), "only posted events keep tags")
+	// The post under way at the deadline is cut off; the emulator may
+	// have written it to the client just before its answer was lost, as
+	// API Gateway may. The handler then counts it as not posted and hands
+	// it back: a duplicate, as at least once allows, never a loss. So the
+	// client holds every posted event, plus at most that one.
+	posted := 20 - a.unmet
+	require.GreaterOrEqual(t, posted, len(a.events)-1, "at most the one post cut at the deadline reached the client unaccounted")
+	require.LessOrEqual(t, posted, len(a.events), "every event counted as posted reached the client")
+	require.Len(t, s.state(t, id).Session.Tags, posted, "only posted events keep tags")
 
 	c.send(`{"type":"demand","n":20}`)
-	b := c.untilIdle(20 - len(a.events))
-	require.Len(t, b.events, 20-len(a.events), "the rest came back at once")
+	b := c.untilIdle(a.unmet)
+	require.Len(t, b.events, a.unmet, "the rest came back at once")
 	require.EqualValues(t, 2, b.events[0].DeliveryCount)
 }

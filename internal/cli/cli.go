@@ -121,6 +121,10 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 	case ExitUnavailable:
 		fmt.Fprintf(stdio.Err, "Is Herald running at %s? Start one with 'herald serve', or point at another with --url, HERALD_URL or --context.\n", redactedURL(a.baseURL()))
 	}
+	var le listenError
+	if errors.As(err, &le) {
+		fmt.Fprintln(stdio.Err, "Serve on another address with --addr or HERALD_ADDR (e.g. 127.0.0.1:18080, or 127.0.0.1:0 for a free port), or use the Herald already listening there.")
+	}
 	return code
 }
 

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -58,11 +60,32 @@ other), … It stops on Ctrl-C or SIGTERM, letting open requests finish.`,
 			// through the log package, OpenTelemetry or gRPC goes
 			// through the server's slog logger too.
 			proclog.Install(srv.Logger())
-			return srv.ListenAndServe(cmd.Context())
+			err = srv.ListenAndServe(cmd.Context())
+			var op *net.OpError
+			if errors.As(err, &op) && op.Op == "listen" && op.Err != nil {
+				return listenError{addr: c.Addr, cause: op.Err.Error()}
+			}
+			return err
 		}),
 	}
 	cmd.Flags().StringVar(&addr, "addr", "", "listen address host:port (overrides HERALD_ADDR)")
 	return cmd
+}
+
+// listenError is serve's failure to open its listening socket: the
+// address in use (another Herald on 8080, typically), not one of this
+// host's, or a port it may not bind. It is exit 1 with a hint naming
+// HERALD_ADDR and --addr. It keeps the *net.OpError out of its chain on
+// purpose: Main would take that for a failure to reach a deployment
+// (exit 5, "Is Herald running? Start one with 'herald serve'"), which
+// misleads someone who has just run herald serve.
+type listenError struct {
+	addr  string // the address serve tried, e.g. 127.0.0.1:8080
+	cause string // the socket error, e.g. "bind: address already in use"
+}
+
+func (e listenError) Error() string {
+	return fmt.Sprintf("cannot listen on %s: %s", e.addr, e.cause)
 }
 
 // shutdownTelemetry flushes what telemetry holds on exit, within 5 s.
