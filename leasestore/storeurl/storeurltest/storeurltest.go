@@ -270,9 +270,12 @@ func (h *Firestore) MakeCollections(ctx context.Context, t testing.TB, n int) ([
 	return out, nil
 }
 
-// Parallel implements storetest.ParallelHarness: MakeCollections is safe
-// for concurrent use and makes a collection of its own each call.
-func (h *Firestore) Parallel() bool { return true }
+// Parallel implements storetest.ParallelHarness: false. MakeCollections
+// would be safe for concurrent use, but with the cases in parallel the
+// emulator once lost an event in Random/SessionsUntilSettled (committed
+// and dead-lettered 0 times) that no sequential run has shown; until that
+// is explained the emulator's cases run one at a time.
+func (h *Firestore) Parallel() bool { return false }
 
 // DeleteAll deletes every document of coll, a lease store collection.
 func DeleteAll(ctx context.Context, coll *docstore.Collection) error {
